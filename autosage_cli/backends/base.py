@@ -1,0 +1,120 @@
+"""The backend contract shared by native kernels and vendor libraries.
+
+`prepare(...) -> Plan` does everything made once per input (row lists, splits, descriptors, buffers)
+and records how long it took; `Plan.run(inputs, out)` only launches (no allocation, no sync), so it
+can be timed with CUDA events and replayed.
+
+Op signatures (all CuPy arrays, C-contiguous, row-major, float32):
+  spmm       inputs = (B,)        B: n_cols x K           out: n_rows x K          out = A @ B
+  sddmm      inputs = (X, Y)      X: n_rows x K, Y: n_cols x K   out: nnz         out[e] = a_e * <X[i], Y[j]>
+  attention  inputs = (Q, K, V)   Q: n_rows x H x d, K, V: n_cols x H x d   out: n_rows x H x d
+             out[i,h] = sum_j softmax_j(scale * <Q[i,h], K[j,h]> (+ mask)) V[j,h] over row i's edges
+"""
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+
+from ..graphs.csr import CSRGraph
+
+
+@dataclass(eq=False)
+class DeviceGraph:
+    """A CSRGraph resident on the GPU. Plans share derived data through `derived` (for example the
+    row lists of a degree threshold), built once per input."""
+    host: CSRGraph
+    indptr: object
+    indices: object
+    values: object
+    derived: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_host(cls, graph: CSRGraph) -> "DeviceGraph":
+        import cupy
+
+        return cls(graph, cupy.asarray(graph.indptr), cupy.asarray(graph.indices),
+                   cupy.asarray(graph.values))
+
+    @property
+    def n_rows(self) -> int:
+        return self.host.n_rows
+
+    @property
+    def n_cols(self) -> int:
+        return self.host.n_cols
+
+    @property
+    def nnz(self) -> int:
+        return self.host.nnz
+
+
+def output_shape(op: str, graph: DeviceGraph | CSRGraph, k: int, heads: int = 1) -> tuple[int, ...]:
+    if op == "spmm":
+        return (graph.n_rows, k)
+    if op == "sddmm":
+        return (graph.nnz,)
+    return (graph.n_rows, heads, k)
+
+
+def input_shapes(op: str, graph: DeviceGraph | CSRGraph, k: int, heads: int = 1) -> list[tuple[int, ...]]:
+    if op == "spmm":
+        return [(graph.n_cols, k)]
+    if op == "sddmm":
+        return [(graph.n_rows, k), (graph.n_cols, k)]
+    return [(graph.n_rows, heads, k), (graph.n_cols, heads, k), (graph.n_cols, heads, k)]
+
+
+def make_inputs(op: str, graph: DeviceGraph, k: int, heads: int = 1, seed: int = 0) -> tuple:
+    """Random (never zero) float32 inputs on the device, uniform in [-1, 1)."""
+    import cupy
+
+    rng = cupy.random.default_rng(seed)
+    return tuple(rng.uniform(-1.0, 1.0, size=s, dtype=cupy.float32)
+                 for s in input_shapes(op, graph, k, heads))
+
+
+class Plan(ABC):
+    """One prepared way to run one op on one graph at one width."""
+    op: str
+    backend: str        # "native", "cusparse-alg1|alg2|alg3|default", "cusparse-sddmm", "torch", ...
+    schedule: str       # schedule name, or the vendor algorithm name
+    k: int
+    heads: int = 1
+    prepare_ms: float = 0.0
+
+    def __init__(self, graph: DeviceGraph, op: str, k: int, heads: int = 1):
+        self.graph, self.op, self.k, self.heads = graph, op, k, heads
+
+    def alloc_out(self):
+        import cupy
+
+        return cupy.empty(output_shape(self.op, self.graph, self.k, self.heads), dtype=cupy.float32)
+
+    @abstractmethod
+    def run(self, inputs: tuple, out) -> None:
+        """Launch on the current stream. No allocation, no synchronization."""
+
+    def __call__(self, *inputs):
+        out = self.alloc_out()
+        self.run(inputs, out)
+        return out
+
+
+class PrepareTimer:
+    """`with PrepareTimer(plan): ...` records the wall time of preparation (synchronized) in
+    plan.prepare_ms."""
+
+    def __init__(self, plan: Plan):
+        self.plan = plan
+
+    def __enter__(self):
+        self.t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc):
+        import cupy
+
+        cupy.cuda.get_current_stream().synchronize()
+        self.plan.prepare_ms = (time.perf_counter() - self.t0) * 1e3
+        return False

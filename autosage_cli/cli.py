@@ -1,0 +1,68 @@
+"""The `autosage` command: a click group. Commands live in autosage_cli/commands/, one module each;
+they parse options, call the library and render. No logic here.
+
+Every user-facing failure ends as one line `Error: ...` on stderr with exit code 2 (click usage errors
+included); an unexpected exception prints one line too, exit code 1, with the traceback only under
+AUTOSAGE_DEBUG=1.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+import click
+
+from .errors import AutosageError
+
+# Module names under autosage_cli/commands/; each exposes `command` (a click.Command).
+COMMAND_MODULES = ("info", "inspect", "gen", "tune", "replay", "bench", "plot")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="autosage")
+def cli() -> None:
+    """autosage: input-aware SpMM / SDDMM / CSR-attention scheduling for NVIDIA GPUs."""
+
+
+for _name in COMMAND_MODULES:
+    try:
+        _module = importlib.import_module(f".commands.{_name}", __package__)
+    except ModuleNotFoundError as _exc:  # a command module not written yet
+        if _exc.name != f"{__package__}.commands.{_name}":
+            raise
+        continue
+    cli.add_command(_module.command)
+
+
+def _one_line(message: str) -> str:
+    return " ".join(str(message).split())
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        cli.main(args=argv, prog_name="autosage", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("Error: aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:  # usage errors, bad option values, missing paths
+        click.echo(f"Error: {_one_line(exc.format_message())}", err=True)
+        sys.exit(2)
+    except AutosageError as exc:
+        click.echo(f"Error: {_one_line(str(exc))}", err=True)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        click.echo("Error: interrupted", err=True)
+        sys.exit(130)
+    except Exception as exc:  # a bug: one line, traceback on request
+        if os.environ.get("AUTOSAGE_DEBUG"):
+            raise
+        click.echo(f"Error: internal error: {type(exc).__name__}: {_one_line(str(exc))} "
+                   "(set AUTOSAGE_DEBUG=1 for the traceback)", err=True)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,136 @@
+"""Canonical CSR: the one graph representation every later stage trusts.
+
+Contract (DESIGN.md): indptr/indices int32 while nnz < 2**31 (int64 beyond), float32 values, column
+indices sorted and unique within each row, explicit shape. `canonical_csr` builds it from anything
+SciPy understands and validates once; `CSRGraph.fingerprint` hashes *all* of indptr, indices, values
+and the shape, so two graphs that differ anywhere never share a cache entry.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..errors import AutosageError
+
+INT32_LIMIT = 2**31 - 1
+FINGERPRINT_VERSION = "csr-blake2b-v1"
+
+
+@dataclass(frozen=True, eq=False)
+class CSRGraph:
+    indptr: np.ndarray
+    indices: np.ndarray
+    values: np.ndarray
+    shape: tuple[int, int]
+    # Where the graph came from: {"path": ...} or {"dataset": name, "root": ...} or
+    # {"preset"/"kind": ..., "params": {...}, "seed": n}. Recorded in cache entries and results.
+    source: dict = field(default_factory=dict)
+
+    @property
+    def n_rows(self) -> int:
+        return int(self.shape[0])
+
+    @property
+    def n_cols(self) -> int:
+        return int(self.shape[1])
+
+    @property
+    def nnz(self) -> int:
+        return int(self.indices.shape[0])
+
+    @property
+    def index_dtype(self) -> np.dtype:
+        return self.indices.dtype
+
+    def row_degrees(self) -> np.ndarray:
+        return np.diff(self.indptr).astype(np.int64, copy=False)
+
+    def to_scipy(self) -> sp.csr_matrix:
+        return sp.csr_matrix((self.values, self.indices, self.indptr), shape=self.shape)
+
+    @functools.cached_property
+    def fingerprint(self) -> str:
+        """blake2b over shape, dtypes and the full bytes of indptr, indices and values."""
+        h = hashlib.blake2b(digest_size=20)
+        h.update(f"{FINGERPRINT_VERSION}|{self.shape[0]}x{self.shape[1]}|{self.indptr.dtype.str}|"
+                 f"{self.indices.dtype.str}|{self.values.dtype.str}|".encode())
+        for arr in (self.indptr, self.indices, self.values):
+            h.update(np.ascontiguousarray(arr).data)
+        return h.hexdigest()
+
+    def describe(self) -> str:
+        return f"{self.n_rows}x{self.n_cols}, {self.nnz} nonzeros"
+
+
+def _index_dtype(nnz: int, n: int) -> type:
+    return np.int32 if max(nnz, n) <= INT32_LIMIT else np.int64
+
+
+def validate_shape(n_rows: int, n_cols: int) -> None:
+    if n_rows <= 0 or n_cols <= 0:
+        raise AutosageError(f"graph dimensions must be positive, got {n_rows}x{n_cols}")
+
+
+def validate(indptr: np.ndarray, indices: np.ndarray, values: np.ndarray,
+             shape: tuple[int, int]) -> None:
+    """Raise AutosageError unless the arrays form a canonical CSR. Vectorized, O(nnz)."""
+    n_rows, n_cols = shape
+    validate_shape(n_rows, n_cols)
+    if indptr.ndim != 1 or indptr.shape[0] != n_rows + 1:
+        raise AutosageError(f"indptr has {indptr.shape[0]} entries, expected n_rows + 1 = {n_rows + 1}")
+    nnz = indices.shape[0]
+    if values.shape[0] != nnz:
+        raise AutosageError(f"{values.shape[0]} values for {nnz} column indices")
+    if indptr[0] != 0 or indptr[-1] != nnz:
+        raise AutosageError(f"indptr must run from 0 to nnz={nnz}, runs {indptr[0]}..{indptr[-1]}")
+    if nnz and np.any(np.diff(indptr) < 0):
+        raise AutosageError("indptr is not monotone")
+    if nnz == 0:
+        return
+    lo, hi = indices.min(), indices.max()
+    if lo < 0 or hi >= n_cols:
+        raise AutosageError(f"column index out of range: {lo if lo < 0 else hi} not in [0, {n_cols})")
+    if not np.isfinite(values).all():
+        raise AutosageError("values contain NaN or Inf")
+    # Columns strictly increasing inside each row: every step is positive except at row starts.
+    step_ok = np.diff(indices.astype(np.int64, copy=False)) > 0
+    row_start = np.zeros(nnz, dtype=bool)
+    starts = indptr[:-1][np.diff(indptr) > 0]
+    row_start[starts] = True
+    if not np.all(step_ok | row_start[1:]):
+        raise AutosageError("column indices are not sorted and unique within each row")
+
+
+def canonical_csr(matrix, source: dict | None = None) -> CSRGraph:
+    """Canonical CSR from any SciPy sparse matrix/array: duplicates summed, columns sorted,
+    float32 values, int32 indices (int64 from 2**31 nonzeros). Validates once."""
+    if not sp.issparse(matrix):
+        raise AutosageError(f"expected a sparse matrix, got {type(matrix).__name__}")
+    n_rows, n_cols = (int(s) for s in matrix.shape)
+    validate_shape(n_rows, n_cols)
+    csr = sp.csr_matrix(matrix)
+    if csr.nnz and not np.isfinite(csr.data).all():
+        raise AutosageError("values contain NaN or Inf")
+    csr.sum_duplicates()  # also sorts indices
+    idx_t = _index_dtype(csr.nnz, max(n_rows, n_cols))
+    indptr = np.ascontiguousarray(csr.indptr, dtype=idx_t)
+    indices = np.ascontiguousarray(csr.indices, dtype=idx_t)
+    values = np.ascontiguousarray(csr.data, dtype=np.float32)
+    validate(indptr, indices, values, (n_rows, n_cols))
+    return CSRGraph(indptr, indices, values, (n_rows, n_cols), dict(source or {}))
+
+
+def from_arrays(indptr, indices, values, shape, source: dict | None = None) -> CSRGraph:
+    """Canonical CSR from raw arrays that must already be canonical (validated, not repaired)."""
+    n_rows, n_cols = (int(s) for s in shape)
+    validate_shape(n_rows, n_cols)
+    idx_t = _index_dtype(len(indices), max(n_rows, n_cols))
+    indptr = np.ascontiguousarray(indptr, dtype=idx_t)
+    indices = np.ascontiguousarray(indices, dtype=idx_t)
+    values = np.ascontiguousarray(values, dtype=np.float32)
+    validate(indptr, indices, values, (n_rows, n_cols))
+    return CSRGraph(indptr, indices, values, (n_rows, n_cols), dict(source or {}))

@@ -1,0 +1,376 @@
+"""The benchmark loop: for every graph × op × K (× heads) of a run, every way to compute it, timed side
+by side in one process (BENCHMARK.md §1) and checked against the best vendor output.
+
+Per case, in this order:
+  1. every vendor algorithm (backends.vendor): run, time; the best vendor is the fastest whose output
+     agrees with another vendor's (a lone vendor is trusted); its output is the case's reference;
+  2. autosage: scheduler.tune.tune with the cache (decision "probe", or "cache" on a hit), then the
+     chosen plan on the full graph;
+  3. with --oracle, tune(full=True) (decision "oracle") and whether the probe agreed with it;
+  4. torch.sparse / PyG baselines when importable; with --all-schedules, every supported native
+     schedule (decision "fixed").
+Every non-vendor plan is verified first (output poisoned with NaN, run once, compared with the
+reference) and timed only if it verifies (§4); a failing plan becomes a row with status "wrong" or
+"failed" and its reason — marked, never hidden, never a crash of the suite.
+
+GPU work goes through a *toolkit* (`GpuToolkit` below: backends/ and scheduler/ imported lazily), so
+the loop itself runs on CPU in tests with a NumPy fake.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import gc
+import math
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+from .rows import Row, compulsory_bytes, effective_tbps, gather_bytes, speedup
+from .suites import Case, GraphWork
+
+# Two float32 implementations of one op agree to ~1e-6 with the same reduction order; long rows
+# summed in a different order drift further, so §4's wider bound (1e-4) is the verification limit.
+TOLERANCE = 1e-4
+
+
+@dataclass
+class RunOptions:
+    repeat: int = 20
+    warmup: int = 3
+    flush_l2: bool = False
+    oracle: bool = False
+    all_schedules: bool = False
+    cache: str | None = None
+    seed: int = 0
+    top_k: int | None = None
+    budget_ms: float | None = None
+    guardrail: float | None = None
+    root: str = "datasets"
+    tolerance: float = TOLERANCE
+
+
+@dataclass
+class RunContext:
+    """What every row of a run shares."""
+    commit: str
+    gpu: str
+    copy_tbps: float
+    options: RunOptions
+
+
+@dataclass
+class Measured:
+    """One plan's outcome: status "ok" (verified and timed), "wrong" or "failed"."""
+    backend: str
+    schedule: str
+    status: str
+    ms: tuple[float, float, float] = (math.nan, math.nan, math.nan)
+    prepare_ms: float = math.nan
+    rel_error: float = math.nan
+    error: str = ""
+    provider: str = ""
+    out: object = None
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}"[:300]
+
+
+class GpuToolkit:
+    """The real GPU operations (CuPy through backends/, tuning through scheduler/)."""
+
+    def __init__(self):
+        from ..backends import baselines, native, timing, vendor
+        from ..backends.base import DeviceGraph, make_inputs
+        from ..kernels import schedule
+        from ..scheduler import tune
+
+        self._baselines, self._native, self._timing, self._vendor = baselines, native, timing, vendor
+        self._device_graph, self._make_inputs = DeviceGraph.from_host, make_inputs
+        self._schedule, self._tune = schedule, tune
+
+    def environment(self) -> dict:
+        from .. import environment
+
+        return environment.environment()
+
+    def copy_bandwidth_tbps(self) -> float:
+        return float(self._timing.copy_bandwidth_tbps())
+
+    def device_graph(self, graph):
+        return self._device_graph(graph)
+
+    def make_inputs(self, op, dgraph, k, heads, seed):
+        return self._make_inputs(op, dgraph, k, heads, seed)
+
+    def vendor_names(self, op):
+        return list(self._vendor.vendor_names(op))
+
+    def prepare_vendor(self, dgraph, name, k, heads):
+        return self._vendor.prepare_vendor(dgraph, name, k, heads)
+
+    def prepare_baselines(self, dgraph, op, k, heads):
+        return list(self._baselines.prepare_baselines(dgraph, op, k, heads, None))
+
+    def schedules(self, op, k, heads):
+        return list(self._schedule.candidates(op, k, heads))
+
+    def prepare_native(self, dgraph, schedule, k, heads):
+        return self._native.prepare(dgraph, schedule, k, heads)
+
+    def tune(self, graph, op, k, heads, *, cache, top_k, budget_ms, guardrail, full):
+        kwargs = {name: value for name, value in (("top_k", top_k), ("budget_ms", budget_ms),
+                                                  ("guardrail", guardrail)) if value is not None}
+        return self._tune.tune(graph, op, k, heads, cache=cache, full=full, **kwargs)
+
+    def plan_for(self, dgraph, decision, k, heads):
+        return self._tune.plan_for(dgraph, decision, k, heads, None)
+
+    def run_once(self, plan, inputs):
+        """Poisoned output, one run, synchronized: the output to verify."""
+        out = plan.alloc_out()
+        self._timing.poison(out)
+        plan.run(inputs, out)
+        _synchronize()
+        return out
+
+    def rel_error(self, out, ref) -> float:
+        return float(self._timing.rel_error(out, ref))
+
+    def time(self, plan, inputs, out, repeat, warmup, flush_l2):
+        s = self._timing.time_plan(plan, inputs, out, repeat=repeat, warmup=warmup, flush_l2=flush_l2)
+        return s.median_ms, s.p20_ms, s.p80_ms
+
+    def free(self) -> None:
+        """Return cached device memory between widths and graphs (a products-sized graph and its
+        K=256 inputs hold several GB; the pools would otherwise keep them)."""
+        gc.collect()
+        import cupy
+
+        cupy.cuda.get_current_stream().synchronize()
+        cupy.get_default_memory_pool().free_all_blocks()
+        cupy.get_default_pinned_memory_pool().free_all_blocks()
+        import sys
+
+        torch = sys.modules.get("torch")  # only if a baseline already imported it
+        if torch is not None and torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+
+def _synchronize() -> None:
+    import cupy
+
+    cupy.cuda.get_current_stream().synchronize()
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+class CaseRunner:
+    """Measures one graph × case; `run()` returns its rows (speed-ups filled in)."""
+
+    def __init__(self, tk, ctx: RunContext, label: str, graph, dgraph, case: Case):
+        self.tk, self.ctx, self.label, self.graph, self.dgraph, self.case = tk, ctx, label, graph, dgraph, case
+        self.opts = ctx.options
+        self.inputs = None
+        self.reference = None
+
+    # ---- measuring one plan
+    def _prepare(self, backend: str, schedule: str, prepare: Callable[[], object]):
+        try:
+            return prepare(), None
+        except Exception as exc:  # a failing prepare is an outcome (STYLE: failures are outcomes)
+            return None, Measured(backend, schedule, "failed", error=f"prepare: {_one_line(exc)}")
+
+    def _time(self, plan, out) -> tuple[float, float, float]:
+        o = self.opts
+        return self.tk.time(plan, self.inputs, out, o.repeat, o.warmup, o.flush_l2)
+
+    def measure(self, plan, backend: str | None = None, verify: bool = True) -> Measured:
+        """Verify against the reference, then time (only if it verified)."""
+        m = Measured(backend or plan.backend, str(plan.schedule), "ok",
+                     prepare_ms=float(getattr(plan, "prepare_ms", math.nan)),
+                     provider=str(getattr(plan, "provider", "") or ""))
+        try:
+            out = self.tk.run_once(plan, self.inputs)
+            if verify and self.reference is None:
+                m.status, m.error = "unverified", "no vendor output to verify against"
+            elif verify:
+                m.rel_error = self.tk.rel_error(out, self.reference)
+                if not m.rel_error <= self.opts.tolerance:
+                    m.status, m.error = "wrong", f"rel_error {m.rel_error:.3g} > {self.opts.tolerance:g}"
+                    return m
+            m.ms = self._time(plan, out)
+            m.out = out if not verify else None
+        except Exception as exc:
+            m.status, m.error = "failed", f"run: {_one_line(exc)}"
+        return m
+
+    # ---- the case
+    def run(self) -> list[Row]:
+        tk, c, o = self.tk, self.case, self.opts
+        self.inputs = tk.make_inputs(c.op, self.dgraph, c.k, c.heads, o.seed)
+        rows: list[Row] = []
+        vendors = self._vendors()
+        rows += [self._row(m, "fixed") for m in vendors]
+        probe_row, probe_choice = self._autosage(full=False)
+        rows.append(probe_row)
+        if o.oracle:
+            oracle_row, oracle_choice = self._autosage(full=True)
+            rows.append(oracle_row)
+            self._mark_agreement(probe_row, probe_choice, oracle_row, oracle_choice)
+        for plan in self._baseline_plans(rows):
+            rows.append(self._row(self.measure(plan), "fixed"))
+            del plan
+        if o.all_schedules:
+            rows += self._all_schedules()
+        self._fill_speedups(rows, vendors)
+        self.inputs = self.reference = None
+        return rows
+
+    def _vendors(self) -> list[Measured]:
+        c = self.case
+        results: list[Measured] = []
+        for name in self.tk.vendor_names(c.op):
+            plan, failed = self._prepare(name, name, lambda: self.tk.prepare_vendor(self.dgraph, name, c.k, c.heads))
+            results.append(failed or self.measure(plan, backend=name, verify=False))
+            del plan
+        ok = [m for m in results if m.status == "ok"]
+        # The reference is the fastest vendor output that another vendor confirms; each vendor's
+        # rel_error is against it (the reference's own against the next vendor that agrees).
+        for best in sorted(ok, key=lambda m: m.ms[0]):
+            others = [m for m in ok if m is not best]
+            errors = [self.tk.rel_error(m.out, best.out) for m in others]
+            if not others or any(e <= self.opts.tolerance for e in errors):
+                self.reference = best.out
+                best.rel_error = min(errors) if errors else 0.0
+                for m, e in zip(others, errors):
+                    m.rel_error = e
+                    if not e <= self.opts.tolerance:
+                        m.status, m.error = "wrong", f"disagrees with {best.backend}: rel_error {e:.3g}"
+                break
+        else:
+            for m in ok:
+                m.status, m.error = "wrong", "no two vendor algorithms agree"
+        for m in results:
+            m.out = None
+        return results
+
+    def _decision_backend(self, decision) -> tuple[str, str]:
+        backend = str(getattr(decision, "backend", ""))
+        schedule = getattr(decision, "schedule", "")
+        return backend, str(getattr(schedule, "name", schedule) or backend)
+
+    def _autosage(self, full: bool) -> tuple[Row, tuple[str, str]]:
+        c, o = self.case, self.opts
+        t0 = time.perf_counter()
+        try:
+            result = self.tk.tune(self.graph, c.op, c.k, c.heads, cache=None if full else o.cache,
+                                  top_k=o.top_k, budget_ms=o.budget_ms, guardrail=o.guardrail, full=full)
+        except Exception as exc:
+            m = Measured("autosage", "", "failed", error=f"tune: {_one_line(exc)}")
+            return self._row(m, "oracle" if full else "probe"), ("", "")
+        tune_ms = (time.perf_counter() - t0) * 1e3
+        decision = "oracle" if full else ("cache" if getattr(result, "cache_hit", False) else "probe")
+        choice = self._decision_backend(result.decision)
+        plan, failed = self._prepare("autosage", choice[1],
+                                     lambda: self.tk.plan_for(self.dgraph, result.decision, c.k, c.heads))
+        m = failed or self.measure(plan, backend="autosage")
+        m.schedule = choice[1]
+        row = self._row(m, decision)
+        row.chosen_backend, row.tune_ms = choice[0], tune_ms
+        row.reason = " ".join(str(getattr(result.decision, "reason", "")).split())
+        return row, choice
+
+    def _mark_agreement(self, probe: Row, probe_choice, oracle: Row, oracle_choice) -> None:
+        from .report import probe_agrees
+
+        probe.oracle_schedule, probe.oracle_ms = oracle.schedule, oracle.ms_median
+        if oracle.status != "ok":
+            return  # nothing to compare with
+        agrees = probe.status == "ok" and probe_agrees(probe_choice, probe.ms_median, oracle_choice,
+                                                       oracle.ms_median)
+        probe.probe_agrees = oracle.probe_agrees = "yes" if agrees else "no"
+
+    def _baseline_plans(self, rows: list[Row]):
+        c = self.case
+        try:
+            yield from self.tk.prepare_baselines(self.dgraph, c.op, c.k, c.heads)
+        except Exception as exc:
+            rows.append(self._row(Measured("baselines", "", "failed", error=f"prepare: {_one_line(exc)}"),
+                                  "fixed"))
+
+    def _all_schedules(self) -> list[Row]:
+        c = self.case
+        rows = []
+        for schedule in self.tk.schedules(c.op, c.k, c.heads):
+            plan, failed = self._prepare("native", schedule.name,
+                                         lambda: self.tk.prepare_native(self.dgraph, schedule, c.k, c.heads))
+            rows.append(self._row(failed or self.measure(plan, backend="native"), "fixed"))
+            del plan
+        return rows
+
+    # ---- rows
+    def _row(self, m: Measured, decision: str) -> Row:
+        g, c, ctx = self.graph, self.case, self.ctx
+        index_bytes = g.indices.dtype.itemsize
+        nbytes = compulsory_bytes(c.op, g.n_rows, g.n_cols, g.nnz, c.k, c.heads, index_bytes)
+        return Row(graph=self.label, n_rows=g.n_rows, nnz=g.nnz, op=c.op, k=c.k, heads=c.heads,
+                   dtype="float32", backend=m.backend, schedule=m.schedule, decision=decision,
+                   ms_median=m.ms[0], ms_p20=m.ms[1], ms_p80=m.ms[2], prepare_ms=m.prepare_ms,
+                   rel_error=m.rel_error, compulsory_bytes=nbytes,
+                   effective_tbps=effective_tbps(nbytes, m.ms[0]), copy_tbps=ctx.copy_tbps,
+                   commit=ctx.commit, gpu=ctx.gpu, timestamp=_now(), status=m.status, error=m.error,
+                   provider=m.provider, n_cols=g.n_cols, gather_bytes=gather_bytes(c.op, g.nnz, c.k, c.heads),
+                   repeats=self.opts.repeat, flush_l2=self.opts.flush_l2, seed=self.opts.seed)
+
+    def _fill_speedups(self, rows: list[Row], vendors: list[Measured]) -> None:
+        ok = [m for m in vendors if m.status == "ok"]
+        best = min(ok, key=lambda m: m.ms[0], default=None)
+        default = next((m for m in ok if m.backend.endswith("default")), ok[0] if len(ok) == 1 else None)
+        for r in rows:
+            r.best_vendor = best.backend if best else ""
+            r.best_vendor_ms = best.ms[0] if best else math.nan
+            r.speedup_vs_best_vendor = speedup(r.best_vendor_ms, r.ms_median)
+            r.speedup_vs_vendor_default = speedup(default.ms[0] if default else math.nan, r.ms_median)
+
+
+@dataclass
+class Listener:
+    """Progress hooks (the command draws a rich progress bar from them)."""
+    on_graph: Callable[[GraphWork], None] = lambda work: None
+    on_case: Callable[[GraphWork, Case], None] = lambda work, case: None
+
+
+def count_cases(work: list[GraphWork]) -> int:
+    return sum(len(w.cases) for w in work)
+
+
+def run_suite(work: list[GraphWork], options: RunOptions, ctx: RunContext, toolkit,
+              listener: Listener | None = None) -> Iterator[list[Row]]:
+    """Yield each case's rows as soon as it is measured (the caller writes them incrementally, so an
+    interrupted run keeps what it measured). Each graph is loaded and moved to the device once, and
+    device memory is returned after every case and graph."""
+    listener = listener or Listener()
+    for w in work:
+        listener.on_graph(w)
+        graph = w.spec.load(options.root, options.seed)
+        dgraph = toolkit.device_graph(graph)
+        for case in w.cases:
+            listener.on_case(w, case)
+            rows = CaseRunner(toolkit, ctx, w.spec.label, graph, dgraph, case).run()
+            toolkit.free()
+            yield rows
+        del dgraph, graph
+        toolkit.free()
+
+
+def make_context(toolkit, options: RunOptions) -> tuple[RunContext, dict]:
+    """Environment once per run and the copy bandwidth measured in this run (§5)."""
+    env = toolkit.environment()
+    device = env.get("device") or {}
+    ctx = RunContext(commit=str(env.get("commit", "")), gpu=str(device.get("name", "")),
+                     copy_tbps=toolkit.copy_bandwidth_tbps(), options=options)
+    return ctx, env

@@ -1,0 +1,151 @@
+"""The results schema (BENCHMARK.md §9): one `Row` per graph × op × K × heads × backend.
+
+The first 25 fields are exactly §9's columns, in §9's order; everything after them is an extra column
+(allowed "at the end"). CSV and JSON both render `Row.to_dict()`, so the two files always carry the
+same columns in the same order.
+
+Compulsory bytes (§5: indptr + indices + values + the dense inputs once + the output once), per op:
+  spmm       indptr + indices + values + B (n_cols·K) + C (n_rows·K)
+  sddmm      indptr + indices + values + X (n_rows·K) + Y (n_cols·K) + out (nnz)
+  attention  indptr + indices + values + Q (n_rows·H·d) + K, V (n_cols·H·d each) + O (n_rows·H·d)
+(values count for sddmm and attention too: the kernels read them as the scale / mask.) The no-reuse
+gather bound of §5 is `gather_bytes`: nnz·K·4 for spmm and sddmm (one feature row per edge; for sddmm
+the Y row), nnz·H·d·4·2 for attention (one K row and one V row per edge and head).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+# BENCHMARK.md §9, in order. Tests pin this tuple; never reorder it.
+SCHEMA_COLUMNS = (
+    "graph", "n_rows", "nnz", "op", "k", "heads", "dtype", "backend", "schedule", "decision",
+    "ms_median", "ms_p20", "ms_p80", "prepare_ms", "rel_error", "best_vendor", "best_vendor_ms",
+    "speedup_vs_best_vendor", "speedup_vs_vendor_default", "compulsory_bytes", "effective_tbps",
+    "copy_tbps", "commit", "gpu", "timestamp",
+)
+
+DECISIONS = ("probe", "oracle", "cache", "fixed")
+# Row status: "ok" (verified and timed), "wrong" (ran, failed verification, not timed — BENCHMARK
+# §4), "failed" (prepare or launch raised; the reason is in `error`), "unverified" (timed, but no
+# vendor output was available to check it against).
+STATUSES = ("ok", "wrong", "failed", "unverified")
+FLOAT_BYTES = 4
+
+
+@dataclass
+class Row:
+    graph: str
+    n_rows: int
+    nnz: int
+    op: str
+    k: int
+    heads: int
+    dtype: str
+    backend: str
+    schedule: str
+    decision: str
+    ms_median: float = math.nan
+    ms_p20: float = math.nan
+    ms_p80: float = math.nan
+    prepare_ms: float = math.nan
+    rel_error: float = math.nan
+    best_vendor: str = ""
+    best_vendor_ms: float = math.nan
+    speedup_vs_best_vendor: float = math.nan
+    speedup_vs_vendor_default: float = math.nan
+    compulsory_bytes: int = 0
+    effective_tbps: float = math.nan
+    copy_tbps: float = math.nan
+    commit: str = ""
+    gpu: str = ""
+    timestamp: str = ""
+    # ---- extra columns (after §9's) ----
+    status: str = "ok"
+    error: str = ""                 # why a row failed or was marked wrong (one line)
+    chosen_backend: str = ""        # autosage rows: what the scheduler chose (native or a vendor name)
+    reason: str = ""                # autosage rows: the decision's reason
+    probe_agrees: str = ""          # autosage probe/cache rows with --oracle: "yes" | "no" | ""
+    oracle_schedule: str = ""
+    oracle_ms: float = math.nan
+    tune_ms: float = math.nan       # wall time of the tune() call (a cache hit is cheap)
+    provider: str = ""              # which implementation a vendor plan used (e.g. sddmm's)
+    n_cols: int = 0
+    gather_bytes: int = 0
+    repeats: int = 0
+    flush_l2: bool = False
+    seed: int = 0
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Row":
+        """A Row from a dict of strings (a CSV line) or of JSON values; unknown keys are ignored,
+        missing extra columns take their defaults (older files stay readable)."""
+        kwargs = {}
+        for f in dataclasses.fields(cls):
+            if f.name not in data:
+                continue
+            kwargs[f.name] = _parse(f.type, data[f.name])
+        missing = [c for c in SCHEMA_COLUMNS if c not in kwargs]
+        if missing:
+            raise ValueError(f"row lacks schema columns {', '.join(missing)}")
+        return cls(**kwargs)
+
+
+ALL_COLUMNS = tuple(f.name for f in dataclasses.fields(Row))
+EXTRA_COLUMNS = ALL_COLUMNS[len(SCHEMA_COLUMNS):]
+assert ALL_COLUMNS[:len(SCHEMA_COLUMNS)] == SCHEMA_COLUMNS, "Row fields must start with §9's columns"
+
+
+def _parse(type_name, value):
+    if value is None:
+        return math.nan if type_name == "float" else value
+    if type_name == "float":
+        return math.nan if value == "" else float(value)
+    if type_name == "int":
+        return 0 if value == "" else int(float(value))
+    if type_name == "bool":
+        return value if isinstance(value, bool) else str(value).strip().lower() in ("true", "1", "yes")
+    return str(value)
+
+
+def compulsory_bytes(op: str, n_rows: int, n_cols: int, nnz: int, k: int, heads: int = 1,
+                     index_bytes: int = 4) -> int:
+    """Bytes an implementation must move at least once (module docstring lists them per op)."""
+    sparse = (n_rows + 1) * index_bytes + nnz * index_bytes + nnz * FLOAT_BYTES
+    if op == "spmm":
+        dense = (n_cols + n_rows) * k
+    elif op == "sddmm":
+        dense = (n_rows + n_cols) * k + nnz
+    elif op == "attention":
+        dense = (2 * n_rows + 2 * n_cols) * heads * k
+    else:
+        raise ValueError(f"unknown op {op!r}")
+    return int(sparse + dense * FLOAT_BYTES)
+
+
+def gather_bytes(op: str, nnz: int, k: int, heads: int = 1) -> int:
+    """§5's no-reuse gather bound: one dense row fetched per edge (two, K and V, for attention)."""
+    per_edge = 2 * heads * k if op == "attention" else k
+    return int(nnz * per_edge * FLOAT_BYTES)
+
+
+def effective_tbps(nbytes: int, ms: float) -> float:
+    """Compulsory bytes over the measured time, in TB/s (10^12 bytes per second)."""
+    if not (ms > 0) or not math.isfinite(ms):
+        return math.nan
+    return nbytes / (ms * 1e-3) / 1e12
+
+
+def speedup(baseline_ms: float, ms: float) -> float:
+    """baseline / ours; NaN when either time is missing (a failed row never gets a speed-up)."""
+    if not (ms > 0 and baseline_ms > 0) or not (math.isfinite(ms) and math.isfinite(baseline_ms)):
+        return math.nan
+    return baseline_ms / ms
+
+
+__all__ = ["Row", "SCHEMA_COLUMNS", "EXTRA_COLUMNS", "ALL_COLUMNS", "DECISIONS", "STATUSES",
+           "compulsory_bytes", "gather_bytes", "effective_tbps", "speedup"]

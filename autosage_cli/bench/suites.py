@@ -1,0 +1,188 @@
+"""Benchmark suites: which graphs, ops, widths and head counts a run covers.
+
+  default    about a minute on one H200: two small presets and one shipped real graph, K ∈ {4, 32,
+             128}, spmm + sddmm, and attention at d = 64, H = 1 on hub-200k (the skewed one).
+  kernels    BENCHMARK.md §7's graphs (synthetic presets + every real graph in datasets/), K ∈ {1, 2,
+             4, …, 256}, spmm + sddmm (issue 3's kernel benchmark; add --all-schedules to time every
+             schedule, not only the tuned choice).
+  attention  issue 5's targets: d = 64, H ∈ {1, 8} on reddit-like and products-like, plus hub-200k.
+  full       kernels ∪ attention. On one H200 it does not fit one 10-minute call; run `kernels` and
+             `attention` with the same --out (rows merge) when time per call is limited.
+
+Options narrow or replace parts of a suite: --dataset replaces the graphs (every listed graph gets
+every op of the run), --ops filters the ops, --widths replaces K (and d for attention), --heads
+replaces the attention head counts.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from ..errors import AutosageError
+from ..kernels.schedule import OPS
+
+ALL_WIDTHS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+SUITE_PRESETS = ("er-200k", "hub-200k", "uniform-1m", "reddit-like", "products-like",
+                 "products-like-shuffled", "rmat-20", "banded-1m")
+REAL_GRAPH = "__real__"           # placeholder expanded to every real graph shipped in datasets/
+DEFAULT_REAL_GRAPH = "cora"       # the default suite's real graph (Planetoid Cora, shipped)
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    graphs: tuple[str, ...]                 # graphs for spmm / sddmm
+    ops: tuple[str, ...]
+    widths: tuple[int, ...]
+    attention_graphs: tuple[str, ...] = ()
+    attention_widths: tuple[int, ...] = (64,)
+    heads: tuple[int, ...] = (1,)
+    repeat: int = 10
+    all_schedules: bool = False
+
+
+SUITES = {
+    "default": Suite("default", ("er-200k", "hub-200k", DEFAULT_REAL_GRAPH), ("spmm", "sddmm", "attention"),
+                     (4, 32, 128), attention_graphs=("hub-200k",), heads=(1,), repeat=20),
+    "kernels": Suite("kernels", SUITE_PRESETS + (REAL_GRAPH,), ("spmm", "sddmm"), ALL_WIDTHS),
+    "attention": Suite("attention", (), ("attention",), (),
+                       attention_graphs=("reddit-like", "products-like", "hub-200k"), heads=(1, 8)),
+    "full": Suite("full", SUITE_PRESETS + (REAL_GRAPH,), ("spmm", "sddmm", "attention"), ALL_WIDTHS,
+                  attention_graphs=("reddit-like", "products-like", "hub-200k"), heads=(1, 8)),
+}
+
+
+@dataclass(frozen=True)
+class GraphSpec:
+    """One graph of a run: a synthetic preset (generated with the run's seed), a named dataset the
+    loader knows (shipped real graphs, OGB, reddit) or a file path."""
+    label: str
+    preset: str | None = None
+    dataset: str | None = None
+    path: str | None = None
+
+    def load(self, root: str, seed: int):
+        from ..graphs import load, synthetic
+
+        if self.preset:
+            return synthetic.generate(self.preset, seed=seed)
+        if self.dataset:
+            return load.load_graph(dataset=self.dataset, root=root)
+        return load.load_graph(path=self.path)
+
+
+@dataclass(frozen=True)
+class Case:
+    op: str
+    k: int
+    heads: int = 1
+
+    def describe(self) -> str:
+        return f"{self.op} K={self.k}" + (f" H={self.heads}" if self.op == "attention" else "")
+
+
+@dataclass
+class GraphWork:
+    spec: GraphSpec
+    cases: list[Case] = field(default_factory=list)
+
+
+def _presets() -> dict:
+    from ..graphs import synthetic
+
+    return dict(synthetic.PRESETS)
+
+
+def real_graph_names(root: str) -> list[str]:
+    """The real graphs shipped in `root` (datasets/): every Matrix Market / npz file there."""
+    base = Path(root)
+    if not base.is_dir():
+        return []
+    names = set()
+    for path in base.iterdir():
+        name = path.name
+        for suffix in (".mtx.gz", ".mtx", ".npz"):
+            if name.endswith(suffix) and path.is_file():
+                names.add(name[: -len(suffix)])
+    return sorted(names)
+
+
+def _loader_knows(name: str, root: str) -> bool:
+    """Whether the loader accepts `name` as a dataset (it reports missing files itself, in one line,
+    when the graph is loaded: OGB and reddit need their data on disk)."""
+    from ..graphs import load
+
+    known = getattr(load, "dataset_names", None)
+    if callable(known):
+        try:
+            return name in known(root)
+        except TypeError:
+            return name in known()
+    return name.startswith("ogbn-") or name == "reddit" or name in real_graph_names(root)
+
+
+def resolve_graph(name: str, root: str) -> GraphSpec:
+    if not name or not name.strip():
+        raise AutosageError("empty dataset name")
+    if name in _presets():
+        return GraphSpec(name, preset=name)
+    path = Path(name)
+    if path.is_file():
+        label = path.name
+        for suffix in (".gz", ".mtx", ".npz"):
+            label = label[: -len(suffix)] if label.endswith(suffix) else label
+        return GraphSpec(label, path=str(path.resolve()))
+    if _loader_knows(name, root):
+        return GraphSpec(name, dataset=name)
+    if path.suffix or "/" in name:
+        raise AutosageError(f"graph file {name} not found")
+    presets = ", ".join(sorted(_presets()))
+    raise AutosageError(f"unknown dataset {name!r}; use a preset ({presets}), a graph in {root}/, "
+                        "an OGB name (ogbn-*), reddit, or a file path")
+
+
+def get_suite(name: str) -> Suite:
+    if name not in SUITES:
+        raise AutosageError(f"unknown suite {name!r}; choose one of {', '.join(SUITES)}")
+    return SUITES[name]
+
+
+def _expand(names: tuple[str, ...], root: str) -> list[str]:
+    out = []
+    for n in names:
+        for m in (real_graph_names(root) if n == REAL_GRAPH else [n]):
+            if m not in out:
+                out.append(m)
+    return out
+
+
+def build_work(suite: Suite, root: str, datasets: tuple[str, ...] = (), ops: tuple[str, ...] = (),
+               widths: tuple[int, ...] = (), heads: tuple[int, ...] = ()) -> list[GraphWork]:
+    """The run's work list, graph by graph (each graph is loaded once and freed before the next).
+    Raises AutosageError on an unknown op or graph before anything heavy happens."""
+    for op in ops:
+        if op not in OPS:
+            raise AutosageError(f"unknown op {op!r}; choose from {', '.join(OPS)}")
+    run_ops = [op for op in OPS if op in (ops or suite.ops)]
+    if datasets:
+        per_op = {op: list(datasets) for op in run_ops}
+    else:
+        kernel_graphs = _expand(suite.graphs, root)
+        per_op = {op: (_expand(suite.attention_graphs, root) or kernel_graphs) if op == "attention"
+                  else kernel_graphs for op in run_ops}
+    work: dict[str, GraphWork] = {}
+    for op in run_ops:
+        op_widths = widths or (suite.attention_widths if op == "attention" else suite.widths)
+        op_heads = (heads or suite.heads) if op == "attention" else (1,)
+        for name in per_op[op]:
+            if name not in work:
+                work[name] = GraphWork(resolve_graph(name, root))
+            work[name].cases += [Case(op, k, h) for k in op_widths for h in op_heads]
+    result = [w for w in work.values() if w.cases]
+    if not result:
+        raise AutosageError(f"suite {suite.name!r} has nothing to run with these options")
+    return result
+
+
+def with_overrides(suite: Suite, repeat: int | None, all_schedules: bool) -> Suite:
+    return replace(suite, repeat=repeat or suite.repeat, all_schedules=all_schedules or suite.all_schedules)

@@ -1,0 +1,207 @@
+"""`autosage bench`: run a benchmark suite side by side against the vendor libraries and write a
+results directory (results.csv, results.json, PNG plots, README.md).
+
+Options are validated before anything heavy (and before the GPU check), so a typo fails in one line
+with exit 2. Rows are written to results.csv after every case, and the run directory is completed
+even when the run is interrupted (Ctrl-C or SIGTERM from `timeout`), marked as partial.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import re
+import shlex
+import signal
+from pathlib import Path
+
+import click
+
+from ..capability import require_gpu
+from ..errors import AutosageError
+from ..bench import report, suites
+from ..bench.harness import GpuToolkit, Listener, RunOptions, count_cases, make_context, run_suite
+
+
+def parse_int_list(text: str | None, what: str, minimum: int = 1) -> tuple[int, ...]:
+    """"1,2,4" -> (1, 2, 4); duplicates dropped, order kept; anything else is an AutosageError."""
+    if text is None:
+        return ()
+    values: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        try:
+            value = int(part)
+        except ValueError:
+            raise AutosageError(f"{what} must be a comma-separated list of integers, got {text!r}") from None
+        if value < minimum:
+            raise AutosageError(f"{what} must be >= {minimum}, got {value}")
+        if value not in values:
+            values.append(value)
+    return tuple(values)
+
+
+def parse_ops(text: str | None) -> tuple[str, ...]:
+    if text is None:
+        return ()
+    ops = tuple(dict.fromkeys(p.strip() for p in text.split(",")))
+    for op in ops:
+        if op not in ("spmm", "sddmm", "attention"):
+            raise AutosageError(f"unknown op {op!r} in --ops; choose from spmm, sddmm, attention")
+    return ops
+
+
+def check_writable(path: Path, option: str = "--out") -> None:
+    """Fail now, not after minutes of GPU work, if `path` cannot become a writable directory."""
+    if path.exists() and not path.is_dir():
+        raise AutosageError(f"{option} {path} exists and is not a directory")
+    ancestor = path
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise AutosageError(f"cannot create {option} {path}: {ancestor} is not a directory")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise AutosageError(f"cannot write to {option} {path}: {ancestor} is not writable")
+
+
+def make_dir(path: Path) -> None:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise AutosageError(f"cannot create --out {path}: {exc.strerror or exc}") from None
+
+
+def gpu_slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", (name or "gpu").lower()).strip("-") or "gpu"
+
+
+def default_out(gpu: str) -> Path:
+    return Path("results") / f"{_dt.date.today().isoformat()}-{gpu_slug(gpu)}"
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM (e.g. from `timeout`), turned into an interrupt so the run directory gets written."""
+
+
+def _on_sigterm(signum, frame):
+    raise _Terminated()
+
+
+def _progress(total: int):
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn(), console=Console(stderr=True), transient=False)
+    task = progress.add_task("bench", total=total)
+    state = {"case": None}
+
+    def on_graph(work):
+        progress.update(task, description=f"{work.spec.label}: loading")
+
+    def on_case(work, case):
+        if state["case"] is not None:
+            progress.advance(task)
+        state["case"] = case
+        progress.update(task, description=f"{work.spec.label} {case.describe()}")
+
+    return progress, task, Listener(on_graph=on_graph, on_case=on_case)
+
+
+@click.command("bench")
+@click.option("--dataset", "datasets", multiple=True, metavar="NAME|PATH",
+              help="Graph(s) to run instead of the suite's: a preset, a dataset name or a file. Repeatable.")
+@click.option("--suite", default="default", show_default=True,
+              help=f"Which suite: {', '.join(suites.SUITES)}.")
+@click.option("--ops", default=None, help="Comma-separated ops (spmm,sddmm,attention).")
+@click.option("--widths", default=None, help="Comma-separated K (d for attention), e.g. 1,2,4,32.")
+@click.option("--heads", default=None, help="Comma-separated attention head counts, e.g. 1,8.")
+@click.option("--repeat", type=int, default=None, help="Timed repeats per measurement (median reported).")
+@click.option("--flush-l2", is_flag=True, help="Flush the L2 cache between timed repeats.")
+@click.option("--oracle", is_flag=True, help="Also tune on the full graph and report probe agreement.")
+@click.option("--all-schedules", is_flag=True, help="Also time every supported native schedule.")
+@click.option("--cache", "cache_path", default=None, metavar="FILE", help="Decision cache file.")
+@click.option("--out", "out_dir", default=None, metavar="DIR",
+              help="Results directory (default results/<date>-<gpu>/); an existing one is merged into.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed for presets and inputs.")
+@click.option("--root", default="datasets", show_default=True, help="Datasets directory.")
+@click.option("--top-k", type=int, default=None, help="Schedules the scheduler probes.")
+@click.option("--budget-ms", type=float, default=None, help="Probe time budget per tune (ms).")
+@click.option("--guardrail", type=float, default=None, help="Choose native only if <= G x best vendor.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
+def command(datasets, suite, ops, widths, heads, repeat, flush_l2, oracle, all_schedules, cache_path,
+            out_dir, seed, root, top_k, budget_ms, guardrail, as_json):
+    """Benchmark autosage against cuSPARSE (and torch / PyG) side by side."""
+    chosen = suites.get_suite(suite)
+    if repeat is not None and repeat < 1:
+        raise AutosageError(f"--repeat must be >= 1, got {repeat}")
+    if top_k is not None and top_k < 1:
+        raise AutosageError(f"--top-k must be >= 1, got {top_k}")
+    if budget_ms is not None and not budget_ms > 0:
+        raise AutosageError(f"--budget-ms must be > 0, got {budget_ms}")
+    if guardrail is not None and not 0 < guardrail <= 1:
+        raise AutosageError(f"--guardrail must be in (0, 1], got {guardrail}")
+    chosen = suites.with_overrides(chosen, repeat, all_schedules)
+    work = suites.build_work(chosen, root, tuple(datasets), parse_ops(ops),
+                             parse_int_list(widths, "--widths"), parse_int_list(heads, "--heads"))
+    if out_dir is not None:
+        check_writable(Path(out_dir))
+    require_gpu("autosage bench")
+
+    options = RunOptions(repeat=chosen.repeat, flush_l2=flush_l2, oracle=oracle,
+                         all_schedules=chosen.all_schedules, cache=cache_path, seed=seed, top_k=top_k,
+                         budget_ms=budget_ms, guardrail=guardrail, root=root)
+    toolkit = GpuToolkit()
+    ctx, env = make_context(toolkit, options)
+    out = Path(out_dir) if out_dir is not None else default_out(ctx.gpu)
+    check_writable(out)
+    make_dir(out)
+    old_rows = report.read_rows(out / "results.csv") if (out / "results.csv").exists() else []
+    _, runs = report.read_runs(out / "results.json")
+    runs = runs + [{"command": _command_line(click.get_current_context()),
+                    "suite": chosen.name, "timestamp": _dt.datetime.now(_dt.timezone.utc).isoformat(
+                        timespec="seconds"), "seed": seed, "repeat": options.repeat, "flush_l2": flush_l2,
+                    "oracle": oracle, "copy_tbps": ctx.copy_tbps, "environment": env}]
+
+    new_rows: list = []
+    partial = True
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    progress, task, listener = _progress(count_cases(work))
+    try:
+        with progress:
+            for rows in run_suite(work, options, ctx, toolkit, listener):
+                new_rows += rows
+                report.write_csv(report.merge_rows(old_rows, new_rows), out / "results.csv")
+            progress.advance(task)
+        partial = False
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        all_rows = report.merge_rows(old_rows, new_rows)
+        report.write_run_dir(out, all_rows, env, runs, partial=partial)
+        if partial:
+            click.echo(f"interrupted: {len(new_rows)} rows measured, written to {out}", err=True)
+    _render(all_rows, out, as_json)
+
+
+def _command_line(ctx: click.Context) -> str:
+    """The options this run was given (those that differ from their defaults), for the README."""
+    words = ["autosage", "bench"]
+    for param in ctx.command.params:
+        value = ctx.params.get(param.name)
+        if value in (None, False, ()) or value == param.default:
+            continue
+        flag = param.opts[0]
+        for v in (value if isinstance(value, tuple) else (value,)):
+            words += [flag] if v is True else [flag, str(v)]
+    return shlex.join(words)
+
+
+def _render(rows, out: Path, as_json: bool) -> None:
+    from rich.console import Console
+
+    if as_json:
+        report.render_summary(Console(stderr=True), rows)
+        click.echo(json.dumps(report.summary_dict(rows, str(out)), indent=1))
+    else:
+        report.render_summary(Console(), rows)
+    click.echo(f"results written to {out}/ (results.csv, results.json, README.md, plots)", err=True)

@@ -48,6 +48,8 @@ class Schedule:
             parts.append(f"u{self.unroll}")
         if self.split:
             parts.append(f"s{self.split}c{self.chunk}{self.reduce[0]}")
+        elif self.chunk:  # rows cut into chunks that need no reduction (e.g. SDDMM, outputs per edge)
+            parts.append(f"c{self.chunk}")
         if self.heads_per_block != 1:
             parts.append(f"h{self.heads_per_block}")
         return ".".join(parts)
@@ -92,13 +94,25 @@ class Schedule:
         """The C++ template instantiation CuPy compiles for this schedule (NVRTC name expression)."""
         return _FAMILIES[self.family].name_expression(self, dtype)
 
-    def launch(self, n_items: int, k: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    def launch(self, n_items: int, k: int,
+               lanes_per_item: int | None = None) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
         """(grid, block) for `n_items` work items (rows, chunks or row-heads, as the family says),
-        one group of `lanes` lanes per item, feature tiles along grid.y."""
+        one group of `lanes` lanes per item, feature tiles along grid.y. `lanes_per_item` overrides
+        the lanes one item takes (a family whose items are whole warps says so through
+        Family.lanes_per_item; a multi-launch plan passes it per launch). n_items = 0 still gives one
+        block, so a launch is always well formed; kernels bound-check their items."""
         block = (self.threads, 1, 1)
-        groups = max(1, -(-n_items // self.groups_per_block))
+        per_item = lanes_per_item or self.lanes_per_item
+        items_per_block = max(1, self.threads // per_item)
+        groups = max(1, -(-n_items // items_per_block))
         tiles = 1 if not self.tile else max(1, -(-k // self.tile))
         return (groups, tiles, 1), block
+
+    @property
+    def lanes_per_item(self) -> int:
+        """Threads one work item occupies: `lanes`, unless the family gives its items whole warps."""
+        hook = _FAMILIES[self.family].lanes_per_item if self.family in _FAMILIES else None
+        return hook(self) if hook else self.lanes
 
 
 @dataclass(frozen=True)
@@ -106,6 +120,8 @@ class Family:
     source_file: str                                   # file name under cuda/
     name_expression: Callable[[Schedule, str], str]    # schedule, dtype -> "kernel<...>"
     supports: Callable[[Schedule, int, int], "str | None"]
+    # Threads per work item when it is not `lanes` (e.g. warp-per-row families with lanes < 32).
+    lanes_per_item: "Callable[[Schedule], int] | None" = None
 
 
 _FAMILIES: dict[str, Family] = {}

@@ -1,0 +1,28 @@
+"""autosage: input-aware SpMM / SDDMM / CSR-attention for NVIDIA GPUs.
+
+`spmm`, `sddmm` and `attention` (see autosage_cli.api) are loaded on first use, so importing the
+package never imports CuPy and works on a machine without a GPU.
+"""
+from __future__ import annotations
+
+from importlib import metadata as _metadata
+
+try:
+    __version__ = _metadata.version("autosage")
+except _metadata.PackageNotFoundError:  # running from a source tree that is not installed
+    __version__ = "0.0.0+unknown"
+
+_API = ("spmm", "sddmm", "attention")
+__all__ = [*_API, "__version__"]
+
+
+def __getattr__(name: str):
+    if name in _API:
+        from . import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_API))

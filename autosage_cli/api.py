@@ -1,0 +1,226 @@
+"""The Python API: `spmm`, `sddmm`, `attention` on GPU arrays, with the schedule chosen for you.
+
+    C = autosage_cli.spmm(A, B)                    # tuned on first use, cached on disk
+    S = autosage_cli.sddmm(A, X, Y, schedule="cusparse-sddmm")
+    O = autosage_cli.attention(A, Q, K, V, scale=None, schedule="attention.fused...")
+
+A: a `CSRGraph`, any SciPy sparse matrix (canonicalised: duplicates summed, columns sorted) or a
+`cupyx.scipy.sparse.csr_matrix` (copied to the host and canonicalised). Passing a CSRGraph is
+cheapest for repeated calls: its fingerprint is computed once. Dense inputs: CuPy arrays or anything
+with `__dlpack__` on a CUDA device (torch tensors), float32, C-contiguous, row-major:
+  spmm       B (n_cols, K)                       -> (n_rows, K)
+  sddmm      X (n_rows, K), Y (n_cols, K)        -> (nnz,)   in the graph's canonical edge order
+  attention  Q (n_rows, H, d), K, V (n_cols, H, d) -> (n_rows, H, d)
+`schedule`: a native schedule name (`kernels.schedule.get`), a vendor name (`vendor_names(op)`,
+e.g. "cusparse-alg2"), or None: look the input up in the decision cache and tune on a miss
+(`scheduler.tune.lookup_or_tune`; `cache` picks the file, `tune=False` uses the vendor on a miss
+as the scheduler defines). The result is a new CuPy array.
+
+Device graphs and prepared plans are memoized in a small LRU keyed by (fingerprint, op, K, heads,
+schedule, scale), so repeated calls do not prepare again; `clear_memo()` frees them.
+"""
+from __future__ import annotations
+
+import math
+import threading
+from collections import OrderedDict
+
+from .errors import AutosageError
+from .graphs.csr import CSRGraph, canonical_csr
+
+_GRAPH_SLOTS = 2
+_PLAN_SLOTS = 8
+_lock = threading.Lock()
+_graphs: OrderedDict = OrderedDict()   # fingerprint -> DeviceGraph
+_plans: OrderedDict = OrderedDict()    # (fingerprint, op, k, heads, schedule, scale, cache) -> Plan
+
+# DLPack device types (dlpack.h): CUDA, CUDA host (pinned), CUDA managed.
+_DLPACK_CPU, _DLPACK_CUDA, _DLPACK_CUDA_MANAGED = 1, 2, 13
+
+
+# ---------------------------------------------------------------------------------------- graph
+def as_graph(A) -> CSRGraph:
+    """A canonical CSRGraph from the accepted sparse inputs (no GPU needed for SciPy/CSRGraph)."""
+    if isinstance(A, CSRGraph):
+        return A
+    import scipy.sparse as sp
+
+    if sp.issparse(A):
+        return canonical_csr(A, {"api": type(A).__name__})
+    module = type(A).__module__ or ""
+    if module.startswith("cupyx.scipy.sparse"):
+        if getattr(A, "format", None) != "csr":
+            raise AutosageError(f"expected a cupyx csr_matrix, got {type(A).__name__} "
+                                f"(format {getattr(A, 'format', '?')}); convert it with .tocsr()")
+        return canonical_csr(A.get(), {"api": "cupyx.scipy.sparse.csr_matrix"})
+    raise AutosageError(f"A must be a CSRGraph, a SciPy sparse matrix or a cupyx csr_matrix, "
+                        f"got {type(A).__name__}")
+
+
+# ---------------------------------------------------------------------------------------- dense
+def _dtype_name(x) -> str:
+    return str(getattr(x, "dtype", "?")).replace("torch.", "")
+
+
+def check_dense(name: str, x, shape: tuple) -> None:
+    """Validate a dense input before touching the GPU: type, device, shape, dtype. `shape` entries
+    of None match any size (and must be >= 1)."""
+    if not (hasattr(x, "__cuda_array_interface__") or hasattr(x, "__dlpack__")):
+        raise AutosageError(f"{name}: expected a CUDA array (CuPy, or a tensor with __dlpack__), "
+                            f"got {type(x).__name__}")
+    if hasattr(x, "__dlpack_device__") and not hasattr(x, "__cuda_array_interface__"):
+        device_type = int(x.__dlpack_device__()[0])
+        if device_type not in (_DLPACK_CUDA, _DLPACK_CUDA_MANAGED):
+            where = "host" if device_type == _DLPACK_CPU else f"DLPack device type {device_type}"
+            raise AutosageError(f"{name}: expected a CUDA array, got a {where} "
+                                f"{type(x).__module__.split('.')[0]}.{type(x).__name__}")
+    got = tuple(int(s) for s in getattr(x, "shape", ()))
+    want_dims = len(shape)
+    if len(got) != want_dims or any(w is not None and g != w for g, w in zip(got, shape)):
+        pretty = "(" + ", ".join("*" if w is None else str(w) for w in shape) + ")"
+        raise AutosageError(f"{name}: expected shape {pretty}, got {got}")
+    if any(g < 1 for g in got[1:]):
+        raise AutosageError(f"{name}: feature dimensions must be >= 1, got shape {got}")
+    if _dtype_name(x) != "float32":
+        raise AutosageError(f"{name}: dtype {_dtype_name(x)} is not supported; autosage takes "
+                            f"float32 for now (convert with .astype(float32) / .float())")
+
+
+def to_cupy(name: str, x):
+    """Zero-copy CuPy view of a validated CUDA array; it must be C-contiguous."""
+    import cupy
+
+    arr = x if isinstance(x, cupy.ndarray) else cupy.from_dlpack(x)
+    if not arr.flags.c_contiguous:
+        raise AutosageError(f"{name}: expected a C-contiguous (row-major) array; "
+                            f"make it contiguous first (cupy.ascontiguousarray / .contiguous())")
+    return arr
+
+
+def _check_scale(scale) -> float | None:
+    if scale is None:
+        return None
+    try:
+        value = float(scale)
+    except (TypeError, ValueError):
+        raise AutosageError(f"scale must be a number, got {scale!r}") from None
+    if not math.isfinite(value):
+        raise AutosageError(f"scale must be finite, got {scale!r}")
+    return value
+
+
+# ---------------------------------------------------------------------------------------- plans
+def _device_graph(graph: CSRGraph):
+    from .backends.base import DeviceGraph
+
+    key = graph.fingerprint
+    dg = _graphs.get(key)
+    if dg is None:
+        dg = _graphs[key] = DeviceGraph.from_host(graph)
+        while len(_graphs) > _GRAPH_SLOTS:
+            _graphs.popitem(last=False)
+    else:
+        _graphs.move_to_end(key)
+    return dg
+
+
+def _prepare_named(dgraph, op: str, name: str, k: int, heads: int, scale):
+    from .backends import vendor
+
+    vendor_op = vendor.vendor_op(name)
+    if vendor_op is not None:
+        if vendor_op != op:
+            raise AutosageError(f"{name!r} is a {vendor_op} vendor backend, not {op}")
+        return vendor.prepare_vendor(dgraph, name, k, heads=heads, scale=scale)
+    from .kernels.schedule import get
+
+    schedule = get(name)  # AutosageError for an unknown name
+    if schedule.op != op:
+        raise AutosageError(f"schedule {name!r} is for {schedule.op}, not {op}")
+    reason = schedule.supports(k, heads)
+    if reason is not None:
+        raise AutosageError(f"schedule {name!r} cannot run K={k}, heads={heads}: {reason}")
+    from .backends import native
+
+    return native.prepare(dgraph, schedule, k, heads=heads, scale=scale)
+
+
+def _prepare_tuned(graph: CSRGraph, dgraph, op: str, k: int, heads: int, scale, cache, tune: bool):
+    from .scheduler import tune as tuner
+
+    decision = tuner.lookup_or_tune(graph, op, k, heads, cache=cache, tune=tune)
+    return tuner.plan_for(dgraph, decision, k, heads, scale)
+
+
+def _plan(graph: CSRGraph, op: str, k: int, heads: int, schedule, scale, cache, tune: bool):
+    if schedule is not None and not isinstance(schedule, str):
+        schedule = getattr(schedule, "name", None)
+        if not isinstance(schedule, str):
+            raise AutosageError("schedule must be a schedule name, a vendor name or None")
+    # The cache file only matters when the scheduler decides; a fixed schedule ignores it.
+    decided_by = None if schedule is not None else (str(cache) if cache is not None else "", tune)
+    key = (graph.fingerprint, op, k, heads, schedule, scale, decided_by)
+    with _lock:
+        plan = _plans.get(key)
+        if plan is not None:
+            _plans.move_to_end(key)
+            return plan
+        dgraph = _device_graph(graph)
+        if schedule is None:
+            plan = _prepare_tuned(graph, dgraph, op, k, heads, scale, cache, tune)
+        else:
+            plan = _prepare_named(dgraph, op, schedule, k, heads, scale)
+        _plans[key] = plan
+        while len(_plans) > _PLAN_SLOTS:
+            _plans.popitem(last=False)
+        return plan
+
+
+def clear_memo() -> None:
+    """Forget memoized device graphs and plans (frees their GPU memory once unreferenced)."""
+    with _lock:
+        _plans.clear()
+        _graphs.clear()
+
+
+def _run(graph: CSRGraph, op: str, k: int, heads: int, named_inputs, schedule, scale, cache, tune):
+    from .capability import require_gpu
+
+    require_gpu(f"autosage_cli.{op}")
+    inputs = tuple(to_cupy(name, x) for name, x in named_inputs)
+    plan = _plan(graph, op, k, heads, schedule, scale, cache, tune)
+    out = plan.alloc_out()
+    plan.run(inputs, out)
+    return out
+
+
+# ---------------------------------------------------------------------------------------- ops
+def spmm(A, B, schedule=None, *, cache=None, tune: bool = True):
+    """C = A @ B (float32, row-major). Returns a CuPy (n_rows, K) array."""
+    graph = as_graph(A)
+    check_dense("B", B, (graph.n_cols, None))
+    k = int(B.shape[1])
+    return _run(graph, "spmm", k, 1, [("B", B)], schedule, None, cache, tune)
+
+
+def sddmm(A, X, Y, schedule=None, *, cache=None, tune: bool = True):
+    """out[e] = a_e * <X[i], Y[j]> for every edge e = (i, j) of A, in canonical edge order.
+    Returns a CuPy (nnz,) array."""
+    graph = as_graph(A)
+    check_dense("X", X, (graph.n_rows, None))
+    k = int(X.shape[1])
+    check_dense("Y", Y, (graph.n_cols, k))
+    return _run(graph, "sddmm", k, 1, [("X", X), ("Y", Y)], schedule, None, cache, tune)
+
+
+def attention(A, Q, K, V, scale=None, schedule=None, *, cache=None, tune: bool = True):
+    """Per head h and row i: O[i,h] = sum over edges (i, j) of softmax_j(scale * <Q[i,h], K[j,h]>)
+    V[j,h]; rows without edges give zeros; scale defaults to 1/sqrt(d). Returns (n_rows, H, d)."""
+    graph = as_graph(A)
+    check_dense("Q", Q, (graph.n_rows, None, None))
+    heads, d = int(Q.shape[1]), int(Q.shape[2])
+    check_dense("K", K, (graph.n_cols, heads, d))
+    check_dense("V", V, (graph.n_cols, heads, d))
+    value = _check_scale(scale)
+    return _run(graph, "attention", d, heads, [("Q", Q), ("K", K), ("V", V)], schedule, value,
+                cache, tune)

@@ -1,0 +1,171 @@
+"""Timing and checking (BENCHMARK.md rules 3 and 4).
+
+`time_plan` records a CUDA event pair around each launch only, on CuPy's current stream: warm-up
+first, then every repeat queued (an optional L2 flush outside the events before each), then one
+synchronize. `cupyx.profiler.benchmark` is not used: it synchronizes every repeat and cannot flush
+L2. With `max_ms` the number of repeats is cut (never below 3) so the whole measurement fits the
+budget, judged from the warm-up time.
+
+`rel_error` is ||out - ref|| / ||ref|| in float64 (NaN or Inf anywhere -> inf; ||ref|| = 0 -> the
+absolute norm); `poison` fills an output with NaN so an unwritten element cannot pass a check.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+MIN_REPEATS = 3
+_L2_FLUSH_FACTOR = 2          # the flush buffer is larger than this many L2 caches
+_COPY_BYTES = 1 << 30         # bytes per buffer for the copy-bandwidth measurement
+
+
+@dataclass(frozen=True)
+class TimingStats:
+    median_ms: float
+    p20_ms: float
+    p80_ms: float
+    repeats: int
+
+    @classmethod
+    def from_samples(cls, samples_ms) -> "TimingStats":
+        s = np.asarray(samples_ms, dtype=np.float64)
+        if s.size == 0:
+            raise ValueError("no timing samples")
+        return cls(float(np.median(s)), float(np.percentile(s, 20)), float(np.percentile(s, 80)),
+                   int(s.size))
+
+
+def repeats_within_budget(per_call_ms: float, repeat: int, max_ms: float | None,
+                          flush_ms: float = 0.0, minimum: int = MIN_REPEATS) -> int:
+    """How many timed repeats fit in `max_ms` when one costs `per_call_ms` (+ `flush_ms` for an L2
+    flush): at most `repeat`, at least min(minimum, repeat)."""
+    if repeat < 1:
+        raise ValueError(f"repeat must be >= 1, got {repeat}")
+    floor = min(minimum, repeat)
+    if max_ms is None:
+        return repeat
+    cost = max(per_call_ms + flush_ms, 1e-6)
+    fit = int(math.floor(max_ms / cost))
+    return max(floor, min(repeat, fit))
+
+
+def l2_flush_bytes(l2_bytes: int) -> int:
+    """Size of a buffer whose write evicts the whole L2: more than twice its size."""
+    return _L2_FLUSH_FACTOR * int(l2_bytes) + (1 << 20)
+
+
+def _l2_bytes() -> int:
+    import cupy
+
+    dev = cupy.cuda.Device()
+    return int(cupy.cuda.runtime.getDeviceProperties(dev.id)["l2CacheSize"])
+
+
+class _L2Flusher:
+    def __init__(self):
+        import cupy
+
+        self.buffer = cupy.empty(l2_flush_bytes(_l2_bytes()) // 4, dtype=cupy.float32)
+        self.step = 0
+
+    def __call__(self) -> None:
+        self.step += 1
+        self.buffer.fill(self.step)  # a write of every line: the old contents leave L2
+
+
+def _event_pairs(n: int):
+    import cupy
+
+    return [(cupy.cuda.Event(), cupy.cuda.Event()) for _ in range(n)]
+
+
+def time_launch(launch, repeat: int = 20, warmup: int = 3, flush_l2: bool = False,
+                max_ms: float | None = None) -> TimingStats:
+    """Time `launch()` (a callable that only enqueues GPU work on the current stream)."""
+    import cupy
+
+    if warmup < 1:
+        raise ValueError("warmup must be >= 1 (the first launch pays module load and handle setup)")
+    stream = cupy.cuda.get_current_stream()
+    flush = _L2Flusher() if flush_l2 else None
+    warm = _event_pairs(warmup)
+    for start, end in warm:
+        if flush:
+            flush()
+        start.record(stream)
+        launch()
+        end.record(stream)
+    stream.synchronize()
+    # The first warm-up launch carries one-time costs; judge the budget from the later ones.
+    warm_ms = [cupy.cuda.get_elapsed_time(s, e) for s, e in warm]
+    per_call = float(np.median(warm_ms[1:] if len(warm_ms) > 1 else warm_ms))
+    flush_ms = 0.0
+    if flush:
+        f0, f1 = cupy.cuda.Event(), cupy.cuda.Event()
+        f0.record(stream)
+        flush()
+        f1.record(stream)
+        f1.synchronize()
+        flush_ms = cupy.cuda.get_elapsed_time(f0, f1)
+    n = repeats_within_budget(per_call, repeat, max_ms, flush_ms)
+    pairs = _event_pairs(n)
+    for start, end in pairs:
+        if flush:
+            flush()
+        start.record(stream)
+        launch()
+        end.record(stream)
+    stream.synchronize()
+    return TimingStats.from_samples([cupy.cuda.get_elapsed_time(s, e) for s, e in pairs])
+
+
+def time_plan(plan, inputs, out, repeat: int = 20, warmup: int = 3, flush_l2: bool = False,
+              max_ms: float | None = None) -> TimingStats:
+    """CUDA-event time of `plan.run(inputs, out)`: median, p20, p80 over the repeats run."""
+    return time_launch(lambda: plan.run(inputs, out), repeat=repeat, warmup=warmup,
+                       flush_l2=flush_l2, max_ms=max_ms)
+
+
+def copy_bandwidth_tbps(nbytes: int | None = None, repeat: int = 10) -> float:
+    """Device-to-device copy bandwidth in TB/s, counting bytes read plus bytes written (the
+    ceiling effective bandwidths are compared with). The buffers are at most 1 GiB each and at
+    most a quarter of the free memory."""
+    import cupy
+
+    if nbytes is None:
+        nbytes = min(_COPY_BYTES, cupy.cuda.runtime.memGetInfo()[0] // 4)
+    n = max(1, int(nbytes) // 4)
+    src = cupy.ones(n, dtype=cupy.float32)
+    dst = cupy.empty_like(src)
+    size = n * 4
+    stream = cupy.cuda.get_current_stream()
+    stats = time_launch(lambda: dst.data.copy_from_device_async(src.data, size, stream),
+                        repeat=repeat, warmup=3)
+    return 2 * size / (stats.median_ms * 1e-3) / 1e12
+
+
+def _to_host64(arr) -> np.ndarray:
+    if hasattr(arr, "get") and not isinstance(arr, np.ndarray):  # CuPy
+        arr = arr.get()
+    return np.asarray(arr, dtype=np.float64)
+
+
+def rel_error(out, ref) -> float:
+    """||out - ref|| / ||ref|| in float64 for host or device arrays. NaN/Inf in either -> inf;
+    ||ref|| = 0 -> the absolute error ||out||."""
+    o, r = _to_host64(out), _to_host64(ref)
+    if o.shape != r.shape:
+        raise ValueError(f"shape mismatch: out {o.shape} vs ref {r.shape}")
+    if not (np.isfinite(o).all() and np.isfinite(r).all()):
+        return math.inf
+    diff = float(np.linalg.norm((o - r).ravel()))
+    norm = float(np.linalg.norm(r.ravel()))
+    return diff / norm if norm > 0 else diff
+
+
+def poison(out):
+    """Fill `out` (NumPy or CuPy, floating point) with NaN in place; returns it."""
+    out.fill(np.nan)
+    return out

@@ -1,0 +1,83 @@
+"""Vendor entry points: the names the scheduler and benchmark compare against, and their plans.
+
+  spmm       cusparse-alg1 | cusparse-alg2 | cusparse-alg3 | cusparse-default   (backends.cusparse)
+  sddmm      cusparse-sddmm (nvmath-python or torch.sparse.sampled_addmm), else gather-dot
+             (backends.sddmm_vendor; plan.provider says which implementation ran)
+  attention  vendor-unfused-alg1|alg2|alg3|default (backends.attention_vendor, imported lazily)
+
+"The vendor time" of an input is the best over `vendor_names(op)` (BENCHMARK.md rule 2).
+"""
+from __future__ import annotations
+
+import importlib
+
+from ..errors import AutosageError
+from .base import DeviceGraph, Plan
+from .cusparse import SPMM_NAMES
+from .sddmm_vendor import GATHER_DOT_NAME, SDDMM_VENDOR_NAME, cusparse_sddmm_importable
+
+OPS = ("spmm", "sddmm", "attention")
+ATTENTION_MODULE = f"{__package__}.attention_vendor"
+
+
+def _attention_vendor():
+    try:
+        return importlib.import_module(ATTENTION_MODULE)
+    except ModuleNotFoundError as exc:
+        if exc.name != ATTENTION_MODULE:
+            raise
+        return None
+
+
+def vendor_names(op: str) -> list[str]:
+    """The vendor entries of `op`, in a stable order. Imports no GPU library."""
+    if op == "spmm":
+        return list(SPMM_NAMES)
+    if op == "sddmm":
+        return [SDDMM_VENDOR_NAME if cusparse_sddmm_importable() else GATHER_DOT_NAME]
+    if op == "attention":
+        module = _attention_vendor()
+        if module is None:
+            return []
+        names = getattr(module, "vendor_names", None)
+        return list(names() if callable(names) else module.VENDOR_NAMES)
+    raise AutosageError(f"unknown op {op!r}; choose one of {', '.join(OPS)}")
+
+
+def all_vendor_names() -> set[str]:
+    """Every name `prepare_vendor` accepts for some op (gather-dot included even when a cuSPARSE
+    SDDMM provider exists: it can be asked for by name)."""
+    return {n for op in OPS for n in vendor_names(op)} | {SDDMM_VENDOR_NAME, GATHER_DOT_NAME}
+
+
+def vendor_op(name: str) -> str | None:
+    """The op a vendor name belongs to, or None if it is not a vendor name."""
+    if name in SPMM_NAMES:
+        return "spmm"
+    if name in (SDDMM_VENDOR_NAME, GATHER_DOT_NAME):
+        return "sddmm"
+    if name in vendor_names("attention"):
+        return "attention"
+    return None
+
+
+def prepare_vendor(dgraph: DeviceGraph, name: str, k: int, heads: int = 1,
+                   scale: float | None = None) -> Plan:
+    """Prepare one vendor entry on a device graph (descriptors, buffers, checks), outside any timed
+    region; plan.prepare_ms records how long it took."""
+    op = vendor_op(name)
+    if op is None:
+        raise AutosageError(f"unknown vendor backend {name!r}")
+    if op == "spmm":
+        if heads != 1:
+            raise AutosageError("spmm has no heads")
+        from .cusparse import prepare_spmm
+
+        return prepare_spmm(dgraph, name, k)
+    if op == "sddmm":
+        if heads != 1:
+            raise AutosageError("sddmm has no heads")
+        from .sddmm_vendor import prepare_sddmm
+
+        return prepare_sddmm(dgraph, name, k)
+    return _attention_vendor().prepare(dgraph, name, k, heads=heads, scale=scale)

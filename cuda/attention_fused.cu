@@ -1,0 +1,301 @@
+// CSR multi-head attention in one pass (FlashAttention-style online softmax), never writing scores.
+//
+//   out[i,h] = sum_{j in row i} softmax_j(scale * <Q[i,h], K[j,h]> (+ a_ij)) * V[j,h]
+//
+// Q: n_rows x H x d, K, V: n_cols x H x d, out: n_rows x H x d (row-major, head-major inside a row).
+//
+// Work decomposition: a *group* of LANES lanes owns one (row, head) pair; lane t of a group holds the
+// features f = (c * LANES + t) * VEC .. +VEC-1 for c < NV (guarded by f < d, so any d with
+// d % VEC == 0 and d <= LANES * VEC * NV runs). Groups are numbered row-major over (row, head), so the
+// groups of consecutive heads of one row sit side by side in a warp. A *team* of W = LANES * HPB lanes
+// (HPB heads of the same row; the host guarantees H % HPB == 0) loads W (column, value) pairs of the
+// row with one coalesced load and shares them by shuffles: the indices of a row are read once per
+// team for all its heads. The next W indices are prefetched while the current ones are consumed.
+//
+// Per step a group takes E edges: every lane issues 2 * E * NV independent VEC-wide loads (K and V rows,
+// 16 bytes when VEC = 4), computes E partial dots and reduces them with E interleaved shuffle trees,
+// then updates the running max m, sum l and accumulator acc once for the E edges:
+//   m' = max(m, s_1..s_E);  l = l * 2^(m - m') + sum_e 2^(s_e - m');  acc likewise.
+// Scores are kept in the log2 domain (q is pre-multiplied by scale * log2(e), the bias by log2(e)) so
+// that every exponential is one ex2.approx; the result is the same softmax.
+//
+// Long rows (fused_split): the host cuts rows with more than `split` edges into chunks of `chunk` edges.
+// attention_fused_segments runs the chunks (writing partial (m, l, acc) per (chunk, head)) and the light
+// rows (writing out) in one launch; attention_combine merges the partials of each heavy row:
+//   M = max_c m_c;  L = sum_c l_c 2^(m_c - M);  out = sum_c acc_c 2^(m_c - M) / L.
+//
+// Template knobs (see autosage_cli/kernels/attention_space.py):
+//   T      value type (float)             I   index type (int or long long)
+//   LANES  lanes per (row, head) group     VEC floats per vector load (1, 2, 4)
+//   NV     vectors per lane (features held per lane = NV * VEC)
+//   E      edges per step                  W   team width in lanes = LANES * heads sharing the indices
+// Rows without edges produce zeros. Grid: one group per work item, blockDim.x a multiple of 32.
+
+#include "common.cuh"
+
+namespace attention_fused_detail {
+
+using autosage::group_mask;
+using autosage::load_vec;
+using autosage::store_vec;
+
+__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
+
+// 2^x with one MUFU instruction (relative error ~2^-22); 2^-inf = 0.
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Running online-softmax state of one (row or chunk, head) in one group.
+template <int NV, int VEC>
+struct State {
+  float m, l;
+  float acc[NV][VEC];
+};
+
+// Walk edges [begin, end) of one row for one head and fold them into `st`. Every lane of the team
+// must call this with the same begin/end (the team shares a row), since it shuffles across the team.
+template <typename T, typename I, int LANES, int VEC, int NV, int E, int W>
+__device__ __forceinline__ void attend_edges(
+    const I* __restrict__ indices, const float* __restrict__ values,
+    const T* __restrict__ Kmat, const T* __restrict__ Vmat,
+    I begin, I end, long long row_stride, int head_off, int d, float bias_scale,
+    const float (&q)[NV][VEC], State<NV, VEC>& st) {
+  static_assert(W % E == 0 && W % LANES == 0 && W <= 32, "team must hold whole groups and steps");
+  const unsigned mask = group_mask<W>();
+  const int g_lane = threadIdx.x & (LANES - 1);
+  const int t_lane = threadIdx.x & (W - 1);
+
+  // Prefetch the first batch of W (column, bias) pairs: one coalesced load for the whole team.
+  I e = begin + t_lane;
+  I col_next = 0;
+  float bias_next = 0.f;
+  if (e < end) {
+    col_next = indices[e];
+    if (values) bias_next = values[e] * bias_scale;
+  }
+  for (I base = begin; base < end; base += W) {
+    const I col_mine = col_next;
+    const float bias_mine = bias_next;
+    const I en = base + W + t_lane;
+    if (en < end) {
+      col_next = indices[en];
+      if (values) bias_next = values[en] * bias_scale;
+    }
+    const int n = (end - base < (I)W) ? (int)(end - base) : W;
+    for (int e0 = 0; e0 < n; e0 += E) {
+      float kv[E][NV][VEC], vv[E][NV][VEC], s[E];
+      bool ok[E];
+#pragma unroll
+      for (int u = 0; u < E; ++u) {
+        const I col = __shfl_sync(mask, col_mine, e0 + u, W);
+        ok[u] = e0 + u < n;
+        const long long off = (long long)col * row_stride + head_off;
+#pragma unroll
+        for (int c = 0; c < NV; ++c) {
+          const int f = (c * LANES + g_lane) * VEC;
+          if (ok[u] && f < d) {
+            load_vec<VEC>(Kmat + off + f, kv[u][c]);
+            load_vec<VEC>(Vmat + off + f, vv[u][c]);
+          } else {
+#pragma unroll
+            for (int v = 0; v < VEC; ++v) { kv[u][c][v] = 0.f; vv[u][c][v] = 0.f; }
+          }
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < E; ++u) {
+        float dot = 0.f;
+#pragma unroll
+        for (int c = 0; c < NV; ++c) {
+#pragma unroll
+          for (int v = 0; v < VEC; ++v) dot = fmaf(q[c][v], kv[u][c][v], dot);
+        }
+        s[u] = dot;
+      }
+      // E reductions interleaved: independent shuffle chains hide each other's latency.
+#pragma unroll
+      for (int off = LANES / 2; off > 0; off >>= 1) {
+#pragma unroll
+        for (int u = 0; u < E; ++u) s[u] += __shfl_xor_sync(mask, s[u], off, W);
+      }
+      float m_new = st.m;
+#pragma unroll
+      for (int u = 0; u < E; ++u) {
+        float b = 0.f;
+        if (values) b = __shfl_sync(mask, bias_mine, e0 + u, W);
+        s[u] = ok[u] ? s[u] + b : neg_inf();
+        m_new = fmaxf(m_new, s[u]);
+      }
+      // m_new is finite: edge e0 is always valid. First step: m = -inf gives alpha = 0.
+      const float alpha = fast_exp2(st.m - m_new);
+      st.m = m_new;
+      st.l *= alpha;
+#pragma unroll
+      for (int c = 0; c < NV; ++c) {
+#pragma unroll
+        for (int v = 0; v < VEC; ++v) st.acc[c][v] *= alpha;
+      }
+#pragma unroll
+      for (int u = 0; u < E; ++u) {
+        const float p = fast_exp2(s[u] - m_new);  // 0 for the padding edges (s = -inf)
+        st.l += p;
+#pragma unroll
+        for (int c = 0; c < NV; ++c) {
+#pragma unroll
+          for (int v = 0; v < VEC; ++v) st.acc[c][v] = fmaf(p, vv[u][c][v], st.acc[c][v]);
+        }
+      }
+    }
+  }
+}
+
+template <typename T, int LANES, int VEC, int NV>
+__device__ __forceinline__ void load_query(const T* __restrict__ Qrow, int d, float qscale,
+                                           float (&q)[NV][VEC]) {
+  const int g_lane = threadIdx.x & (LANES - 1);
+#pragma unroll
+  for (int c = 0; c < NV; ++c) {
+    const int f = (c * LANES + g_lane) * VEC;
+    if (f < d) {
+      load_vec<VEC>(Qrow + f, q[c]);
+#pragma unroll
+      for (int v = 0; v < VEC; ++v) q[c][v] *= qscale;
+    } else {
+#pragma unroll
+      for (int v = 0; v < VEC; ++v) q[c][v] = 0.f;
+    }
+  }
+}
+
+template <int NV, int VEC>
+__device__ __forceinline__ void init_state(State<NV, VEC>& st) {
+  st.m = neg_inf();
+  st.l = 0.f;
+#pragma unroll
+  for (int c = 0; c < NV; ++c) {
+#pragma unroll
+    for (int v = 0; v < VEC; ++v) st.acc[c][v] = 0.f;
+  }
+}
+
+// out = acc / l, zeros for a row without edges (l = 0).
+template <typename T, int LANES, int VEC, int NV>
+__device__ __forceinline__ void store_normalised(T* __restrict__ orow, int d, const State<NV, VEC>& st) {
+  const int g_lane = threadIdx.x & (LANES - 1);
+  const float inv = st.l > 0.f ? 1.f / st.l : 0.f;
+#pragma unroll
+  for (int c = 0; c < NV; ++c) {
+    const int f = (c * LANES + g_lane) * VEC;
+    if (f < d) {
+      float r[VEC];
+#pragma unroll
+      for (int v = 0; v < VEC; ++v) r[v] = st.acc[c][v] * inv;
+      store_vec<VEC>(orow + f, r);
+    }
+  }
+}
+
+}  // namespace attention_fused_detail
+
+// Family "fused": one group per (row, head) over all rows, no lists.
+template <typename T, typename I, int LANES, int VEC, int NV, int E, int W>
+__global__ void attention_fused_rows(
+    const I* __restrict__ indptr, const I* __restrict__ indices, const float* __restrict__ values,
+    const T* __restrict__ Q, const T* __restrict__ K, const T* __restrict__ V, T* __restrict__ out,
+    long long n_rows, int heads, int d, float qscale, float bias_scale) {
+  using namespace attention_fused_detail;
+  const long long g = (long long)blockIdx.x * (blockDim.x / LANES) + threadIdx.x / LANES;
+  const long long row = g / heads;
+  if (row >= n_rows) return;  // whole teams leave together (H % heads-per-team == 0)
+  const int head = (int)(g - row * heads);
+  const long long row_stride = (long long)heads * d;
+  const long long qo = row * row_stride + (long long)head * d;
+
+  float q[NV][VEC];
+  load_query<T, LANES, VEC, NV>(Q + qo, d, qscale, q);
+  State<NV, VEC> st;
+  init_state(st);
+  attend_edges<T, I, LANES, VEC, NV, E, W>(indices, values, K, V, indptr[row], indptr[row + 1],
+                                           row_stride, head * d, d, bias_scale, q, st);
+  store_normalised<T, LANES, VEC, NV>(out + qo, d, st);
+}
+
+// Family "fused_split": segments 0..n_chunks-1 are chunks of heavy rows (seg_rows[s] is the row,
+// chunk_begin[s] the first edge, at most `chunk` edges, clipped to the row end) and write partials
+// part_ml[(s*H + h)] = (m, l), part_acc[(s*H + h)*d + f]; segments n_chunks.. are whole light rows
+// (seg_rows[s]) and write out directly.
+template <typename T, typename I, int LANES, int VEC, int NV, int E, int W>
+__global__ void attention_fused_segments(
+    const I* __restrict__ indptr, const I* __restrict__ indices, const float* __restrict__ values,
+    const T* __restrict__ Q, const T* __restrict__ K, const T* __restrict__ V, T* __restrict__ out,
+    const I* __restrict__ seg_rows, const I* __restrict__ chunk_begin, long long n_chunks,
+    long long n_segments, long long chunk, int heads, int d, float qscale, float bias_scale,
+    float2* __restrict__ part_ml, float* __restrict__ part_acc) {
+  using namespace attention_fused_detail;
+  const long long g = (long long)blockIdx.x * (blockDim.x / LANES) + threadIdx.x / LANES;
+  const long long seg = g / heads;
+  if (seg >= n_segments) return;
+  const int head = (int)(g - seg * heads);
+  const long long row = (long long)seg_rows[seg];
+  const long long row_stride = (long long)heads * d;
+  const long long qo = row * row_stride + (long long)head * d;
+  const bool is_chunk = seg < n_chunks;
+  I begin, end = indptr[row + 1];
+  if (is_chunk) {
+    begin = chunk_begin[seg];
+    if ((long long)(end - begin) > chunk) end = begin + (I)chunk;
+  } else {
+    begin = indptr[row];
+  }
+
+  float q[NV][VEC];
+  load_query<T, LANES, VEC, NV>(Q + qo, d, qscale, q);
+  State<NV, VEC> st;
+  init_state(st);
+  attend_edges<T, I, LANES, VEC, NV, E, W>(indices, values, K, V, begin, end, row_stride, head * d,
+                                           d, bias_scale, q, st);
+  if (!is_chunk) {
+    store_normalised<T, LANES, VEC, NV>(out + qo, d, st);
+    return;
+  }
+  const long long slot = seg * heads + head;
+  const int g_lane = threadIdx.x & (LANES - 1);
+  if (g_lane == 0) part_ml[slot] = make_float2(st.m, st.l);
+#pragma unroll
+  for (int c = 0; c < NV; ++c) {
+    const int f = (c * LANES + g_lane) * VEC;
+    if (f < d) store_vec<VEC>(part_acc + slot * d + f, st.acc[c]);
+  }
+}
+
+// Merge the chunk partials of each heavy row: one thread per (heavy row, head, feature).
+// heavy_rows[r] is the row, its chunks are slots chunk_ptr[r] .. chunk_ptr[r+1]-1 (never empty).
+template <typename T, typename I>
+__global__ void attention_combine(const I* __restrict__ heavy_rows, const I* __restrict__ chunk_ptr,
+                                  const float2* __restrict__ part_ml, const float* __restrict__ part_acc,
+                                  T* __restrict__ out, long long n_heavy, int heads, int d) {
+  using namespace attention_fused_detail;
+  const long long total = n_heavy * heads * d;
+  for (long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
+       idx += (long long)gridDim.x * blockDim.x) {
+    const int f = (int)(idx % d);
+    const long long t = idx / d;
+    const int head = (int)(t % heads);
+    const long long r = t / heads;
+    const long long c0 = chunk_ptr[r], c1 = chunk_ptr[r + 1];
+    float M = neg_inf();
+    for (long long c = c0; c < c1; ++c) M = fmaxf(M, part_ml[c * heads + head].x);
+    float L = 0.f, a = 0.f;
+    for (long long c = c0; c < c1; ++c) {
+      const float2 ml = part_ml[c * heads + head];
+      const float w = fast_exp2(ml.x - M);
+      L = fmaf(ml.y, w, L);
+      a = fmaf(part_acc[(c * heads + head) * d + f], w, a);
+    }
+    const long long row = (long long)heavy_rows[r];
+    out[(row * heads + head) * d + f] = L > 0.f ? a / L : 0.f;
+  }
+}

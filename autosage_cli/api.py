@@ -124,25 +124,43 @@ def _device_graph(graph: CSRGraph):
     return dg
 
 
-def _prepare_named(dgraph, op: str, name: str, k: int, heads: int, scale):
+def resolve_schedule(op: str, schedule, k: int, heads: int):
+    """Check a requested schedule without a GPU: None (let the scheduler decide), ("vendor", name)
+    or ("native", Schedule). Raises AutosageError for an unknown name, another op's name, or a
+    schedule that cannot take this K / head count."""
+    if schedule is None:
+        return None
+    if not isinstance(schedule, str):
+        schedule = getattr(schedule, "name", None)
+        if not isinstance(schedule, str):
+            raise AutosageError("schedule must be a schedule name, a vendor name or None")
     from .backends import vendor
 
-    vendor_op = vendor.vendor_op(name)
+    vendor_op = vendor.vendor_op(schedule)
     if vendor_op is not None:
         if vendor_op != op:
-            raise AutosageError(f"{name!r} is a {vendor_op} vendor backend, not {op}")
-        return vendor.prepare_vendor(dgraph, name, k, heads=heads, scale=scale)
+            raise AutosageError(f"{schedule!r} is a {vendor_op} vendor backend, not {op}")
+        return ("vendor", schedule)
     from .kernels.schedule import get
 
-    schedule = get(name)  # AutosageError for an unknown name
-    if schedule.op != op:
-        raise AutosageError(f"schedule {name!r} is for {schedule.op}, not {op}")
-    reason = schedule.supports(k, heads)
+    native = get(schedule)  # AutosageError for an unknown name
+    if native.op != op:
+        raise AutosageError(f"schedule {schedule!r} is for {native.op}, not {op}")
+    reason = native.supports(k, heads)
     if reason is not None:
-        raise AutosageError(f"schedule {name!r} cannot run K={k}, heads={heads}: {reason}")
+        raise AutosageError(f"schedule {schedule!r} cannot run K={k}, heads={heads}: {reason}")
+    return ("native", native)
+
+
+def _prepare_named(dgraph, op: str, resolved, k: int, heads: int, scale):
+    kind, what = resolved
+    if kind == "vendor":
+        from .backends import vendor
+
+        return vendor.prepare_vendor(dgraph, what, k, heads=heads, scale=scale)
     from .backends import native
 
-    return native.prepare(dgraph, schedule, k, heads=heads, scale=scale)
+    return native.prepare(dgraph, what, k, heads=heads, scale=scale)
 
 
 def _prepare_tuned(graph: CSRGraph, dgraph, op: str, k: int, heads: int, scale, cache, tune: bool):
@@ -152,24 +170,23 @@ def _prepare_tuned(graph: CSRGraph, dgraph, op: str, k: int, heads: int, scale, 
     return tuner.plan_for(dgraph, decision, k, heads, scale)
 
 
-def _plan(graph: CSRGraph, op: str, k: int, heads: int, schedule, scale, cache, tune: bool):
-    if schedule is not None and not isinstance(schedule, str):
-        schedule = getattr(schedule, "name", None)
-        if not isinstance(schedule, str):
-            raise AutosageError("schedule must be a schedule name, a vendor name or None")
+def _plan(graph: CSRGraph, op: str, k: int, heads: int, resolved, scale, cache, tune: bool):
     # The cache file only matters when the scheduler decides; a fixed schedule ignores it.
-    decided_by = None if schedule is not None else (str(cache) if cache is not None else "", tune)
-    key = (graph.fingerprint, op, k, heads, schedule, scale, decided_by)
+    if resolved is None:
+        key = (graph.fingerprint, op, k, heads, None, scale, str(cache) if cache is not None else "", tune)
+    else:
+        name = resolved[1] if resolved[0] == "vendor" else resolved[1].name
+        key = (graph.fingerprint, op, k, heads, name, scale)
     with _lock:
         plan = _plans.get(key)
         if plan is not None:
             _plans.move_to_end(key)
             return plan
         dgraph = _device_graph(graph)
-        if schedule is None:
+        if resolved is None:
             plan = _prepare_tuned(graph, dgraph, op, k, heads, scale, cache, tune)
         else:
-            plan = _prepare_named(dgraph, op, schedule, k, heads, scale)
+            plan = _prepare_named(dgraph, op, resolved, k, heads, scale)
         _plans[key] = plan
         while len(_plans) > _PLAN_SLOTS:
             _plans.popitem(last=False)
@@ -186,9 +203,10 @@ def clear_memo() -> None:
 def _run(graph: CSRGraph, op: str, k: int, heads: int, named_inputs, schedule, scale, cache, tune):
     from .capability import require_gpu
 
+    resolved = resolve_schedule(op, schedule, k, heads)  # bad names fail before the GPU is asked
     require_gpu(f"autosage_cli.{op}")
     inputs = tuple(to_cupy(name, x) for name, x in named_inputs)
-    plan = _plan(graph, op, k, heads, schedule, scale, cache, tune)
+    plan = _plan(graph, op, k, heads, resolved, scale, cache, tune)
     out = plan.alloc_out()
     plan.run(inputs, out)
     return out

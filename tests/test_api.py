@@ -1,0 +1,152 @@
+"""API input validation that fails before any GPU work (runs on CPU-only CI)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import autosage_cli
+from autosage_cli import api
+from autosage_cli.capability import gpu_available
+from autosage_cli.errors import AutosageError, NoGPUError
+from autosage_cli.graphs.csr import canonical_csr
+
+
+class FakeCudaArray:
+    """Looks like a device array (shape, dtype, __cuda_array_interface__) without a GPU."""
+
+    def __init__(self, shape, dtype="float32"):
+        self.shape, self.dtype = tuple(shape), np.dtype(dtype)
+
+    @property
+    def __cuda_array_interface__(self):
+        return {"shape": self.shape, "typestr": self.dtype.str, "data": (0, False), "version": 3}
+
+
+@pytest.fixture
+def graph():
+    m = sp.random(6, 4, density=0.5, random_state=1, format="csr")
+    return canonical_csr(m)
+
+
+def test_import_is_lazy_and_cupy_free():
+    code = ("import sys, autosage_cli; assert 'cupy' not in sys.modules; "
+            "autosage_cli.spmm; assert 'cupy' not in sys.modules; print(autosage_cli.__version__)")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip()
+
+
+def test_reexports_are_the_api_functions():
+    assert autosage_cli.spmm is api.spmm
+    assert autosage_cli.sddmm is api.sddmm
+    assert autosage_cli.attention is api.attention
+    with pytest.raises(AttributeError):
+        autosage_cli.not_a_thing  # noqa: B018
+
+
+@pytest.mark.parametrize("bad_a,match", [
+    (np.ones((3, 3)), "A must be a CSRGraph"),
+    ([[1, 0], [0, 1]], "A must be a CSRGraph"),
+    ("graph.mtx", "A must be a CSRGraph"),
+])
+def test_bad_sparse_input(bad_a, match):
+    with pytest.raises(AutosageError, match=match):
+        api.spmm(bad_a, FakeCudaArray((3, 4)))
+
+
+def test_scipy_input_is_canonicalised(graph):
+    coo = graph.to_scipy().tocoo()
+    assert api.as_graph(coo).fingerprint == graph.fingerprint
+    assert api.as_graph(graph) is graph
+
+
+@pytest.mark.parametrize("b,match", [
+    (np.ones((4, 8), dtype=np.float32), "expected a CUDA array, got a host numpy.ndarray"),
+    ([[1.0] * 8] * 4, "expected a CUDA array"),
+    (FakeCudaArray((5, 8)), r"B: expected shape \(4, \*\), got \(5, 8\)"),
+    (FakeCudaArray((4,)), "B: expected shape"),
+    (FakeCudaArray((4, 8, 1)), "B: expected shape"),
+    (FakeCudaArray((4, 0)), "feature dimensions must be >= 1"),
+    (FakeCudaArray((4, 8), "float64"), "dtype float64 is not supported; autosage takes float32"),
+    (FakeCudaArray((4, 8), "float16"), "float32 for now"),
+])
+def test_spmm_bad_dense_input(graph, b, match):
+    with pytest.raises(AutosageError, match=match):
+        api.spmm(graph, b)
+
+
+def test_sddmm_width_mismatch(graph):
+    with pytest.raises(AutosageError, match=r"Y: expected shape \(4, 8\), got \(4, 7\)"):
+        api.sddmm(graph, FakeCudaArray((6, 8)), FakeCudaArray((4, 7)))
+    with pytest.raises(AutosageError, match=r"X: expected shape \(6, \*\)"):
+        api.sddmm(graph, FakeCudaArray((4, 8)), FakeCudaArray((4, 8)))
+
+
+@pytest.mark.parametrize("shapes,match", [
+    (((6, 2, 8), (4, 2, 8), (4, 2, 8, 1)), "V: expected shape"),
+    (((6, 2, 8), (4, 3, 8), (4, 2, 8)), r"K: expected shape \(4, 2, 8\)"),
+    (((6, 16), (4, 16), (4, 16)), r"Q: expected shape \(6, \*, \*\)"),
+    (((4, 2, 8), (4, 2, 8), (4, 2, 8)), r"Q: expected shape \(6"),
+])
+def test_attention_bad_shapes(graph, shapes, match):
+    with pytest.raises(AutosageError, match=match):
+        api.attention(graph, *(FakeCudaArray(s) for s in shapes))
+
+
+@pytest.mark.parametrize("scale", ["big", float("nan"), float("inf")])
+def test_attention_bad_scale(graph, scale):
+    q, k, v = FakeCudaArray((6, 2, 8)), FakeCudaArray((4, 2, 8)), FakeCudaArray((4, 2, 8))
+    with pytest.raises(AutosageError, match="scale must be"):
+        api.attention(graph, q, k, v, scale=scale)
+
+
+@pytest.mark.parametrize("op,schedule,match", [
+    ("spmm", "no-such-schedule", "unknown schedule"),
+    ("spmm", "cusparse-sddmm", "is a sddmm vendor backend, not spmm"),
+    ("sddmm", "cusparse-alg2", "is a spmm vendor backend, not sddmm"),
+    ("spmm", 42, "schedule must be a schedule name"),
+])
+def test_bad_schedule_names_fail_before_the_gpu(op, schedule, match):
+    with pytest.raises(AutosageError, match=match):
+        api.resolve_schedule(op, schedule, 8, 1)
+
+
+def test_native_schedule_of_another_op_is_rejected():
+    from autosage_cli.kernels.schedule import candidates
+
+    chosen = candidates("sddmm", 8)[0]
+    with pytest.raises(AutosageError, match="is for sddmm, not spmm"):
+        api.resolve_schedule("spmm", chosen.name, 8, 1)
+    assert api.resolve_schedule("sddmm", chosen.name, 8, 1) == ("native", chosen)
+
+
+def test_native_schedule_that_cannot_take_k_is_rejected():
+    from autosage_cli.kernels.schedule import registry
+
+    unable = [s for s in registry("sddmm") if s.supports(4096, 1) is not None]
+    if not unable:
+        pytest.skip("every sddmm schedule takes K=4096")
+    with pytest.raises(AutosageError, match="cannot run K=4096"):
+        api.resolve_schedule("sddmm", unable[0].name, 4096, 1)
+
+
+def test_vendor_and_none_resolve():
+    assert api.resolve_schedule("spmm", None, 8, 1) is None
+    assert api.resolve_schedule("spmm", "cusparse-alg2", 8, 1) == ("vendor", "cusparse-alg2")
+    assert api.resolve_schedule("sddmm", "gather-dot", 8, 1) == ("vendor", "gather-dot")
+
+
+@pytest.mark.skipif(gpu_available(), reason="checks the no-GPU error")
+def test_valid_call_without_gpu_says_so(graph):
+    with pytest.raises(NoGPUError, match="autosage_cli.spmm needs a CUDA GPU"):
+        api.spmm(graph, FakeCudaArray((4, 8)), schedule="cusparse-alg1")
+
+
+def test_torch_cpu_tensor_is_rejected_as_host(graph):
+    torch = pytest.importorskip("torch")
+    with pytest.raises(AutosageError, match="expected a CUDA array, got a host torch.Tensor"):
+        api.spmm(graph, torch.ones(4, 8))

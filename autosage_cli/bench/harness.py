@@ -65,6 +65,7 @@ class Measured:
     schedule: str
     status: str
     ms: tuple[float, float, float] = (math.nan, math.nan, math.nan)
+    repeats: int = 0
     prepare_ms: float = math.nan
     rel_error: float = math.nan
     error: str = ""
@@ -111,7 +112,10 @@ class GpuToolkit:
         return self._vendor.prepare_vendor(dgraph, name, k, heads)
 
     def prepare_baselines(self, dgraph, op, k, heads):
-        return list(self._baselines.prepare_baselines(dgraph, op, k, heads, None))
+        """(plans, [(backend, reason) for each baseline that cannot run here])."""
+        skipped: list = []
+        plans = list(self._baselines.prepare_baselines(dgraph, op, k, heads, None, skipped=skipped))
+        return plans, skipped
 
     def schedules(self, op, k, heads):
         return list(self._schedule.candidates(op, k, heads))
@@ -140,7 +144,7 @@ class GpuToolkit:
 
     def time(self, plan, inputs, out, repeat, warmup, flush_l2):
         s = self._timing.time_plan(plan, inputs, out, repeat=repeat, warmup=warmup, flush_l2=flush_l2)
-        return s.median_ms, s.p20_ms, s.p80_ms
+        return s.median_ms, s.p20_ms, s.p80_ms, s.repeats
 
     def free(self) -> None:
         """Return cached device memory between widths and graphs (a products-sized graph and its
@@ -184,9 +188,6 @@ class CaseRunner:
         except Exception as exc:  # a failing prepare is an outcome (STYLE: failures are outcomes)
             return None, Measured(backend, schedule, "failed", error=f"prepare: {_one_line(exc)}")
 
-    def _time(self, plan, out) -> tuple[float, float, float]:
-        o = self.opts
-        return self.tk.time(plan, self.inputs, out, o.repeat, o.warmup, o.flush_l2)
 
     def measure(self, plan, backend: str | None = None, verify: bool = True) -> Measured:
         """Verify against the reference, then time (only if it verified)."""
@@ -202,7 +203,10 @@ class CaseRunner:
                 if not m.rel_error <= self.opts.tolerance:
                     m.status, m.error = "wrong", f"rel_error {m.rel_error:.3g} > {self.opts.tolerance:g}"
                     return m
-            m.ms = self._time(plan, out)
+            o = self.opts
+            median, p20, p80, m.repeats = self.tk.time(plan, self.inputs, out, o.repeat, o.warmup,
+                                                       o.flush_l2)
+            m.ms = (median, p20, p80)
             m.out = out if not verify else None
         except Exception as exc:
             m.status, m.error = "failed", f"run: {_one_line(exc)}"
@@ -221,9 +225,7 @@ class CaseRunner:
             oracle_row, oracle_choice = self._autosage(full=True)
             rows.append(oracle_row)
             self._mark_agreement(probe_row, probe_choice, oracle_row, oracle_choice)
-        for plan in self._baseline_plans(rows):
-            rows.append(self._row(self.measure(plan), "fixed"))
-            del plan
+        rows += self._baselines()
         if o.all_schedules:
             rows += self._all_schedules()
         self._fill_speedups(rows, vendors)
@@ -294,13 +296,19 @@ class CaseRunner:
                                                        oracle.ms_median)
         probe.probe_agrees = oracle.probe_agrees = "yes" if agrees else "no"
 
-    def _baseline_plans(self, rows: list[Row]):
+    def _baselines(self) -> list[Row]:
+        """torch / PyG rows; a baseline that cannot run here (not installed, would not fit in memory)
+        is a "skipped" row with the reason, so a target that needs it says why it is not measured."""
         c = self.case
         try:
-            yield from self.tk.prepare_baselines(self.dgraph, c.op, c.k, c.heads)
+            plans, skipped = self.tk.prepare_baselines(self.dgraph, c.op, c.k, c.heads)
         except Exception as exc:
-            rows.append(self._row(Measured("baselines", "", "failed", error=f"prepare: {_one_line(exc)}"),
-                                  "fixed"))
+            return [self._row(Measured("baselines", "", "failed", error=f"prepare: {_one_line(exc)}"),
+                              "fixed")]
+        rows = [self._row(Measured(name, name, "skipped", error=reason), "fixed") for name, reason in skipped]
+        while plans:
+            rows.append(self._row(self.measure(plans.pop(0)), "fixed"))  # each freed after its row
+        return rows
 
     def _all_schedules(self) -> list[Row]:
         c = self.case
@@ -324,7 +332,7 @@ class CaseRunner:
                    effective_tbps=effective_tbps(nbytes, m.ms[0]), copy_tbps=ctx.copy_tbps,
                    commit=ctx.commit, gpu=ctx.gpu, timestamp=_now(), status=m.status, error=m.error,
                    provider=m.provider, n_cols=g.n_cols, gather_bytes=gather_bytes(c.op, g.nnz, c.k, c.heads),
-                   repeats=self.opts.repeat, flush_l2=self.opts.flush_l2, seed=self.opts.seed)
+                   repeats=m.repeats, flush_l2=self.opts.flush_l2, seed=self.opts.seed)
 
     def _fill_speedups(self, rows: list[Row], vendors: list[Measured]) -> None:
         ok = [m for m in vendors if m.status == "ok"]

@@ -184,7 +184,9 @@ def summary_dict(rows: list[Row], out_dir: str | None = None) -> dict:
     return {
         "out": out_dir,
         "rows": len(rows),
-        "failed_rows": sum(r.status != "ok" for r in rows),
+        "failed_rows": sum(r.status in ("wrong", "failed") for r in rows),
+        "unverified_rows": sum(r.status == "unverified" for r in rows),
+        "skipped_rows": sum(r.status == "skipped" for r in rows),
         "groups": [{"op": g.op, "graph": g.graph, "cases": g.cases, "geomean": _finite(g.geomean),
                     "worst": _finite(g.worst), "worst_k": g.worst_k, "failed": g.failed}
                    for g in group_summaries(rows)],
@@ -293,7 +295,7 @@ def readme_text(rows: list[Row], environment: dict, plots: list[str], runs: list
                      f"({g.worst_k}) | {g.failed} |")
     bad = [r for r in rows if r.status != "ok"]
     if bad:
-        lines += ["", f"## Rows that failed or did not verify ({len(bad)})", "",
+        lines += ["", f"## Rows not measured or not verified ({len(bad)})", "",
                   "| graph | op | K | H | backend | schedule | status | error |", "|---|---|---|---|---|---|---|---|"]
         for r in bad:
             lines.append(f"| {r.graph} | {r.op} | {r.k} | {r.heads} | {r.backend} | {r.schedule} | "

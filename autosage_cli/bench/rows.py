@@ -29,8 +29,9 @@ SCHEMA_COLUMNS = (
 DECISIONS = ("probe", "oracle", "cache", "fixed")
 # Row status: "ok" (verified and timed), "wrong" (ran, failed verification, not timed — BENCHMARK
 # §4), "failed" (prepare or launch raised; the reason is in `error`), "unverified" (timed, but no
-# vendor output was available to check it against).
-STATUSES = ("ok", "wrong", "failed", "unverified")
+# vendor output was available to check it against), "skipped" (a baseline that cannot run here:
+# not installed, or would not fit in memory; the reason is in `error`).
+STATUSES = ("ok", "wrong", "failed", "unverified", "skipped")
 FLOAT_BYTES = 4
 
 

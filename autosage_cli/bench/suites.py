@@ -124,14 +124,14 @@ def _loader_knows(name: str, root: str) -> bool:
 def resolve_graph(name: str, root: str) -> GraphSpec:
     if not name or not name.strip():
         raise AutosageError("empty dataset name")
-    if name in _presets():
-        return GraphSpec(name, preset=name)
     path = Path(name)
     if path.is_file():
         label = path.name
         for suffix in (".gz", ".mtx", ".npz"):
             label = label[: -len(suffix)] if label.endswith(suffix) else label
         return GraphSpec(label, path=str(path.resolve()))
+    if name in _presets():
+        return GraphSpec(name, preset=name)
     if _loader_knows(name, root):
         return GraphSpec(name, dataset=name)
     if path.suffix or "/" in name:

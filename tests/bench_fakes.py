@@ -1,0 +1,136 @@
+"""A NumPy stand-in for the benchmark's GPU toolkit (autosage_cli.bench.harness.GpuToolkit), so the
+harness loop and the `bench` command run on CPU: plans compute SpMM with SciPy and report fixed
+"times"; some are deliberately wrong or broken."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from autosage_cli.backends.timing import rel_error
+from autosage_cli.graphs.csr import canonical_csr
+
+
+def small_graph(n: int = 50, density: float = 0.1, seed: int = 0):
+    m = sp.random(n, n, density=density, random_state=seed, format="csr", dtype=np.float32)
+    return canonical_csr(m, {"generator": "fake", "seed": seed})
+
+
+class FakeSpec:
+    def __init__(self, label: str = "fake-50", graph=None):
+        self.label = label
+        self.graph = graph if graph is not None else small_graph()
+
+    def load(self, root, seed):
+        return self.graph
+
+
+@dataclass(frozen=True)
+class FakeSchedule:
+    name: str
+
+
+@dataclass(frozen=True)
+class FakeDecision:
+    backend: str
+    schedule: str
+    reason: str = "fake decision"
+
+
+@dataclass
+class FakeTuneResult:
+    decision: FakeDecision
+    cache_hit: bool = False
+
+
+class FakePlan:
+    def __init__(self, graph, op, k, backend, schedule, ms, wrong=False, explode=False):
+        self.graph, self.op, self.k, self.heads = graph, op, k, 1
+        self.backend, self.schedule, self.ms = backend, schedule, ms
+        self.wrong, self.explode = wrong, explode
+        self.prepare_ms, self.provider = 0.25, f"fake {backend}"
+
+    def alloc_out(self):
+        return np.empty((self.graph.n_rows, self.k), dtype=np.float32)
+
+    def run(self, inputs, out):
+        if self.explode:
+            raise RuntimeError("launch failed\nsecond line")
+        out[...] = self.graph.to_scipy() @ inputs[0]
+        if self.wrong:
+            out *= 1.5
+
+
+class FakeToolkit:
+    """Vendors alg1 (2.0 ms) and default (3.0 ms); torch (4.0 ms), PyG skipped; natives good
+    (1.0 ms), fast (0.98 ms), wrong and broken. The probe chooses `probe_choice`, the oracle
+    `oracle_choice` (names of natives or vendors)."""
+
+    NATIVE_MS = {"spmm.good": 1.0, "spmm.fast": 0.98, "spmm.slow": 1.5, "spmm.wrong": 0.5}
+
+    def __init__(self, probe_choice="spmm.good", oracle_choice="spmm.fast", cache_hit=False,
+                 vendor_ms=None, wrong_vendor=None):
+        self.probe_choice, self.oracle_choice, self.cache_hit = probe_choice, oracle_choice, cache_hit
+        self.vendor_ms = {"cusparse-alg1": 2.0, "cusparse-default": 3.0} if vendor_ms is None else vendor_ms
+        self.wrong_vendor = wrong_vendor
+        self.tune_calls: list[dict] = []
+        self.freed = 0
+
+    def environment(self):
+        return {"device": {"name": "Fake GPU 9000"}, "software": {"cupy": "fake"}, "commit": "abc1234"}
+
+    def copy_bandwidth_tbps(self):
+        return 4.0
+
+    def device_graph(self, graph):
+        return graph
+
+    def make_inputs(self, op, dgraph, k, heads, seed):
+        rng = np.random.default_rng(seed)
+        return (rng.uniform(-1, 1, (dgraph.n_cols, k)).astype(np.float32),)
+
+    def vendor_names(self, op):
+        return list(self.vendor_ms)
+
+    def prepare_vendor(self, dgraph, name, k, heads):
+        return FakePlan(dgraph, "spmm", k, name, name, self.vendor_ms[name], wrong=name == self.wrong_vendor)
+
+    def prepare_baselines(self, dgraph, op, k, heads):
+        return [FakePlan(dgraph, op, k, "torch", "torch.addmm(out=)", 4.0)], [("pyg", "torch_geometric is not installed")]
+
+    def schedules(self, op, k, heads):
+        return [FakeSchedule(n) for n in ("spmm.good", "spmm.wrong", "spmm.broken")]
+
+    def prepare_native(self, dgraph, schedule, k, heads):
+        if schedule.name == "spmm.broken":
+            raise ValueError("does not compile")
+        return FakePlan(dgraph, "spmm", k, "native", schedule.name, self.NATIVE_MS[schedule.name],
+                        wrong=schedule.name == "spmm.wrong")
+
+    def tune(self, graph, op, k, heads, *, cache, top_k, budget_ms, guardrail, full):
+        self.tune_calls.append({"cache": cache, "full": full, "top_k": top_k})
+        choice = self.oracle_choice if full else self.probe_choice
+        backend = "native" if choice.startswith("spmm.") else choice
+        return FakeTuneResult(FakeDecision(backend, choice), cache_hit=self.cache_hit and not full)
+
+    def plan_for(self, dgraph, decision, k, heads):
+        if decision.backend == "native":
+            return self.prepare_native(dgraph, FakeSchedule(decision.schedule), k, heads)
+        return self.prepare_vendor(dgraph, decision.backend, k, heads)
+
+    def run_once(self, plan, inputs):
+        out = plan.alloc_out()
+        out.fill(np.nan)
+        plan.run(inputs, out)
+        return out
+
+    def rel_error(self, out, ref):
+        return rel_error(out, ref)
+
+    def time(self, plan, inputs, out, repeat, warmup, flush_l2):
+        plan.run(inputs, out)
+        return plan.ms, plan.ms * 0.99, plan.ms * 1.02, repeat
+
+    def free(self):
+        self.freed += 1

@@ -1,0 +1,121 @@
+"""The benchmark loop on CPU, through a NumPy fake of the GPU toolkit (tests/bench_fakes.py)."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from bench_fakes import FakeSpec, FakeToolkit
+from autosage_cli.bench import harness
+from autosage_cli.bench.report import agreement
+from autosage_cli.bench.rows import SCHEMA_COLUMNS
+from autosage_cli.bench.suites import Case, GraphWork
+
+
+def run(tk, cases=(Case("spmm", 8),), **opts):
+    options = harness.RunOptions(repeat=10, **opts)
+    ctx, env = harness.make_context(tk, options)
+    work = [GraphWork(FakeSpec(), list(cases))]
+    return [row for rows in harness.run_suite(work, options, ctx, tk) for row in rows], env
+
+
+def by_backend(rows, decision=None):
+    return {(r.backend if r.backend != "native" else r.schedule): r for r in rows
+            if decision is None or r.decision == decision}
+
+
+def test_rows_of_one_case():
+    rows, env = run(FakeToolkit(), oracle=True, all_schedules=True)
+    assert env["commit"] == "abc1234"
+    # 2 vendors + autosage probe + oracle + torch + pyg (skipped) + 3 natives
+    assert len(rows) == 9
+    assert {r.backend for r in rows} == {"cusparse-alg1", "cusparse-default", "autosage", "torch", "pyg", "native"}
+    for r in rows:
+        assert (r.graph, r.op, r.k, r.heads, r.dtype) == ("fake-50", "spmm", 8, 1, "float32")
+        assert (r.best_vendor, r.best_vendor_ms, r.gpu, r.commit, r.copy_tbps) == (
+            "cusparse-alg1", 2.0, "Fake GPU 9000", "abc1234", 4.0)
+        assert r.compulsory_bytes > 0 and r.timestamp
+    rows_by = by_backend(rows)
+    probe = by_backend(rows, "probe")["autosage"]
+    assert (probe.schedule, probe.chosen_backend, probe.ms_median, probe.status) == ("spmm.good", "native", 1.0, "ok")
+    assert probe.speedup_vs_best_vendor == pytest.approx(2.0)
+    assert probe.speedup_vs_vendor_default == pytest.approx(3.0)
+    assert probe.rel_error < 1e-6 and probe.tune_ms >= 0 and probe.reason == "fake decision"
+    assert probe.effective_tbps == pytest.approx(probe.compulsory_bytes / 1e-3 / 1e12)
+    oracle = by_backend(rows, "oracle")["autosage"]
+    assert (oracle.schedule, oracle.ms_median) == ("spmm.fast", 0.98)
+    # 1.0 ms is within 5% of the oracle's 0.98 ms: the probe agrees
+    assert probe.probe_agrees == oracle.probe_agrees == "yes"
+    assert (probe.oracle_schedule, probe.oracle_ms) == ("spmm.fast", 0.98)
+    assert rows_by["torch"].ms_median == 4.0 and rows_by["torch"].speedup_vs_best_vendor == pytest.approx(0.5)
+    assert (rows_by["pyg"].status, rows_by["pyg"].error) == ("skipped", "torch_geometric is not installed")
+    wrong = rows_by["spmm.wrong"]
+    assert wrong.status == "wrong" and math.isnan(wrong.ms_median) and wrong.rel_error > 0.1
+    assert math.isnan(wrong.speedup_vs_best_vendor)
+    broken = rows_by["spmm.broken"]
+    assert broken.status == "failed" and broken.error == "prepare: ValueError: does not compile"
+    assert rows_by["cusparse-alg1"].rel_error < 1e-6 and rows_by["cusparse-default"].rel_error < 1e-6
+    assert all(r.decision == "fixed" for r in rows if r.backend != "autosage")
+
+
+def test_probe_that_misses_the_oracle_disagrees():
+    rows, _ = run(FakeToolkit(probe_choice="spmm.slow", oracle_choice="spmm.fast"), oracle=True)
+    probe = by_backend(rows, "probe")["autosage"]
+    assert probe.probe_agrees == "no" and agreement(rows) == (0, 1)
+
+
+def test_vendor_choice_and_cache_hit():
+    tk = FakeToolkit(probe_choice="cusparse-alg1", cache_hit=True)
+    rows, _ = run(tk, cache="/tmp/cache.json")
+    probe = by_backend(rows, "cache")["autosage"]
+    assert (probe.chosen_backend, probe.schedule, probe.probe_agrees) == ("cusparse-alg1", "cusparse-alg1", "")
+    assert probe.speedup_vs_best_vendor == pytest.approx(1.0)
+    assert tk.tune_calls == [{"cache": "/tmp/cache.json", "full": False, "top_k": None}]
+
+
+def test_oracle_does_not_write_the_users_cache():
+    tk = FakeToolkit()
+    run(tk, cache="c.json", oracle=True)
+    assert [c["cache"] for c in tk.tune_calls] == ["c.json", None]
+
+
+def test_vendor_that_disagrees_is_marked_and_never_best():
+    tk = FakeToolkit(vendor_ms={"cusparse-alg1": 2.0, "cusparse-alg2": 1.0, "cusparse-default": 3.0},
+                     wrong_vendor="cusparse-alg2")
+    rows, _ = run(tk)
+    vendors = by_backend(rows)
+    assert vendors["cusparse-alg2"].status == "wrong" and "disagrees" in vendors["cusparse-alg2"].error
+    assert all(r.best_vendor == "cusparse-alg1" for r in rows)
+    assert by_backend(rows, "probe")["autosage"].status == "ok"
+
+
+def test_no_vendor_leaves_rows_unverified():
+    rows, _ = run(FakeToolkit(vendor_ms={}))
+    probe = by_backend(rows, "probe")["autosage"]
+    assert probe.status == "unverified" and probe.ms_median == 1.0 and math.isnan(probe.speedup_vs_best_vendor)
+
+
+def test_a_failing_tune_is_a_row():
+    class Broken(FakeToolkit):
+        def tune(self, *a, **k):
+            raise RuntimeError("probe exploded")
+
+    rows, _ = run(Broken())
+    probe = by_backend(rows, "probe")["autosage"]
+    assert probe.status == "failed" and probe.error == "tune: RuntimeError: probe exploded"
+
+
+def test_suite_yields_per_case_and_frees_memory():
+    tk = FakeToolkit()
+    options = harness.RunOptions(repeat=10)
+    ctx, _ = harness.make_context(tk, options)
+    seen = []
+    listener = harness.Listener(on_graph=lambda w: seen.append(w.spec.label),
+                                on_case=lambda w, c: seen.append(c.k))
+    work = [GraphWork(FakeSpec("a"), [Case("spmm", 4), Case("spmm", 16)]), GraphWork(FakeSpec("b"), [Case("spmm", 1)])]
+    batches = list(harness.run_suite(work, options, ctx, tk, listener))
+    assert [len(b) for b in batches] == [5, 5, 5]
+    assert seen == ["a", 4, 16, "b", 1]
+    assert tk.freed == 3 + 2  # after every case and every graph
+    assert harness.count_cases(work) == 3
+    assert list(batches[0][0].to_dict())[:len(SCHEMA_COLUMNS)] == list(SCHEMA_COLUMNS)

@@ -1,0 +1,71 @@
+"""`autosage replay`: re-run every recorded decision without probing, verify and time it."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from ..errors import AutosageError
+from ..scheduler import replay as replay_mod
+
+
+def _ms(x) -> str:
+    return "-" if x is None else f"{x:.4g}"
+
+
+def render_table(outcomes, dry_run: bool, console: Console) -> None:
+    table = Table(title="decisions (dry run: graphs and fingerprints only)" if dry_run else "replay")
+    cols = ["graph", "op", "K", "heads", "decision", "recorded ms"]
+    if not dry_run:
+        cols += ["replayed ms", "rel error"]
+    cols += ["status"]
+    for col in cols:
+        table.add_column(col, justify="right" if col in ("K", "heads", "recorded ms", "replayed ms",
+                                                          "rel error") else "left")
+    for o in outcomes:
+        decision = o.schedule if o.backend == "native" else o.backend
+        row = [o.graph, o.op, str(o.k), str(o.heads), decision,
+               _ms(o.recorded_ms) + (f" ({o.recorded_on})" if o.recorded_on else "")]
+        if not dry_run:
+            row += [_ms(o.replayed_ms), "-" if o.rel_error is None else f"{o.rel_error:.1e}"]
+        row.append(o.status + (f" ({o.reason})" if o.reason else ""))
+        table.add_row(*row)
+    console.print(table)
+
+
+@click.command("replay")
+@click.argument("cache_file", metavar="CACHE", type=click.Path(dir_okay=False))
+@click.option("--dry-run", is_flag=True, help="check the file, graphs and fingerprints; no GPU needed")
+@click.option("--json", "as_json", is_flag=True, help="print one JSON object on stdout")
+def command(cache_file, dry_run, as_json):
+    """Re-run the decisions recorded in CACHE, verify them against the vendor and time them."""
+    if not Path(cache_file).is_file():
+        raise AutosageError(f"cache file {cache_file} not found")
+    from ..cache import DecisionCache
+
+    cache = DecisionCache(cache_file, read_only=True)
+    cache.entries()   # a corrupt or foreign file fails here, before any GPU is asked for
+    if not dry_run:
+        from ..capability import require_gpu
+        require_gpu("autosage replay (use --dry-run to check without a GPU)")
+    err = Console(stderr=True)
+    outcomes = replay_mod.replay(cache, dry_run=dry_run,
+                                 progress=lambda msg: err.print(f"[dim]{msg}[/dim]", highlight=False))
+    failing = [o for o in outcomes if o.failing]
+    if as_json:
+        click.echo(json.dumps({"cache": str(cache.path), "dry_run": dry_run,
+                               "entries": [o.to_dict() for o in outcomes],
+                               "failing": len(failing), "ok": not failing}, sort_keys=True))
+    else:
+        render_table(outcomes, dry_run, Console())
+        if not outcomes:
+            Console().print("the cache holds no decisions")
+    if failing:
+        kinds = sorted({o.status for o in failing})
+        click.echo(f"replay: {len(failing)} of {len(outcomes)} entries did not reproduce "
+                   f"({', '.join(kinds)})", err=True)
+        sys.exit(1)

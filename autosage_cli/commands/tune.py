@@ -1,0 +1,104 @@
+"""`autosage tune`: decide (or recall) how to run one op on one graph at one width."""
+from __future__ import annotations
+
+import json
+import math
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from ..errors import AutosageError
+from ..scheduler import tune as tune_mod
+from ..scheduler.probe import DEFAULT_BUDGET_MS
+from ..scheduler.select import DEFAULT_GUARDRAIL
+
+
+def load_input_graph(path: str | None, dataset: str | None, root: str):
+    if (path is None) == (dataset is None):
+        raise AutosageError("give exactly one of GRAPH (a file) or --dataset NAME")
+    from ..graphs.load import load_graph
+    return load_graph(path=path, dataset=dataset, root=root)
+
+
+def _num(x, fmt: str = "{:.4g}") -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, str):
+        return x
+    return fmt.format(x) if math.isfinite(x) else str(x)
+
+
+def render_table(result: tune_mod.TuneResult, console: Console) -> None:
+    vendor_ms = [v["ms"] for v in result.vendor if v.get("status") == "ok" and v.get("ms")]
+    best_vendor = min(vendor_ms) if vendor_ms else None
+    probed = [c for c in result.candidates if not str(c.get("reason", "")).startswith("estimate rank")]
+    title = "cached decision (no probe run)" if result.cache_hit else "candidates"
+    table = Table(title=title)
+    for col in ("candidate", "backend", "estimate ms", "probe ms", "vs best vendor", "rel error", "status"):
+        table.add_column(col, justify="right" if "ms" in col or col in ("vs best vendor", "rel error")
+                         else "left")
+    for rec in probed + result.vendor:
+        speedup = (best_vendor / rec["ms"]) if best_vendor and rec.get("ms") else None
+        status = rec.get("status", "")
+        if rec.get("reason"):
+            status += f" ({rec['reason']})"
+        mark = " *" if rec["name"] == result.decision.schedule else ""
+        table.add_row(rec["name"] + mark, rec.get("backend", ""), _num(rec.get("estimate_ms")),
+                      _num(rec.get("ms")), _num(speedup, "{:.2f}x"), _num(rec.get("rel_error"), "{:.1e}"),
+                      status)
+    console.print(table)
+    not_probed = len(result.candidates) - len(probed)
+    if not_probed:
+        console.print(f"{not_probed} more schedules ranked by estimate, not probed (see --json)")
+    d = result.decision
+    console.print(f"[bold]decision:[/bold] {d.backend} {d.schedule if d.backend == 'native' else ''}".rstrip())
+    console.print(f"[bold]reason:[/bold] {d.reason}")
+    t = result.timings
+    console.print("cache hit: no probe run" if result.cache_hit else
+                  "tuning: features {:.0f} ms, estimate {:.0f} ms, probe {:.0f} ms, total {:.0f} ms".format(
+                      t.get("features_ms", 0), t.get("estimate_ms", 0), t.get("probe_ms", 0),
+                      t.get("total_ms", 0)))
+    if result.cache_path:
+        console.print(f"cache: {result.cache_path}")
+
+
+@click.command("tune")
+@click.argument("graph", required=False, type=click.Path(dir_okay=False))
+@click.option("--dataset", help="a named dataset (datasets/, OGB, reddit, or a synthetic preset)")
+@click.option("--root", default="datasets", show_default=True, help="where named datasets live")
+@click.option("--width", "-k", "k", type=int, required=True, help="feature width K (d for attention)")
+@click.option("--op", default="spmm", show_default=True, help="spmm | sddmm | attention")
+@click.option("--heads", default=1, show_default=True, type=int, help="attention heads")
+@click.option("--cache", "cache_path", type=click.Path(dir_okay=False),
+              help="decision cache file (default: ~/.cache/autosage/decisions.json)")
+@click.option("--top-k", default=tune_mod.DEFAULT_TOP_K, show_default=True, type=int,
+              help="schedules probed, best estimates first")
+@click.option("--budget-ms", default=DEFAULT_BUDGET_MS, show_default=True, type=float,
+              help="measured GPU time the probe may spend")
+@click.option("--guardrail", default=DEFAULT_GUARDRAIL, show_default=True, type=float,
+              help="choose native only if <= this x the best vendor time")
+@click.option("--full", is_flag=True, help="probe on the whole graph (the oracle), not a sample")
+@click.option("--json", "as_json", is_flag=True, help="print one JSON object on stdout")
+def command(graph, dataset, root, k, op, heads, cache_path, top_k, budget_ms, guardrail, full, as_json):
+    """Tune OP at width K on GRAPH (or --dataset NAME): estimate, probe, guardrail, cache."""
+    tune_mod.validate_options(op, k, heads, top_k, budget_ms, guardrail)
+    if (graph is None) == (dataset is None):
+        raise AutosageError("give exactly one of GRAPH (a file) or --dataset NAME")
+    from ..capability import require_gpu
+    require_gpu("autosage tune")
+    from ..cache import DecisionCache
+
+    err = Console(stderr=True)
+    progress = (lambda msg: err.print(f"[dim]{msg}[/dim]", highlight=False))
+    progress(f"loading {graph or dataset}")
+    g = load_input_graph(graph, dataset, root)
+    result = tune_mod.tune(g, op, k, heads, cache=DecisionCache(cache_path), top_k=top_k,
+                           budget_ms=budget_ms, guardrail=guardrail, full=full, progress=progress)
+    for msg in result.messages:
+        if msg != "cache hit: no probe run":
+            err.print(f"note: {msg}", highlight=False)
+    if as_json:
+        click.echo(json.dumps(result.to_json(), sort_keys=True))
+    else:
+        render_table(result, Console())

@@ -108,7 +108,7 @@ class FakeToolkit:
         return FakePlan(dgraph, "spmm", k, "native", schedule.name, self.NATIVE_MS[schedule.name],
                         wrong=schedule.name == "spmm.wrong")
 
-    def tune(self, graph, op, k, heads, *, cache, top_k, budget_ms, guardrail, full):
+    def tune(self, graph, op, k, heads, *, cache, top_k, budget_ms, guardrail, full, seed=0):
         self.tune_calls.append({"cache": cache, "full": full, "top_k": top_k})
         choice = self.oracle_choice if full else self.probe_choice
         backend = "native" if choice.startswith("spmm.") else choice

@@ -40,7 +40,7 @@ class RunOptions:
     flush_l2: bool = False
     oracle: bool = False
     all_schedules: bool = False
-    cache: str | None = None
+    cache: str = ""                 # decision cache file ("" : the user's default cache)
     seed: int = 0
     top_k: int | None = None
     budget_ms: float | None = None
@@ -82,6 +82,7 @@ class GpuToolkit:
     """The real GPU operations (CuPy through backends/, tuning through scheduler/)."""
 
     def __init__(self):
+        from .. import cache, environment
         from ..backends import baselines, native, timing, vendor
         from ..backends.base import DeviceGraph, make_inputs
         from ..kernels import schedule
@@ -89,12 +90,15 @@ class GpuToolkit:
 
         self._baselines, self._native, self._timing, self._vendor = baselines, native, timing, vendor
         self._device_graph, self._make_inputs = DeviceGraph.from_host, make_inputs
-        self._schedule, self._tune = schedule, tune
+        self._schedule, self._tune, self._cache_mod, self._env = schedule, tune, cache, environment
+        self._features = (None, None)       # (graph, its GraphFeatures): computed once per graph
+        self._device_info = self._software_info = None
 
     def environment(self) -> dict:
-        from .. import environment
-
-        return environment.environment()
+        env = self._env.environment()
+        # The scheduler's cache key needs these on every tune; look them up once per run.
+        self._device_info, self._software_info = self._env.device_info(), self._env.software_info()
+        return env
 
     def copy_bandwidth_tbps(self) -> float:
         return float(self._timing.copy_bandwidth_tbps())
@@ -123,10 +127,21 @@ class GpuToolkit:
     def prepare_native(self, dgraph, schedule, k, heads):
         return self._native.prepare(dgraph, schedule, k, heads)
 
-    def tune(self, graph, op, k, heads, *, cache, top_k, budget_ms, guardrail, full):
+    def graph_features(self, graph):
+        if self._features[0] is not graph:
+            from ..features import compute_features
+
+            self._features = (graph, compute_features(graph))
+        return self._features[1]
+
+    def tune(self, graph, op, k, heads, *, cache, top_k, budget_ms, guardrail, full, seed=0):
+        """scheduler.tune.tune; `cache` None: no cache (the oracle), "": the default file, else a path."""
         kwargs = {name: value for name, value in (("top_k", top_k), ("budget_ms", budget_ms),
                                                   ("guardrail", guardrail)) if value is not None}
-        return self._tune.tune(graph, op, k, heads, cache=cache, full=full, **kwargs)
+        store = None if cache is None else self._cache_mod.DecisionCache(cache or None)
+        return self._tune.tune(graph, op, k, heads, cache=store, full=full, seed=seed,
+                               features=self.graph_features(graph), device_info=self._device_info,
+                               software_info=self._software_info, **kwargs)
 
     def plan_for(self, dgraph, decision, k, heads):
         return self._tune.plan_for(dgraph, decision, k, heads, None)
@@ -269,8 +284,11 @@ class CaseRunner:
         c, o = self.case, self.opts
         t0 = time.perf_counter()
         try:
+            # The oracle never touches the user's cache: its full-graph decision would replace the
+            # probe's, and the next run would replay the oracle instead of measuring the probe.
             result = self.tk.tune(self.graph, c.op, c.k, c.heads, cache=None if full else o.cache,
-                                  top_k=o.top_k, budget_ms=o.budget_ms, guardrail=o.guardrail, full=full)
+                                  top_k=o.top_k, budget_ms=o.budget_ms, guardrail=o.guardrail,
+                                  full=full, seed=o.seed)
         except Exception as exc:
             m = Measured("autosage", "", "failed", error=f"tune: {_one_line(exc)}")
             return self._row(m, "oracle" if full else "probe"), ("", "")

@@ -149,7 +149,7 @@ def command(datasets, suite, ops, widths, heads, repeat, flush_l2, oracle, all_s
     require_gpu("autosage bench")
 
     options = RunOptions(repeat=chosen.repeat, flush_l2=flush_l2, oracle=oracle,
-                         all_schedules=chosen.all_schedules, cache=cache_path, seed=seed, top_k=top_k,
+                         all_schedules=chosen.all_schedules, cache=cache_path or "", seed=seed, top_k=top_k,
                          budget_ms=budget_ms, guardrail=guardrail, root=root)
     toolkit = GpuToolkit()
     ctx, env = make_context(toolkit, options)

@@ -31,6 +31,10 @@ from .suites import Case, GraphWork
 # Two float32 implementations of one op agree to ~1e-6 with the same reduction order; long rows
 # summed in a different order drift further, so §4's wider bound (1e-4) is the verification limit.
 TOLERANCE = 1e-4
+# The oracle probes on the whole graph, where one launch can take tens of ms (products-like at
+# K=256): the probe's default budget (400 ms) would be spent on the vendors alone and the natives
+# skipped, so the oracle gets a budget large enough to time every top-k candidate properly.
+ORACLE_BUDGET_MS = 20_000.0
 
 
 @dataclass
@@ -286,8 +290,9 @@ class CaseRunner:
         try:
             # The oracle never touches the user's cache: its full-graph decision would replace the
             # probe's, and the next run would replay the oracle instead of measuring the probe.
+            budget = max(o.budget_ms or 0.0, ORACLE_BUDGET_MS) if full else o.budget_ms
             result = self.tk.tune(self.graph, c.op, c.k, c.heads, cache=None if full else o.cache,
-                                  top_k=o.top_k, budget_ms=o.budget_ms, guardrail=o.guardrail,
+                                  top_k=o.top_k, budget_ms=budget, guardrail=o.guardrail,
                                   full=full, seed=o.seed)
         except Exception as exc:
             m = Measured("autosage", "", "failed", error=f"tune: {_one_line(exc)}")

@@ -77,8 +77,8 @@ class TorchSpMMPlan(Plan):
         self.torch = torch
         with PrepareTimer(self):
             self.bridge = TorchBridge(capacity=4)
-            with self.bridge.stream():
-                self.A = torch.sparse_csr_tensor(
+            with self.bridge.stream():  # (no edges: run() writes zeros, nothing to wrap)
+                self.A = None if not dgraph.nnz else torch.sparse_csr_tensor(
                     torch.from_dlpack(dgraph.indptr), torch.from_dlpack(dgraph.indices),
                     torch.from_dlpack(dgraph.values), size=(dgraph.n_rows, dgraph.n_cols),
                     check_invariants=False)
@@ -124,8 +124,9 @@ class PyGAttentionPlan(Plan):
             self.bridge = TorchBridge(capacity=4)
             with self.bridge.stream():
                 # PyG's index arguments are int64, as GATConv's edge_index is.
-                self.row = torch.from_dlpack(edge_rows(dgraph)).long()
-                self.col = torch.from_dlpack(dgraph.indices).long()
+                if dgraph.nnz:
+                    self.row = torch.from_dlpack(edge_rows(dgraph)).long()
+                    self.col = torch.from_dlpack(dgraph.indices).long()
 
     def run(self, inputs: tuple, out) -> None:
         if self.graph.nnz == 0:

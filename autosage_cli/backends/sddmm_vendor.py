@@ -146,6 +146,8 @@ class _TorchSampledAddmm:
         self.graph, self.torch = dgraph, torch
         # Four memoized objects per distinct launch: X, Y, out and the CSR wrapper of out.
         self.bridge = TorchBridge(capacity=4 * max(1, launch_sets))
+        if not dgraph.nnz:  # launch() never reaches a provider without edges
+            return
         with self.bridge.stream():
             self.crow = torch.from_dlpack(dgraph.indptr)
             self.col = torch.from_dlpack(dgraph.indices)

@@ -10,9 +10,12 @@
 #pragma once
 
 #define AUTOSAGE_FULL_MASK 0xffffffffu
-// Kernels are compiled for any block size up to 1024 threads, which also caps them at 64 registers
-// per thread: memory-bound kernels want the occupancy, and the nvcc check fails on any spill.
+// Kernels are compiled for any block size up to 1024 threads with one block per SM guaranteed,
+// which caps them at 64 registers per thread (at least 50% occupancy for the schedules' 256-thread
+// blocks). Plain __launch_bounds__(1024) made ptxas target two such blocks per SM, cap at 32
+// registers and spill (nvcc 13.0, sm_90); the nvcc check fails on any spill.
 #define AUTOSAGE_MAX_THREADS 1024
+#define AUTOSAGE_LAUNCH_BOUNDS __launch_bounds__(AUTOSAGE_MAX_THREADS, 1)
 
 namespace autosage {
 

@@ -10,7 +10,7 @@
 #include "common.cuh"
 
 template <typename T, int G, int V, int U>
-__global__ void __launch_bounds__(AUTOSAGE_MAX_THREADS)
+__global__ void AUTOSAGE_LAUNCH_BOUNDS
 sddmm_edge(const int nnz, const int k, const int* __restrict__ rows,
            const int* __restrict__ indices, const T* __restrict__ values,
            const T* __restrict__ X, const long long ldx, const T* __restrict__ Y,
@@ -19,25 +19,29 @@ sddmm_edge(const int nnz, const int k, const int* __restrict__ rows,
     if (first >= nnz) return;  // whole groups leave together
     const int glane = autosage::lane_id() & (G - 1);
     const unsigned mask = autosage::group_mask<G>();
-    int r[U], c[U];
+    const T* xrow[U];
+    const T* yrow[U];
     float a[U], d[U];
     bool ok[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
         const long long e = first + u;
         ok[u] = e < nnz;
-        r[u] = ok[u] ? __ldg(rows + e) : 0;
-        c[u] = ok[u] ? __ldg(indices + e) : 0;
+        // Out-of-range slots point at row 0 (always present) and are never read.
+        xrow[u] = X + (ok[u] ? __ldg(rows + e) : 0) * ldx;
+        yrow[u] = Y + (ok[u] ? __ldg(indices + e) : 0) * ldy;
         a[u] = (values != nullptr && ok[u]) ? autosage::to_float(autosage::load_scalar(values + e)) : 1.0f;
         d[u] = 0.0f;
     }
+    // Two column passes' loads in flight; ptxas' default deeper unrolling spilled at V = 4.
+#pragma unroll 2
     for (int col = glane * V; col < k; col += G * V) {
 #pragma unroll
         for (int u = 0; u < U; ++u) {
             if (ok[u]) {
                 float x[V], y[V];
-                autosage::load_vec<V>(X + r[u] * ldx + col, x);
-                autosage::load_vec<V>(Y + c[u] * ldy + col, y);
+                autosage::load_vec<V>(xrow[u] + col, x);
+                autosage::load_vec<V>(yrow[u] + col, y);
 #pragma unroll
                 for (int v = 0; v < V; ++v) d[u] = fmaf(x[v], y[v], d[u]);
             }

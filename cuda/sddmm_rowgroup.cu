@@ -58,7 +58,7 @@ __device__ __forceinline__ void rowgroup_edges(int begin, int end, int k, const 
 }  // namespace
 
 template <typename T, int G, int V, int P, int U>
-__global__ void __launch_bounds__(AUTOSAGE_MAX_THREADS)
+__global__ void AUTOSAGE_LAUNCH_BOUNDS
 sddmm_rowgroup(const int n_items, const int k, const int* __restrict__ item_row,
                const int* __restrict__ item_start, const int chunk, const int* __restrict__ indptr,
                const int* __restrict__ indices, const T* __restrict__ values,

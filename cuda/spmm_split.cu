@@ -24,7 +24,7 @@
 #include "spmm_common.cuh"
 
 template <typename T, int G, int V, int U, bool LIGHT_WARP, bool TWOPHASE>
-__global__ void __launch_bounds__(AUTOSAGE_MAX_THREADS)
+__global__ void AUTOSAGE_LAUNCH_BOUNDS
 spmm_split(const int phase, const int k, const int* __restrict__ indptr,
            const int* __restrict__ indices, const T* __restrict__ values,
            const T* __restrict__ B, const long long ldb, T* __restrict__ C, const long long ldc,

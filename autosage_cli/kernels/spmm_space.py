@@ -1,0 +1,174 @@
+"""The SpMM schedule space: value lists and named predicates, never copied kernels.
+
+Families (one CUDA file each, except that both split families share spmm_split.cu):
+  subwarp    G lanes per row, 32/G rows per warp (cuda/spmm_subwarp.cu). Short, even rows.
+  warprow    a warp per row, 32/G edge slots of G lanes, (col, val) staged by shuffles
+             (cuda/spmm_warprow.cu). G = 32 is GE-SpMM; tile = G*V*P > 0 splits K over grid.y.
+  split      rows above `split` nonzeros cut into `chunk`-nonzero chunks, a warp each; light rows
+             by sub-warp groups (cuda/spmm_split.cu). Hubs among short rows (hub-200k, products).
+  splitwarp  the same, light rows by a warp each. Many long rows (reddit-like).
+
+Why these values (H200 measurements in issue 3): a group of G lanes x V floats per row beat the best
+cuSPARSE algorithm 1.3-2.25x on a uniform graph when G*V matched K, and lost 5-60x on power-law
+graphs (one group per hub row), hence the split families; G < 32 edge slots in warprow put a whole
+warp on one long row when K is too small to occupy 32 lanes with features.
+"""
+from __future__ import annotations
+
+from itertools import product
+
+from .schedule import Family, Schedule, register_family
+
+THREADS = 256
+LANES = (1, 2, 4, 8, 16, 32)
+VECS = (1, 2, 4)
+# A schedule whose lanes x vector width exceeds 4K leaves more than 3/4 of its lanes idle.
+MAX_LANE_WASTE = 4
+# More than this many feature passes per row re-read the row's indices too often to ever win.
+MAX_FEATURE_PASSES = 64
+
+
+# ------------------------------------------------------------------ predicates (None or a reason)
+
+def vector_fits(s: Schedule, k: int) -> str | None:
+    if k % s.vec:
+        return f"K={k} is not a multiple of the vector width {s.vec}"
+    return None
+
+
+def lanes_used(s: Schedule, k: int) -> str | None:
+    if s.lanes * s.vec > MAX_LANE_WASTE * k:
+        return (f"{s.lanes} lanes x {s.vec} elements cover {s.lanes * s.vec} columns, more than "
+                f"{MAX_LANE_WASTE}x K={k}: most lanes would idle")
+    return None
+
+
+def passes_bounded(s: Schedule, k: int) -> str | None:
+    passes = -(-k // (s.lanes * s.vec))
+    if passes > MAX_FEATURE_PASSES:
+        return f"K={k} needs {passes} feature passes of {s.lanes * s.vec} columns (> {MAX_FEATURE_PASSES})"
+    return None
+
+
+def register_chunks_used(s: Schedule, k: int) -> str | None:
+    """A feature tile of P chunks: refuse when a whole register chunk would hold no column."""
+    if s.tile and s.tile - s.lanes * s.vec >= k:
+        return f"feature tile {s.tile} leaves a whole chunk of {s.lanes * s.vec} columns idle at K={k}"
+    return None
+
+
+def _first_reason(*reasons: str | None) -> str | None:
+    return next((r for r in reasons if r), None)
+
+
+def supports(s: Schedule, k: int, heads: int = 1) -> str | None:
+    # heads do not matter: SpMM runs one head at a time (attention launches it per head).
+    return _first_reason(vector_fits(s, k), lanes_used(s, k), passes_bounded(s, k),
+                         register_chunks_used(s, k))
+
+
+# ------------------------------------------------------------------ name expressions
+
+def feature_chunks(s: Schedule) -> int:
+    """P: chunks of G*V columns a warprow lane holds; the tile is one pass of P chunks."""
+    return s.tile // (s.lanes * s.vec) if s.tile else 1
+
+
+def _cpp_bool(flag: bool) -> str:
+    return "true" if flag else "false"
+
+
+def _subwarp_expr(s: Schedule, dtype: str) -> str:
+    return f"spmm_subwarp<{dtype}, {s.lanes}, {s.vec}, {s.unroll}>"
+
+
+def _warprow_expr(s: Schedule, dtype: str) -> str:
+    return f"spmm_warprow<{dtype}, {s.lanes}, {s.vec}, {s.unroll}, {feature_chunks(s)}>"
+
+
+def _split_expr(s: Schedule, dtype: str) -> str:
+    light_warp = s.family == "splitwarp"
+    return (f"spmm_split<{dtype}, {s.lanes}, {s.vec}, {s.unroll}, {_cpp_bool(light_warp)}, "
+            f"{_cpp_bool(s.reduce == 'twophase')}>")
+
+
+def _whole_warp(s: Schedule) -> int:
+    return 32
+
+
+register_family("subwarp", Family("spmm_subwarp.cu", _subwarp_expr, supports))
+register_family("warprow", Family("spmm_warprow.cu", _warprow_expr, supports, _whole_warp))
+register_family("split", Family("spmm_split.cu", _split_expr, supports))
+register_family("splitwarp", Family("spmm_split.cu", _split_expr, supports, _whole_warp))
+
+
+# ------------------------------------------------------------------ the space
+
+def _subwarp() -> list[Schedule]:
+    out = []
+    for g, v in product(LANES, VECS):
+        out.append(Schedule("spmm", "subwarp", lanes=g, vec=v, threads=THREADS, unroll=4))
+        # Narrow groups (tiny K) do little per edge: more edges in flight hide the gather latency.
+        if g * v <= 4:
+            out.append(Schedule("spmm", "subwarp", lanes=g, vec=v, threads=THREADS, unroll=8))
+    return out
+
+
+def _warprow() -> list[Schedule]:
+    out = []
+    # Edge-sliced warps: 32/G slots on one row; for long rows at small and medium K.
+    for g, v in product((1, 2, 4, 8, 16), (1, 4)):
+        out.append(Schedule("spmm", "warprow", lanes=g, vec=v, threads=THREADS, unroll=4))
+    # GE-SpMM: all 32 lanes on features, the whole K per staging pass or a tile per grid.y block.
+    for v in VECS:
+        out.append(Schedule("spmm", "warprow", lanes=32, vec=v, threads=THREADS, unroll=4))
+    out.append(Schedule("spmm", "warprow", lanes=32, vec=4, threads=THREADS, tile=128, unroll=4))
+    # Two register chunks (P = 2): K = 256 in one staging pass; fewer edges in flight (registers).
+    out.append(Schedule("spmm", "warprow", lanes=32, vec=4, threads=THREADS, tile=256, unroll=2))
+    return out
+
+
+# (G, V) pairs for the split families: one per K regime, G*V ~ K up to 128 columns per pass.
+SPLIT_SHAPES = ((1, 1), (2, 1), (1, 4), (2, 4), (4, 4), (8, 4), (16, 4), (32, 4), (32, 1))
+SPLITWARP_SHAPES = ((1, 1), (1, 4), (4, 4), (8, 4), (32, 4))
+DETERMINISTIC_SHAPES = ((1, 1), (4, 4), (32, 4))
+
+
+def _split() -> list[Schedule]:
+    out = []
+    # Light rows by groups: hub-200k has 4 hubs of 30k among rows of ~0.5 edges; any row above 256
+    # nonzeros is spread over 256-nonzero chunks.
+    for g, v in SPLIT_SHAPES:
+        out.append(Schedule("spmm", "split", lanes=g, vec=v, threads=THREADS, split=256, chunk=256,
+                            reduce="atomic", unroll=4))
+    for g, v in DETERMINISTIC_SHAPES:
+        out.append(Schedule("spmm", "split", lanes=g, vec=v, threads=THREADS, split=1024, chunk=1024,
+                            reduce="twophase", unroll=4))
+    # Light rows by warps: reddit-like rows are mostly hundreds to a few thousand long (q99 3805),
+    # a warp each; only the ~1% above 2048 are chunked.
+    for g, v in SPLITWARP_SHAPES:
+        out.append(Schedule("spmm", "splitwarp", lanes=g, vec=v, threads=THREADS, split=2048, chunk=512,
+                            reduce="atomic", unroll=4))
+    for g, v in DETERMINISTIC_SHAPES:
+        out.append(Schedule("spmm", "splitwarp", lanes=g, vec=v, threads=THREADS, split=2048, chunk=1024,
+                            reduce="twophase", unroll=4))
+    return out
+
+
+def check_space_rules(s: Schedule) -> None:
+    """Family rules beyond Schedule.validate(); raises ValueError."""
+    s.validate()
+    if s.family in ("subwarp", "split", "splitwarp") and s.tile:
+        raise ValueError(f"{s.name}: family {s.family} has no feature tile")
+    if s.family == "warprow" and s.tile and (s.tile % (s.lanes * s.vec)
+                                            or feature_chunks(s) not in (1, 2, 4)):
+        raise ValueError(f"{s.name}: a warprow tile must be 1, 2 or 4 chunks of lanes x vec")
+    if s.family in ("split", "splitwarp") and (not s.split or s.reduce == "none"):
+        raise ValueError(f"{s.name}: split families need split > 0 and a reduction")
+    if s.family in ("subwarp", "warprow") and (s.split or s.chunk):
+        raise ValueError(f"{s.name}: family {s.family} does not split rows")
+
+
+SCHEDULES: tuple[Schedule, ...] = tuple(_subwarp() + _warprow() + _split())
+for _s in SCHEDULES:
+    check_space_rules(_s)

@@ -1,0 +1,124 @@
+"""Our unfused attention pipeline (schedule family "unfused"): per head a native SDDMM writes the
+scaled scores, one row-softmax launch (cuda/attention_softmax.cu) turns every head's scores into
+probabilities in place, and per head a native SpMM multiplies them with V.
+
+  S[h] = scale * <Q[:,h], K[:,h]> on A's pattern      (native SDDMM, strided views, ld = H*d)
+  S[h] = softmax_row(S[h] (+ a))                       (light rows: a group each; heavy: a block)
+  O[:,h] = S[h] @ V[:,h]                               (native SpMM with caller-given values)
+
+The sub-step schedules are chosen at prepare, by a fixed rule that is data (no cost model: backends
+do not import the scheduler; a caller that can rank, e.g. the tuner, passes `substeps`):
+  * SDDMM: a row-chunked rowgroup schedule (rows cut into chunks, so hub rows spread over many
+    groups, and no reduction is needed since outputs are per edge);
+  * SpMM: the family paired with the softmax's row model (UNFUSED_SPMM_FAMILY): a warp per light row
+    (splitwarp) with the warp-per-row softmax, sub-warp groups (split) with the 8-lane softmax;
+  * within a family, the shape that covers d in the fewest feature passes with the fewest idle lanes,
+    then the widest vector, then atomic merging (one launch fewer than two-phase).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..kernels import attention_space as space
+from ..kernels.schedule import Schedule, get, registry
+from .base import DeviceGraph, Plan, PrepareTimer
+from .native_attention import check_inputs, index_type, kernel, values_arg
+
+# The SpMM family paired with each softmax row model (the unfused schedule's `lanes`).
+UNFUSED_SPMM_FAMILY = {32: "splitwarp", 8: "split"}
+SDDMM_FAMILY = "rowgroup"
+
+
+def _fit_key(s: Schedule, d: int):
+    width = s.lanes * s.vec * max(1, s.tile // (s.lanes * s.vec) if s.tile else 1)
+    passes = -(-d // width)
+    return (passes, width * passes - d, -s.vec, s.reduce != "atomic", s.name)
+
+
+def best_fit(op: str, d: int, family: str | None = None, chunked: bool | None = None) -> Schedule:
+    """The registered `op` schedule of `family` (and row chunking, when asked) that covers d best;
+    any supported schedule of `op` when that family has none for d."""
+    supported = [s for s in registry(op) if s.supports(d, 1) is None]
+    if not supported:
+        raise ValueError(f"no native {op} schedule supports d={d}")
+    preferred = [s for s in supported if (family is None or s.family == family)
+                 and (chunked is None or bool(s.chunk) == chunked)]
+    return min(preferred or supported, key=lambda s: _fit_key(s, d))
+
+
+def substep_schedules(schedule: Schedule, d: int, substeps=None) -> tuple[Schedule, Schedule]:
+    """(SDDMM schedule, SpMM schedule) for an unfused attention schedule at width d."""
+    if substeps is not None:
+        chosen = tuple(s if isinstance(s, Schedule) else get(s) for s in substeps)
+        if len(chosen) != 2 or chosen[0].op != "sddmm" or chosen[1].op != "spmm":
+            raise ValueError("substeps must name an SDDMM schedule and an SpMM schedule")
+        for s in chosen:
+            reason = s.supports(d, 1)
+            if reason:
+                raise ValueError(f"{s.name} cannot run d={d}: {reason}")
+        return chosen
+    spmm_family = UNFUSED_SPMM_FAMILY.get(schedule.lanes)
+    return best_fit("sddmm", d, SDDMM_FAMILY, chunked=True), best_fit("spmm", d, spmm_family)
+
+
+def heavy_rows(dgraph: DeviceGraph, split: int):
+    """Rows with more than `split` edges (CuPy, index dtype), shared through dgraph.derived."""
+    import cupy
+
+    key = ("attention_heavy_rows", split)
+    if key not in dgraph.derived:
+        deg = np.diff(dgraph.host.indptr)
+        dgraph.derived[key] = cupy.asarray(np.flatnonzero(deg > split).astype(dgraph.host.indptr.dtype))
+    return dgraph.derived[key]
+
+
+class UnfusedAttentionPlan(Plan):
+    backend = "native"
+
+    def __init__(self, dgraph: DeviceGraph, schedule: Schedule, d: int, heads: int, scale: float,
+                 use_values: bool, substeps=None):
+        super().__init__(dgraph, "attention", d, heads)
+        import cupy
+
+        from . import native
+
+        self.sched, self.schedule, self.scale, self.use_values = schedule, schedule.name, scale, use_values
+        with PrepareTimer(self):
+            self.sddmm_schedule, self.spmm_schedule = substep_schedules(schedule, d, substeps)
+            self.provider = (f"{self.sddmm_schedule.name} -> attention_softmax.cu -> "
+                             f"{self.spmm_schedule.name}")
+            self.sddmm = native.prepare(dgraph, self.sddmm_schedule, d)
+            self.spmm = native.prepare(dgraph, self.spmm_schedule, d)
+            index = index_type(dgraph)
+            self.softmax = kernel(space.SOFTMAX_SOURCE, space.softmax_expression(schedule, index), index)
+            self.softmax_heavy = kernel(space.SOFTMAX_SOURCE,
+                                        space.softmax_heavy_expression(schedule, index), index)
+            self.heavy = heavy_rows(dgraph, schedule.split)
+            self.n_heavy = int(self.heavy.shape[0])
+            self.grid, self.block = schedule.launch(dgraph.n_rows * heads, d)
+            # Scores of every head, head-major: row h is one SDDMM output (made once).
+            self.scores = cupy.empty((heads, max(1, dgraph.nnz)), dtype=cupy.float32)
+            self.bias = values_arg(dgraph, use_values)
+            self.vec = max(self.sddmm_schedule.vec, self.spmm_schedule.vec)
+
+    def run(self, inputs: tuple, out) -> None:
+        check_inputs(self, inputs, out, self.vec)
+        Q, K, V = inputs
+        g, H, d = self.graph, self.heads, self.k
+        ld = H * d
+        nnz = g.nnz
+        if nnz == 0:  # no edges anywhere: every row is empty, O = 0
+            out.fill(0)
+            return
+        S = self.scores[:, :nnz]
+        for h in range(H):
+            self.sddmm.launch(Q[:, h, :], K[:, h, :], S[h], ld, ld, scale=self.scale, use_values=False)
+        args = (g.indptr, self.bias, self.scores)
+        self.softmax(self.grid, self.block, args + (np.int64(g.n_rows), np.int64(self.scores.shape[1]),
+                                                    np.int32(H), np.int64(self.sched.split)))
+        if self.n_heavy:
+            self.softmax_heavy((self.n_heavy * H, 1, 1), (self.sched.threads, 1, 1),
+                               args + (self.heavy, np.int64(self.n_heavy),
+                                       np.int64(self.scores.shape[1]), np.int32(H)))
+        for h in range(H):
+            self.spmm.launch(S[h], V[:, h, :], out[:, h, :], ld, ld)

@@ -1,0 +1,193 @@
+"""Native attention plans: the fused online-softmax kernels and our unfused pipeline.
+
+  O[i,h] = sum_{j in row i} softmax_j(scale * <Q[i,h], K[j,h]> (+ a_ij)) V[j,h]
+
+`prepare(dgraph, schedule, k, heads, scale)` (k = d) builds, once per input, whatever the schedule's
+family needs and returns a Plan whose `run((Q, K, V), out)` only launches:
+  fused        one launch of attention_fused_rows over all (row, head) groups;
+  fused_split  the segment list (chunks of rows above `split` edges first, then the light rows) and
+               the partial buffers, built once; two launches (segments, then attention_combine);
+  unfused      SDDMM per head -> row softmax (light rows by groups, heavy rows by blocks) -> SpMM per
+               head, with native SDDMM/SpMM plans chosen at prepare (backends/attention_unfused.py).
+A's values are ignored unless `use_values=True`, which adds them to the scores as a per-edge bias.
+Derived row lists are kept in `dgraph.derived`, so plans of one graph share them.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..kernels import attention_space as space
+from ..kernels.compile import get_function
+from ..kernels.schedule import Schedule
+from .base import DeviceGraph, Plan, PrepareTimer, input_shapes, output_shape
+
+LOG2E = 1.4426950408889634
+FAMILIES = ("fused", "fused_split", "unfused")
+
+
+def attention_scale(d: int, scale: float | None = None) -> float:
+    """The score scale: `scale` when given, else 1/sqrt(d)."""
+    if scale is not None:
+        value = float(scale)
+        if not math.isfinite(value):
+            raise ValueError(f"attention scale must be finite, got {scale}")
+        return value
+    if d < 1:
+        raise ValueError(f"d must be >= 1, got {d}")
+    return 1.0 / math.sqrt(d)
+
+
+def index_type(dgraph: DeviceGraph) -> str:
+    """The C++ index type of the graph's arrays (int while nnz < 2^31, else long long)."""
+    return space.INDEX_TYPES["int64" if dgraph.indices.dtype == np.int64 else "int32"]
+
+
+def kernel(source_file: str, expression: str, index: str):
+    """A compiled kernel; every registered instantiation of the file with this index type is
+    compiled into the same module, so one compile serves all attention schedules."""
+    siblings = space.file_expressions(source_file, "float", index)
+    return get_function(source_file, expression, siblings)
+
+
+def check_inputs(plan: Plan, inputs: tuple, out, vec: int = 1) -> None:
+    """Shapes, dtype and layout of (Q, K, V) and out; vector loads also need aligned pointers.
+    Raises ValueError: a wrong layout would otherwise be read as garbage."""
+    names = ("Q", "K", "V")
+    if len(inputs) != 3:
+        raise ValueError(f"attention takes (Q, K, V), got {len(inputs)} inputs")
+    shapes = input_shapes("attention", plan.graph, plan.k, plan.heads)
+    arrays = list(zip(names, inputs, shapes)) + [("out", out, output_shape("attention", plan.graph,
+                                                                             plan.k, plan.heads))]
+    for name, arr, shape in arrays:
+        if tuple(arr.shape) != tuple(shape) or arr.dtype != np.float32 or not arr.flags.c_contiguous:
+            raise ValueError(f"{name}: expected a C-contiguous float32 array of shape {tuple(shape)}, "
+                             f"got {arr.dtype} {tuple(arr.shape)}")
+        if arr.data.ptr % (4 * vec):
+            raise ValueError(f"{name}: {4 * vec}-byte vector loads need an aligned base pointer")
+
+
+def values_arg(dgraph: DeviceGraph, use_values: bool):
+    """The bias pointer the kernels take: A's values, or a null pointer (no bias)."""
+    return dgraph.values if use_values and dgraph.nnz else np.uint64(0)
+
+
+class FusedAttentionPlan(Plan):
+    """Family "fused": one group of `lanes` lanes per (row, head), every row in one launch."""
+    backend = "native"
+
+    def __init__(self, dgraph: DeviceGraph, schedule: Schedule, d: int, heads: int, scale: float,
+                 use_values: bool):
+        super().__init__(dgraph, "attention", d, heads)
+        self.sched, self.schedule, self.scale, self.use_values = schedule, schedule.name, scale, use_values
+        self.provider = "attention_fused.cu"
+        with PrepareTimer(self):
+            index = index_type(dgraph)
+            self.fn = kernel(space.FUSED_SOURCE, space.fused_expression(schedule, "float", index), index)
+            self.grid, self.block = schedule.launch(dgraph.n_rows * heads, d)
+            self.bias = values_arg(dgraph, use_values)
+
+    def scalars(self):
+        """(qscale, bias_scale): scores are computed in the log2 domain (see attention_fused.cu)."""
+        return np.float32(self.scale * LOG2E), np.float32(LOG2E)
+
+    def run(self, inputs: tuple, out) -> None:
+        check_inputs(self, inputs, out, self.sched.vec)
+        Q, K, V = inputs
+        g = self.graph
+        qscale, bscale = self.scalars()
+        self.fn(self.grid, self.block, (g.indptr, g.indices, self.bias, Q, K, V, out,
+                                        np.int64(g.n_rows), np.int32(self.heads), np.int32(self.k),
+                                        qscale, bscale))
+
+
+def split_segments(indptr: np.ndarray, split: int, chunk: int):
+    """Host-side work list of fused_split (pure NumPy, tested on the CPU).
+
+    Rows with more than `split` edges are cut into ceil(degree / chunk) chunks of `chunk` edges (the
+    last one shorter). Returns (seg_rows, chunk_begin, heavy_rows, chunk_ptr): seg_rows lists every
+    chunk's row (grouped by heavy row, in order) followed by every other row (empty rows included:
+    they write zeros); chunk_begin is each chunk's first edge; chunk_ptr[r]..chunk_ptr[r+1] are the
+    chunk slots of heavy_rows[r]."""
+    indptr = np.asarray(indptr)
+    itype = indptr.dtype
+    deg = np.diff(indptr).astype(np.int64)
+    heavy = deg > split
+    heavy_rows = np.flatnonzero(heavy).astype(itype)
+    counts = -(-deg[heavy] // chunk)
+    chunk_ptr = np.zeros(heavy_rows.shape[0] + 1, dtype=itype)
+    np.cumsum(counts, out=chunk_ptr[1:])
+    chunk_rows = np.repeat(heavy_rows, counts)
+    # position of each chunk inside its row: 0, 1, ... restarting at every heavy row
+    within = np.arange(chunk_rows.shape[0], dtype=np.int64) - np.repeat(chunk_ptr[:-1].astype(np.int64),
+                                                                        counts)
+    chunk_begin = (indptr[chunk_rows].astype(np.int64) + within * chunk).astype(itype)
+    light_rows = np.flatnonzero(~heavy).astype(itype)
+    seg_rows = np.concatenate([chunk_rows, light_rows]).astype(itype)
+    return seg_rows, chunk_begin, heavy_rows, chunk_ptr
+
+
+class SplitAttentionPlan(FusedAttentionPlan):
+    """Family "fused_split": chunks of heavy rows and whole light rows in one launch, then the
+    two-phase merge of the chunk partials (deterministic)."""
+
+    def __init__(self, dgraph: DeviceGraph, schedule: Schedule, d: int, heads: int, scale: float,
+                 use_values: bool):
+        Plan.__init__(self, dgraph, "attention", d, heads)
+        self.sched, self.schedule, self.scale, self.use_values = schedule, schedule.name, scale, use_values
+        self.provider = "attention_fused.cu (split + combine)"
+        import cupy
+
+        with PrepareTimer(self):
+            index = index_type(dgraph)
+            self.fn = kernel(space.FUSED_SOURCE, space.fused_expression(schedule, "float", index), index)
+            self.combine = kernel(space.FUSED_SOURCE, space.combine_expression("float", index), index)
+            key = ("attention_segments", schedule.split, schedule.chunk)
+            if key not in dgraph.derived:
+                host = split_segments(dgraph.host.indptr, schedule.split, schedule.chunk)
+                dgraph.derived[key] = tuple(cupy.asarray(a) for a in host)
+            self.seg_rows, self.chunk_begin, self.heavy_rows, self.chunk_ptr = dgraph.derived[key]
+            self.n_chunks = int(self.chunk_begin.shape[0])
+            self.n_heavy = int(self.heavy_rows.shape[0])
+            self.n_segments = int(self.seg_rows.shape[0])
+            # Partials: (m, l) pairs and unnormalised accumulators per (chunk, head); made once.
+            self.part_ml = cupy.empty(max(1, self.n_chunks * heads) * 2, dtype=cupy.float32)
+            self.part_acc = cupy.empty(max(1, self.n_chunks * heads * d), dtype=cupy.float32)
+            self.grid, self.block = schedule.launch(self.n_segments * heads, d)
+            total = self.n_heavy * heads * d
+            self.combine_grid = (max(1, min(-(-total // 256), 132 * 16)), 1, 1)
+            self.bias = values_arg(dgraph, use_values)
+
+    def run(self, inputs: tuple, out) -> None:
+        check_inputs(self, inputs, out, self.sched.vec)
+        Q, K, V = inputs
+        g, h, d = self.graph, np.int32(self.heads), np.int32(self.k)
+        qscale, bscale = self.scalars()
+        self.fn(self.grid, self.block, (g.indptr, g.indices, self.bias, Q, K, V, out, self.seg_rows,
+                                        self.chunk_begin, np.int64(self.n_chunks),
+                                        np.int64(self.n_segments), np.int64(self.sched.chunk), h, d,
+                                        qscale, bscale, self.part_ml, self.part_acc))
+        if self.n_heavy:
+            self.combine(self.combine_grid, (256, 1, 1), (self.heavy_rows, self.chunk_ptr, self.part_ml,
+                                                          self.part_acc, out, np.int64(self.n_heavy),
+                                                          h, d))
+
+
+def prepare(dgraph: DeviceGraph, schedule: Schedule, k: int, heads: int = 1, scale: float | None = None,
+            *, use_values: bool = False, substeps=None) -> Plan:
+    """A native attention plan for `schedule` at d = k with `heads` heads. `substeps` (unfused only)
+    optionally names the (SDDMM, SpMM) native schedules to use instead of the default choice."""
+    if schedule.op != "attention" or schedule.family not in FAMILIES:
+        raise ValueError(f"{schedule.name} is not an attention schedule")
+    reason = schedule.supports(k, heads)
+    if reason:
+        raise ValueError(f"{schedule.name} cannot run d={k}, H={heads}: {reason}")
+    value = attention_scale(k, scale)
+    if schedule.family == "fused":
+        return FusedAttentionPlan(dgraph, schedule, k, heads, value, use_values)
+    if schedule.family == "fused_split":
+        return SplitAttentionPlan(dgraph, schedule, k, heads, value, use_values)
+    from .attention_unfused import UnfusedAttentionPlan
+
+    return UnfusedAttentionPlan(dgraph, schedule, k, heads, value, use_values, substeps)

@@ -13,8 +13,9 @@ with `__dlpack__` on a CUDA device (torch tensors), float32, C-contiguous, row-m
   attention  Q (n_rows, H, d), K, V (n_cols, H, d) -> (n_rows, H, d)
 `schedule`: a native schedule name (`kernels.schedule.get`), a vendor name (`vendor_names(op)`,
 e.g. "cusparse-alg2"), or None: look the input up in the decision cache and tune on a miss
-(`scheduler.tune.lookup_or_tune`; `cache` picks the file, `tune=False` uses the vendor on a miss
-as the scheduler defines). The result is a new CuPy array.
+(`scheduler.tune.lookup_or_tune`; `cache` is a path or a `cache.DecisionCache`, None the default
+file; `tune=False` never probes: a cached decision or else the default vendor entry,
+cusparse-default / cusparse-sddmm / vendor-unfused-default). The result is a new CuPy array.
 
 Device graphs and prepared plans are memoized in a small LRU keyed by (fingerprint, op, K, heads,
 schedule, scale), so repeated calls do not prepare again; `clear_memo()` frees them.
@@ -163,17 +164,33 @@ def _prepare_named(dgraph, op: str, resolved, k: int, heads: int, scale):
     return native.prepare(dgraph, what, k, heads=heads, scale=scale)
 
 
+# The vendor entry used when tune=False and the cache has no decision: what framework users get.
+_UNTUNED_VENDOR = {"spmm": "cusparse-default", "attention": "vendor-unfused-default"}
+
+
 def _prepare_tuned(graph: CSRGraph, dgraph, op: str, k: int, heads: int, scale, cache, tune: bool):
+    """tune=True: the cached decision, tuning (and storing) on a miss. tune=False: the cached
+    decision if there is one, else the default vendor entry, with no probing at all."""
+    from . import cache as cache_mod
+    from .backends import vendor
     from .scheduler import tune as tuner
 
-    decision = tuner.lookup_or_tune(graph, op, k, heads, cache=cache, tune=tune)
-    return tuner.plan_for(dgraph, decision, k, heads, scale)
+    store = cache if isinstance(cache, cache_mod.DecisionCache) else cache_mod.DecisionCache(cache)
+    if tune:
+        decision = tuner.lookup_or_tune(graph, op, k, heads, cache=store).decision
+        return tuner.plan_for(dgraph, decision, k, heads, scale)
+    entry = store.find(cache_mod.make_key(graph, op, k, "float32", heads)).entry
+    if entry is not None:
+        return tuner.plan_for(dgraph, entry["decision"], k, heads, scale)
+    name = _UNTUNED_VENDOR.get(op) or vendor.vendor_names(op)[0]
+    return vendor.prepare_vendor(dgraph, name, k, heads=heads, scale=scale)
 
 
 def _plan(graph: CSRGraph, op: str, k: int, heads: int, resolved, scale, cache, tune: bool):
     # The cache file only matters when the scheduler decides; a fixed schedule ignores it.
     if resolved is None:
-        key = (graph.fingerprint, op, k, heads, None, scale, str(cache) if cache is not None else "", tune)
+        where = str(getattr(cache, "path", cache)) if cache is not None else ""
+        key = (graph.fingerprint, op, k, heads, None, scale, where, tune)
     else:
         name = resolved[1] if resolved[0] == "vendor" else resolved[1].name
         key = (graph.fingerprint, op, k, heads, name, scale)

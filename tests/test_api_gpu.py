@@ -91,6 +91,17 @@ def test_tuned_call_uses_the_scheduler(graph, tmp_path):
     assert rel_error(C1, ref) < TOL and rel_error(C2, ref) < TOL
 
 
+def test_untuned_call_without_cache_entry_uses_the_default_vendor(graph, tmp_path):
+    api.clear_memo()
+    B = _uniform((graph.n_cols, 8), 12)
+    C = api.spmm(graph, B, cache=tmp_path / "empty.json", tune=False)
+    assert rel_error(C, reference("spmm", graph, (B,))) < TOL
+    assert [p.backend for p in api._plans.values()] == ["cusparse-default"]
+    X, Y = _uniform((graph.n_rows, 8), 13), _uniform((graph.n_cols, 8), 14)
+    S = api.sddmm(graph, X, Y, cache=tmp_path / "empty.json", tune=False)
+    assert rel_error(S, reference("sddmm", graph, (X, Y))) < TOL
+
+
 def test_scipy_and_cupyx_inputs_give_the_same_result(graph):
     import cupyx.scipy.sparse as csp
 

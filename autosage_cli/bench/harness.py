@@ -43,7 +43,7 @@ class RunOptions:
     warmup: int = 3
     flush_l2: bool = False
     oracle: bool = False
-    all_schedules: bool = False
+    all_schedules: tuple[str, ...] = ()   # ops whose every supported native schedule is timed
     cache: str = ""                 # decision cache file ("" : the user's default cache)
     seed: int = 0
     top_k: int | None = None
@@ -245,7 +245,7 @@ class CaseRunner:
             rows.append(oracle_row)
             self._mark_agreement(probe_row, probe_choice, oracle_row, oracle_choice)
         rows += self._baselines()
-        if o.all_schedules:
+        if c.op in o.all_schedules:
             rows += self._all_schedules()
         self._fill_speedups(rows, vendors)
         self.inputs = self.reference = None

@@ -1,0 +1,73 @@
+"""What the native SpMM and SDDMM plans share: the kernel lookup (one compile per source file), the
+int32 index check, the all-ones values check, and the host-side checks of dense operands that keep
+a mis-laid array from being read as garbage (shape, stride, dtype, alignment for vector loads)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import AutosageError
+from ..kernels.compile import get_function
+from ..kernels.schedule import Schedule, registry
+from .base import DeviceGraph
+
+FLOAT_BYTES = 4
+NULL = np.uint64(0)  # a null device pointer, passed by value (8 zero bytes)
+
+
+def kernel_for(schedule: Schedule, dtype: str = "float"):
+    """The compiled kernel of `schedule`. Every registered instantiation of the same source file is
+    compiled into one module with it, so one NVRTC compile per file serves the whole registry."""
+    siblings = tuple(sorted({s.name_expression(dtype) for s in registry(schedule.op)
+                             if s.source_file == schedule.source_file}))
+    return get_function(schedule.source_file, schedule.name_expression(dtype), siblings)
+
+
+def require_int32(dgraph: DeviceGraph) -> None:
+    if dgraph.indptr.dtype != np.int32 or dgraph.indices.dtype != np.int32:
+        raise AutosageError(f"native kernels take int32 indices; this graph ({dgraph.host.describe()}) "
+                            f"uses {dgraph.indices.dtype}: use a vendor backend")
+
+
+def values_all_ones(dgraph: DeviceGraph) -> bool:
+    """True when every value of A is exactly 1 (a pattern graph): the kernels then skip reading
+    values (4 bytes per nonzero). Checked on the device once per graph."""
+    key = "values_all_ones"
+    if key not in dgraph.derived:
+        import cupy
+
+        dgraph.derived[key] = bool(dgraph.nnz == 0 or cupy.all(dgraph.values == 1.0))
+    return dgraph.derived[key]
+
+
+def check_dense(name: str, arr, rows: int, k: int, ld: int, vec: int) -> None:
+    """`arr` must hold `rows` rows of `k` float32 elements, row i at element i*ld from its first
+    element, with base pointer and ld aligned for `vec`-wide vector accesses. Accepts a 2-D array
+    (row stride ld, unit column stride) or a 1-D contiguous buffer."""
+    if arr.dtype != np.float32:
+        raise AutosageError(f"{name}: expected float32, got {arr.dtype}")
+    if ld < k:
+        raise AutosageError(f"{name}: leading dimension {ld} is smaller than K={k}")
+    if arr.ndim == 2:
+        r, c = arr.shape
+        if r < rows or c < k:
+            raise AutosageError(f"{name}: expected at least {rows} x {k}, got {r} x {c}")
+        if (c > 1 and arr.strides[1] != FLOAT_BYTES) or (r > 1 and arr.strides[0] != ld * FLOAT_BYTES):
+            raise AutosageError(f"{name}: strides {arr.strides} do not match leading dimension {ld}")
+    elif arr.ndim == 1:
+        if arr.size > 1 and arr.strides[0] != FLOAT_BYTES:
+            raise AutosageError(f"{name}: a 1-D operand must be contiguous")
+        if rows and arr.size < (rows - 1) * ld + k:
+            raise AutosageError(f"{name}: {arr.size} elements cannot hold {rows} rows at ld={ld}")
+    else:
+        raise AutosageError(f"{name}: expected a 1-D or 2-D array, got {arr.ndim}-D")
+    if vec > 1 and (arr.data.ptr % (vec * FLOAT_BYTES) or ld % vec):
+        raise AutosageError(f"{name}: {vec * FLOAT_BYTES}-byte vector access needs an aligned base "
+                            f"pointer and a leading dimension divisible by {vec} (ld={ld})")
+
+
+def check_edge_vector(name: str, arr, nnz: int) -> None:
+    """A per-edge float32 vector (values or SDDMM output): contiguous, at least nnz elements."""
+    if arr.dtype != np.float32:
+        raise AutosageError(f"{name}: expected float32, got {arr.dtype}")
+    if arr.size < nnz or (arr.size > 1 and not arr.flags.c_contiguous):
+        raise AutosageError(f"{name}: expected a contiguous array of at least {nnz} elements")

@@ -1,0 +1,105 @@
+"""Native SDDMM plans: out[e] = a_e * <X[row_e], Y[col_e]> with our kernels (cuda/sddmm_*.cu).
+
+prepare (once per input and K): kernel lookup (one NVRTC compile per source file), the all-ones
+check of A's values (then they are not read: `plan.values_all_ones`), and, shared by plans of the
+same graph through dgraph.derived, the work lists the family needs:
+  rowgroup, chunk = 0   none: group i takes row i.
+  rowgroup, chunk > 0   (item_row, item_start): every non-empty row cut into chunk-edge pieces.
+  edge                  the COO row id of every edge (device searchsorted over indptr).
+One launch per run; none when the graph has no edges (the output is empty).
+
+`scale` (native.prepare's argument) multiplies every output; None means 1.
+
+Lower-level entry point (used by attention on per-head strided views):
+  plan.launch(X, Y, out, ldx, ldy, scale=1.0, use_values=True)
+    X       float32, n_rows rows of K, row i at element i*ldx (2-D view or 1-D buffer);
+    Y       float32, n_cols rows of K at ldy;
+    out     float32 contiguous vector of at least nnz elements, CSR edge order;
+    out[e] = scale * (a_e if use_values else 1) * <X[row_e], Y[col_e]>.
+  Vector schedules (vec > 1) need 4*vec-byte aligned base pointers and ld % vec == 0; the plan
+  checks this and raises AutosageError rather than read misaligned memory.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..kernels.schedule import Schedule
+from .base import DeviceGraph, Plan, PrepareTimer
+from .native_common import (NULL, check_dense, check_edge_vector, kernel_for, require_int32,
+                            values_all_ones)
+from .row_partition import chunk_rows
+
+
+def device_row_chunks(dgraph: DeviceGraph, chunk: int) -> tuple:
+    key = ("sddmm_row_chunks", chunk)
+    if key not in dgraph.derived:
+        import cupy
+
+        rows = np.arange(dgraph.n_rows, dtype=np.int64)
+        item_row, item_start, _ = chunk_rows(dgraph.host.indptr, rows, chunk)
+        dgraph.derived[key] = (cupy.asarray(item_row), cupy.asarray(item_start))
+    return dgraph.derived[key]
+
+
+def device_coo_rows(dgraph: DeviceGraph):
+    """Row id of every edge: the last row whose indptr entry is <= e (empty rows never match)."""
+    key = "coo_rows"
+    if key not in dgraph.derived:
+        import cupy
+
+        edges = cupy.arange(dgraph.nnz, dtype=cupy.int32)
+        rows = cupy.searchsorted(dgraph.indptr, edges, side="right") - 1
+        dgraph.derived[key] = rows.astype(cupy.int32)
+    return dgraph.derived[key]
+
+
+class NativeSddmmPlan(Plan):
+    backend = "native"
+
+    def __init__(self, dgraph: DeviceGraph, schedule: Schedule, k: int, scale: float | None = None):
+        super().__init__(dgraph, "sddmm", k)
+        self.sched, self.schedule = schedule, schedule.name
+        self.scale = 1.0 if scale is None else float(scale)
+        with PrepareTimer(self):
+            require_int32(dgraph)
+            self.kernel = kernel_for(schedule)
+            self.values_all_ones = values_all_ones(dgraph)
+            self.n_items, self.head, self.tail_before_values = self._work_list()
+            self.grid, self.block = schedule.launch(self.n_items, k)
+
+    def _work_list(self) -> tuple[int, tuple, tuple]:
+        """(items, leading kernel args, args between the items and the values pointer)."""
+        s, g, k = self.sched, self.graph, self.k
+        if s.family == "edge":
+            n_items = -(-g.nnz // s.unroll)
+            rows = device_coo_rows(g) if g.nnz else NULL
+            return n_items, (np.int32(g.nnz), np.int32(k), rows, g.indices), ()
+        if s.chunk:
+            item_row, item_start = device_row_chunks(g, s.chunk)
+            n_items = int(item_row.shape[0])
+            head = (np.int32(n_items), np.int32(k), item_row, item_start, np.int32(s.chunk))
+        else:
+            n_items = g.n_rows
+            head = (np.int32(n_items), np.int32(k), NULL, NULL, np.int32(0))
+        return n_items, head, (g.indptr, g.indices)
+
+    def launch(self, X, Y, out, ldx: int, ldy: int, scale: float = 1.0, use_values: bool = True) -> None:
+        """Launch on the current stream: out[e] = scale * (a_e or 1) * <X[row_e], Y[col_e]>."""
+        g, k, vec = self.graph, self.k, self.sched.vec
+        check_dense("X", X, g.n_rows, k, ldx, vec)
+        check_dense("Y", Y, g.n_cols, k, ldy, vec)
+        check_edge_vector("out", out, g.nnz)
+        if g.nnz == 0:
+            return  # no edges: the output is empty
+        vals = g.values if use_values and not self.values_all_ones else NULL
+        args = (self.head + self.tail_before_values +
+                (vals, X, np.int64(ldx), Y, np.int64(ldy), out, np.float32(scale)))
+        self.kernel(self.grid, self.block, args)
+
+    def run(self, inputs: tuple, out) -> None:
+        X, Y = inputs
+        self.launch(X, Y, out, self.k, self.k, scale=self.scale, use_values=True)
+
+
+def prepare(dgraph: DeviceGraph, schedule: Schedule, k: int, scale: float | None = None) -> NativeSddmmPlan:
+    return NativeSddmmPlan(dgraph, schedule, k, scale)

@@ -1,0 +1,84 @@
+"""Host-side row lists and splits, built once per input (NumPy only; plans upload them).
+
+`partition_rows(indptr, split, chunk)` separates rows with more than `split` nonzeros ("heavy") from
+the rest and cuts each heavy row into chunks of `chunk` nonzeros:
+
+  light_rows       every row with at most `split` nonzeros (empty rows included: their output is
+                   written as zeros), ordered by degree bin (floor(log2(degree + 1))), longest bin
+                   first, ascending ids within a bin. Longest-first keeps the tail short; bins keep
+                   the rows of one warp similar in length (little divergence); ascending ids inside
+                   a bin keep the output writes and the community locality of ids.
+  heavy_rows       rows above `split`, ascending.
+  chunk_row/start  one entry per chunk; the chunks of a heavy row are consecutive and cover its
+                   nonzeros exactly once (a chunk ends at min(start + chunk, indptr[row + 1])).
+  heavy_chunk_ptr  heavy row h owns chunks heavy_chunk_ptr[h] .. heavy_chunk_ptr[h + 1].
+
+`row_chunks(indptr, chunk)` cuts *every* non-empty row into chunks (SDDMM: outputs are per edge, so
+chunks need no reduction and empty rows need no work). All arrays are int32 (the native kernels take
+int32 indices; callers refuse int64 graphs first).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True, eq=False)
+class RowPartition:
+    split: int
+    chunk: int
+    light_rows: np.ndarray
+    heavy_rows: np.ndarray
+    chunk_row: np.ndarray
+    chunk_start: np.ndarray
+    heavy_chunk_ptr: np.ndarray
+
+    @property
+    def n_chunks(self) -> int:
+        return int(self.chunk_row.shape[0])
+
+    def light_list(self, zero_heavy: bool) -> np.ndarray:
+        """The light pass's row codes; with zero_heavy, ~h for every heavy row h is appended, which
+        the kernels read as "write zeros to row h" (atomic plans add the chunks into zeroed rows)."""
+        if not zero_heavy or not self.heavy_rows.size:
+            return self.light_rows
+        return np.concatenate([self.light_rows, ~self.heavy_rows]).astype(np.int32)
+
+
+def degree_bin_order(rows: np.ndarray, degrees: np.ndarray) -> np.ndarray:
+    """`rows` reordered by degree bin, longest first; stable (ascending ids) within a bin."""
+    bins = np.floor(np.log2(degrees[rows].astype(np.float64) + 1.0)).astype(np.int64)
+    return rows[np.argsort(-bins, kind="stable")]
+
+
+def chunk_rows(indptr: np.ndarray, rows: np.ndarray, chunk: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Cut each of `rows` into chunks of `chunk` nonzeros: (chunk_row, chunk_start, chunk_ptr) where
+    rows[i] owns chunks chunk_ptr[i] .. chunk_ptr[i + 1]. Rows with no nonzeros get no chunk."""
+    if chunk < 1:
+        raise ValueError(f"chunk must be >= 1, got {chunk}")
+    indptr = np.asarray(indptr, dtype=np.int64)
+    rows = np.asarray(rows, dtype=np.int64)
+    degrees = indptr[rows + 1] - indptr[rows]
+    per_row = -(-degrees // chunk)
+    chunk_ptr = np.zeros(rows.size + 1, dtype=np.int64)
+    np.cumsum(per_row, out=chunk_ptr[1:])
+    total = int(chunk_ptr[-1])
+    chunk_row = np.repeat(rows, per_row)
+    # Position of each chunk within its row: global chunk index minus the row's first chunk index.
+    within = np.arange(total, dtype=np.int64) - np.repeat(chunk_ptr[:-1], per_row)
+    chunk_start = np.repeat(indptr[rows], per_row) + within * chunk
+    return chunk_row.astype(np.int32), chunk_start.astype(np.int32), chunk_ptr.astype(np.int32)
+
+
+def partition_rows(indptr: np.ndarray, split: int, chunk: int) -> RowPartition:
+    if split < 1:
+        raise ValueError(f"split must be >= 1, got {split}")
+    indptr = np.asarray(indptr, dtype=np.int64)
+    degrees = np.diff(indptr)
+    heavy = degrees > split
+    heavy_rows = np.flatnonzero(heavy)
+    light_rows = degree_bin_order(np.flatnonzero(~heavy), degrees)
+    chunk_row, chunk_start, chunk_ptr = chunk_rows(indptr, heavy_rows, chunk)
+    return RowPartition(split, chunk, light_rows.astype(np.int32), heavy_rows.astype(np.int32),
+                        chunk_row, chunk_start, chunk_ptr)

@@ -140,7 +140,7 @@ def test_interrupted_run_keeps_what_it_measured(fake_gpu, monkeypatch, tmp_path,
     out = tmp_path / "run"
     result = run_cli("bench", "--dataset", mtx, "--ops", "spmm", "--widths", "4,16", "--out", str(out))
     assert result.exit_code == 130
-    assert "interrupted" in result.stderr
+    assert "stopped early: 5 rows measured" in result.stderr
     rows = report.read_rows(out / "results.csv")
     assert {r.k for r in rows} == {4} and len(rows) == 5
     assert "Partial run" in (out / "README.md").read_text()
@@ -232,3 +232,28 @@ def test_overrides(suite_root):
     assert suites.with_overrides(kernels, 7, False).repeat == 7
     with pytest.raises(Exception, match="nothing to run"):
         suites.build_work(suites.get_suite("attention"), suite_root, ops=("spmm",))
+
+
+def test_a_graph_that_cannot_load_stops_the_run_in_one_line(fake_gpu, monkeypatch, tmp_path, mtx):
+    from autosage_cli.errors import AutosageError
+
+    second = tmp_path / "second.mtx"
+    shutil.copy(mtx, second)
+
+    def load(self, root, seed):
+        if self.label == "second":
+            raise AutosageError("dataset second: files not found under datasets/ (download it first)")
+        return bench_fakes.small_graph(seed=seed)
+
+    monkeypatch.setattr(suites.GraphSpec, "load", load)
+    out = tmp_path / "run"
+    result = run_cli("bench", "--dataset", mtx, "--dataset", str(second), "--ops", "spmm", "--widths", "4",
+                     "--out", str(out))
+    assert result.exit_code == 2
+    assert result.stderr.strip().splitlines()[-1] == ("Error: dataset second: files not found under datasets/ "
+                                                      "(download it first)")
+    assert {r.graph for r in report.read_rows(out / "results.csv")} == {"tiny"}  # the first graph's rows stay
+
+    nothing = tmp_path / "nothing"
+    result = run_cli("bench", "--dataset", str(second), "--ops", "spmm", "--widths", "4", "--out", str(nothing))
+    assert result.exit_code == 2 and not nothing.exists()

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
 from pathlib import Path
 
@@ -94,15 +95,11 @@ def _progress(total: int):
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn(), console=Console(stderr=True), transient=False)
     task = progress.add_task("bench", total=total)
-    state = {"case": None}
 
     def on_graph(work):
         progress.update(task, description=f"{work.spec.label}: loading")
 
     def on_case(work, case):
-        if state["case"] is not None:
-            progress.advance(task)
-        state["case"] = case
         progress.update(task, description=f"{work.spec.label} {case.describe()}")
 
     return progress, task, Listener(on_graph=on_graph, on_case=on_case)
@@ -144,8 +141,7 @@ def command(datasets, suite, ops, widths, heads, repeat, flush_l2, oracle, all_s
     chosen = suites.with_overrides(chosen, repeat, all_schedules)
     work = suites.build_work(chosen, root, tuple(datasets), parse_ops(ops),
                              parse_int_list(widths, "--widths"), parse_int_list(heads, "--heads"))
-    if out_dir is not None:
-        check_writable(Path(out_dir))
+    prior = _prior_run(Path(out_dir)) if out_dir is not None else None
     require_gpu("autosage bench")
 
     options = RunOptions(repeat=chosen.repeat, flush_l2=flush_l2, oracle=oracle,
@@ -154,33 +150,46 @@ def command(datasets, suite, ops, widths, heads, repeat, flush_l2, oracle, all_s
     toolkit = GpuToolkit()
     ctx, env = make_context(toolkit, options)
     out = Path(out_dir) if out_dir is not None else default_out(ctx.gpu)
-    check_writable(out)
-    make_dir(out)
-    old_rows = report.read_rows(out / "results.csv") if (out / "results.csv").exists() else []
-    _, runs = report.read_runs(out / "results.json")
+    old_rows, runs = prior if prior is not None else _prior_run(out)
     runs = runs + [{"command": _command_line(click.get_current_context()),
                     "suite": chosen.name, "timestamp": _dt.datetime.now(_dt.timezone.utc).isoformat(
                         timespec="seconds"), "seed": seed, "repeat": options.repeat, "flush_l2": flush_l2,
                     "oracle": oracle, "copy_tbps": ctx.copy_tbps, "environment": env}]
+    created = not out.exists()
+    make_dir(out)
 
     new_rows: list = []
-    partial = True
+    finished = False
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
     progress, task, listener = _progress(count_cases(work))
     try:
         with progress:
             for rows in run_suite(work, options, ctx, toolkit, listener):
                 new_rows += rows
+                # Written after every case: a run cut short (timeout, Ctrl-C, a missing dataset
+                # further down the suite) keeps everything it measured.
                 report.write_csv(report.merge_rows(old_rows, new_rows), out / "results.csv")
-            progress.advance(task)
-        partial = False
+                progress.advance(task)
+        finished = True
     finally:
         signal.signal(signal.SIGTERM, previous)
         all_rows = report.merge_rows(old_rows, new_rows)
-        report.write_run_dir(out, all_rows, env, runs, partial=partial)
-        if partial:
-            click.echo(f"interrupted: {len(new_rows)} rows measured, written to {out}", err=True)
+        if all_rows:
+            report.write_run_dir(out, all_rows, env, runs, partial=not finished)
+        elif created:
+            shutil.rmtree(out, ignore_errors=True)  # nothing measured: leave no empty results dir
+        if not finished:
+            click.echo(f"stopped early: {len(new_rows)} rows measured"
+                       + (f", written to {out}" if all_rows else ""), err=True)
     _render(all_rows, out, as_json)
+
+
+def _prior_run(out: Path) -> tuple[list, list]:
+    """(rows, runs) already in a results directory this run merges into; checks it is writable."""
+    check_writable(out)
+    csv_path = out / "results.csv"
+    rows = report.read_rows(csv_path) if csv_path.exists() else []
+    return rows, report.read_runs(out / "results.json")[1]
 
 
 def _command_line(ctx: click.Context) -> str:

@@ -68,23 +68,25 @@ __device__ __forceinline__ void attend_edges(
   const int g_lane = threadIdx.x & (LANES - 1);
   const int t_lane = threadIdx.x & (W - 1);
 
+  // Edge positions in 64 bits: base + W must not wrap for int indices near 2^31 nonzeros.
+  const long long stop = (long long)end;
   // Prefetch the first batch of W (column, bias) pairs: one coalesced load for the whole team.
-  I e = begin + t_lane;
+  const long long e = (long long)begin + t_lane;
   I col_next = 0;
   float bias_next = 0.f;
-  if (e < end) {
+  if (e < stop) {
     col_next = indices[e];
     if (values) bias_next = values[e] * bias_scale;
   }
-  for (I base = begin; base < end; base += W) {
+  for (long long base = begin; base < stop; base += W) {
     const I col_mine = col_next;
     const float bias_mine = bias_next;
-    const I en = base + W + t_lane;
-    if (en < end) {
+    const long long en = base + W + t_lane;
+    if (en < stop) {
       col_next = indices[en];
       if (values) bias_next = values[en] * bias_scale;
     }
-    const int n = (end - base < (I)W) ? (int)(end - base) : W;
+    const int n = (stop - base < W) ? (int)(stop - base) : W;
     for (int e0 = 0; e0 < n; e0 += E) {
       float kv[E][NV][VEC], vv[E][NV][VEC], s[E];
       bool ok[E];

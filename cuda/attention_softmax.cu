@@ -45,7 +45,7 @@ __device__ __forceinline__ void partial_max_sum(const float* __restrict__ s, con
                                                 I begin, I end, I first, I stride, float& m, float& l) {
   m = neg_inf();
   l = 0.f;
-  for (I e = begin + first; e < end; e += stride) {
+  for (long long e = (long long)begin + first; e < (long long)end; e += stride) {
     float t = s[e];
     if (values) t += values[e];
     t *= kLog2e;
@@ -57,7 +57,7 @@ template <typename I>
 __device__ __forceinline__ void write_probabilities(float* __restrict__ s, const float* __restrict__ values,
                                                     I begin, I end, I first, I stride, float m, float l) {
   const float inv = 1.f / l;  // l >= 1: the max edge contributes 2^0
-  for (I e = begin + first; e < end; e += stride) {
+  for (long long e = (long long)begin + first; e < (long long)end; e += stride) {
     float t = s[e];
     if (values) t += values[e];
     s[e] = fast_exp2(t * kLog2e - m) * inv;

@@ -72,24 +72,26 @@ def device_model(info: dict | None) -> DeviceModel:
 # ------------------------------------------------------------------ degree distribution
 
 class DegreeProfile:
-    """The row-degree distribution rebuilt from the feature quantiles (min, q50, q90, q99, max),
-    interpolated in log(1 + degree) on a probability grid that is dense in the tail, where the
-    rows that hurt live."""
+    """The row-degree distribution rebuilt from the feature quantiles (min, q50, q90, q99, max).
+    log(1 + degree) is interpolated against -log(1 - p), a Pareto-like tail: between q99 and the
+    maximum (one row, p = 1 - 1/2n) the degrees climb only in the last few rows, as they do in
+    power-law graphs (interpolating in p would put hundreds of rows near a lone hub's degree).
+    The probability grid is dense in the tail, where the rows that hurt live."""
 
     def __init__(self, features):
         n = max(1, int(features.n_rows))
         p_max = max(0.995, 1.0 - 0.5 / n)
-        knots_p = np.array([0.0, 0.5, 0.9, 0.99, p_max, 1.0])
+        knots_p = np.array([0.0, 0.5, 0.9, 0.99, p_max])
         knots_d = np.maximum.accumulate(np.array([
             features.degree_min, features.degree_q50, features.degree_q90, features.degree_q99,
-            features.degree_max, features.degree_max], dtype=float))
+            features.degree_max], dtype=float))
         edges = np.unique(np.concatenate([np.linspace(0.0, 0.99, 257),
-                                          1.0 - np.geomspace(0.01, 0.5 / n if n > 50 else 1e-4, 200),
-                                          [1.0]]))
+                                          1.0 - np.geomspace(0.01, min(0.005, 0.25 / n), 256), [1.0]]))
         mids = 0.5 * (edges[:-1] + edges[1:])
+        tail = lambda p: -np.log1p(-np.minimum(p, p_max))  # noqa: E731  (beyond p_max: the max)
         self.edges = edges
         self.weights = np.diff(edges)
-        self.degrees = np.expm1(np.interp(mids, knots_p, np.log1p(knots_d)))
+        self.degrees = np.expm1(np.interp(tail(mids), tail(knots_p), np.log1p(knots_d)))
         self.n_rows = n
         self.max = float(features.degree_max)
 
@@ -103,6 +105,15 @@ class DegreeProfile:
         mass = self.weights * self.degrees
         total = mass.sum()
         return float(mass[self.degrees > threshold].sum() / total) if total > 0 else 0.0
+
+    def steps_per_edge(self, slots: int, cap: float = math.inf) -> float:
+        """Steps per nonzero when `slots` edges of a row go side by side: ceil(d / slots) / d
+        averaged over the nonzeros (short rows leave slots idle), degrees capped at `cap`."""
+        d = np.minimum(self.degrees, cap)
+        total = float((self.weights * d).sum())
+        if slots <= 1 or total <= 0:
+            return 1.0
+        return float((self.weights * np.ceil(d / slots)).sum()) / total
 
     def lockstep_factor(self, groups_per_warp: int, cap: float = math.inf) -> float:
         """Rows sharing a warp run in lockstep: the warp takes as long as its longest row. Returns
@@ -136,6 +147,13 @@ class Launch:
     instr_per_step: float
 
 
+SOFT_MAX_P = 4   # roofline terms combine as a 4-norm: ~the binding one, but near-ties still rank
+
+
+def _soft_max(*terms: float) -> float:
+    return sum(t ** SOFT_MAX_P for t in terms) ** (1.0 / SOFT_MAX_P)
+
+
 def launch_ms(w: Launch, dev: DeviceModel) -> float:
     per_sm = min(dev.threads_per_sm, dev.blocks_per_sm * w.threads)
     resident_groups = dev.sms * per_sm / w.lanes
@@ -145,19 +163,10 @@ def launch_ms(w: Launch, dev: DeviceModel) -> float:
     issue_us = warp_instr / (dev.sms * dev.issue_per_sm_cycle * dev.clock_ghz * 1e3)
     memory_us = max(w.dram_bytes / (dev.dram_tbps * 1e6), w.l2_bytes / (dev.l2_tbps * 1e6))
     critical_us = w.longest_steps * w.step_us
-    return (max(latency_us, issue_us, memory_us, critical_us) + dev.launch_us) / 1e3
+    return (_soft_max(latency_us, issue_us, memory_us, critical_us) + dev.launch_us) / 1e3
 
 
 # ------------------------------------------------------------------ shared pieces
-
-def feature_passes(k: int, s: Schedule) -> int:
-    """Passes a group makes over each edge: ceil(K / (lanes x vec)) within each feature tile."""
-    width = s.lanes * s.vec
-    if s.tile and s.tile < k:
-        full, rest = divmod(k, s.tile)
-        return full * math.ceil(s.tile / width) + (math.ceil(rest / width) if rest else 0)
-    return math.ceil(k / width)
-
 
 def gather_hit_rate(f, dense_bytes: float, dev: DeviceModel) -> float:
     """Share of gathers served by L2: all of them when the dense operand fits in L2, else those
@@ -167,107 +176,176 @@ def gather_hit_rate(f, dense_bytes: float, dev: DeviceModel) -> float:
     return 1.0 - (1.0 - fits) * (1.0 - locality)
 
 
-def gather_bytes(f, k: int, dense_bytes: float, dev: DeviceModel, gathers: float):
+def sector_bytes(nbytes: float) -> float:
+    return math.ceil(nbytes / SECTOR) * SECTOR
+
+
+def gather_bytes(f, k: int, dense_bytes: float, dev: DeviceModel, gathers: float,
+                 pass_width: int | None = None):
     """(DRAM bytes, L2 bytes) of `gathers` row gathers of width k from a dense operand of
-    `dense_bytes`. A gather reads whole sectors; each row is read from DRAM at least once."""
-    row = math.ceil(k * FLOAT / SECTOR) * SECTOR
+    `dense_bytes`, read in passes of `pass_width` features (default: all K at once). Every pass
+    reads whole 32-byte sectors (a pass of 4 floats wastes half of each), and each dense row is
+    read from DRAM at least once."""
+    width = min(k, pass_width or k)
+    row = math.ceil(k / width) * sector_bytes(width * FLOAT)
     hit = gather_hit_rate(f, dense_bytes, dev)
     touched = min(dense_bytes, gathers * k * FLOAT)
     return max(touched, (1.0 - hit) * gathers * row), gathers * row
 
 
-def edge_step_us(f, s: Schedule, dev: DeviceModel, dense_bytes: float, extra_us: float = 0.0) -> float:
-    """One edge of one group: the gather (L2 or DRAM latency, by hit rate) behind the edge's
-    column index, divided by the edges kept in flight (unroll). The index comes from L1 (a line
-    holds 32 consecutive indices) except once per 32 edges; warp-row families stage 32
-    (column, value) pairs with one coalesced load, which takes the index off the chain."""
+@dataclass(frozen=True)
+class Walker:
+    """How one family walks a row: threads per work item, edges it handles side by side (edge
+    slots of `lanes` lanes within a warp-wide item), and the features one pass covers (a register
+    tile of several lanes x vec chunks, or one chunk). A wider K means more passes over the row."""
+    threads: int
+    slots: int
+    width: int
+    chunks_per_pass: int
+    staged: bool              # (column, value) pairs staged by the warp: the index leaves the chain
+
+    def passes(self, k: int) -> int:
+        return math.ceil(k / self.width)
+
+
+def walker(s: Schedule, k: int, threads: int | None = None) -> Walker:
+    threads = threads or int(getattr(s, "lanes_per_item", s.lanes) or s.lanes)
+    width = s.tile if s.tile else s.lanes * s.vec
+    chunks = max(1, math.ceil(min(k, width) / (s.lanes * s.vec)))
+    return Walker(threads, max(1, threads // s.lanes), width, chunks, threads >= 32 and s.lanes < 32
+                  or s.family in ("warprow", "splitwarp"))
+
+
+def edge_step_us(f, s: Schedule, w: Walker, dev: DeviceModel, dense_bytes: float,
+                 extra_us: float = 0.0) -> float:
+    """One step of one item: the gather (L2 or DRAM latency, by hit rate) behind each edge's column
+    index, divided by the edges kept in flight (unroll). The index comes from L1 (a line holds 32
+    consecutive indices) except once per 32 edges, or is staged by the warp ahead of use."""
     hit = gather_hit_rate(f, dense_bytes, dev)
     gather_us = hit * dev.l2_latency_us + (1.0 - hit) * dev.dram_latency_us
-    index_us = dev.l2_latency_us / 32 + (0.0 if s.family == "warprow" else dev.l1_latency_us)
+    index_us = dev.l2_latency_us / 32 + (0.0 if w.staged else dev.l1_latency_us)
     return (index_us + gather_us + extra_us) / max(1, s.unroll)
 
 
-def _row_launches(f, prof: DegreeProfile, k: int, s: Schedule, dev: DeviceModel, *,
-                  heads: int, dense_bytes: float, gathers_per_edge: int, step_us: float,
-                  row_in_bytes: float, out_bytes: float, instr: float) -> list[Launch]:
-    """Row-per-group work (the rows, heads and feature tiles of one op), split or not."""
-    nnz = float(f.nnz) * heads
-    rows = float(f.n_rows) * heads
-    passes = feature_passes(k, s)
+@dataclass(frozen=True)
+class RowWork:
+    """The row-walking part of one op: what a single edge costs besides the walk itself."""
+    dense_bytes: float        # the gathered operand(s), for the L2 hit rate
+    gathers_per_edge: int
+    row_in_bytes: float       # read once per row (SDDMM's X, attention's Q)
+    out_bytes: float
+    extra_us: float = 0.0     # per-edge latency beyond the gather (lane reductions, exp)
+    instr: float = 4.0        # warp instructions per step and register chunk, beyond the load
+
+
+def _items(prof, rows, nnz, max_deg, cap, w, k, s, step_us, share, dram, l2, work, lockstep_of, dev):
+    """Launch of `rows` items walking `share` of the nonzeros (rows capped at `cap` edges). Edge
+    slots sum their partials with log2(slots) shuffles per pass."""
+    passes = w.passes(k)
     tiles = math.ceil(k / s.tile) if s.tile and s.tile < k else 1
-    gpw = max(1, 32 // s.lanes)
-    dram_g, l2_g = gather_bytes(f, k, dense_bytes, dev, nnz * gathers_per_edge)
+    per_item_warp = lockstep_of
+    merge_steps = rows * passes * math.log2(w.slots) * dev.shuffle_latency_us / step_us
+    steps = nnz * share * passes * prof.steps_per_edge(w.slots, cap) + merge_steps
+    return Launch(rows * tiles, w.threads, s.threads, steps, step_us,
+                  prof.lockstep_factor(per_item_warp, cap=cap), min(max_deg, cap) * passes / tiles / w.slots,
+                  dram * share, l2 * share, work.instr + (1 + s.vec) * w.chunks_per_pass)
+
+
+def row_launches(f, prof: DegreeProfile, k: int, s: Schedule, dev: DeviceModel, heads: int,
+                 work: RowWork) -> list[Launch]:
+    """Rows (x heads) walked by groups; rows above `split` cut into `chunk`-edge pieces taken by a
+    warp of edge slots and merged by atomics or a two-phase pass; `chunk` without `split` cuts
+    every row (outputs per edge need no merge)."""
+    nnz, rows = float(f.nnz) * heads, float(f.n_rows) * heads
+    w = walker(s, k)
+    dram_g, l2_g = gather_bytes(f, k, work.dense_bytes, dev, nnz * work.gathers_per_edge, w.width)
     index_bytes = (f.n_rows + 1) * INDEX + f.nnz * (INDEX + FLOAT)
-    dram = index_bytes + dram_g + row_in_bytes + out_bytes
+    dram = index_bytes + dram_g + work.row_in_bytes + work.out_bytes
     max_deg = float(f.degree_max)
-    if not s.split or max_deg <= s.split:
-        return [Launch(rows * tiles, s.lanes, s.threads, nnz * passes, step_us,
-                       prof.lockstep_factor(gpw), max_deg * passes / max(1, tiles),
-                       dram, l2_g, instr)]
+    team = max(1, s.heads_per_block)      # heads of one row walked side by side: no divergence
+    lockstep_groups = max(1, 32 // (w.threads * team))
+    step = edge_step_us(f, s, w, dev, work.dense_bytes, work.extra_us)
+    if not s.split:
+        cap = float(s.chunk) if s.chunk else math.inf
+        pieces = rows + (nnz / s.chunk if s.chunk else 0.0)
+        return [_items(prof, pieces, nnz, max_deg, cap, w, k, s, step, 1.0, dram, l2_g, work,
+                       lockstep_groups, dev)]
     heavy_share = prof.nnz_share_above(s.split)
-    heavy_rows = prof.rows_above(s.split) * heads
+    heavy_rows = min(rows, prof.rows_above(s.split) * heads)
+    light = _items(prof, rows - heavy_rows, nnz, max_deg, float(s.split), w, k, s, step,
+                   1.0 - heavy_share, dram, l2_g, work, lockstep_groups, dev)
+    if heavy_rows <= 0 or heavy_share <= 0:
+        return [light]
     chunks = nnz * heavy_share / s.chunk + heavy_rows
-    light = Launch((rows - heavy_rows) * tiles, s.lanes, s.threads, nnz * (1 - heavy_share) * passes,
-                   step_us, prof.lockstep_factor(gpw, cap=s.split), s.split * passes / max(1, tiles),
-                   dram * (1 - heavy_share), l2_g * (1 - heavy_share), instr)
-    partial = chunks * k * FLOAT
-    # Atomics are read-modify-writes resolved in L2; a two-phase merge writes partials and reads them.
-    heavy = Launch(chunks * tiles, s.lanes, s.threads, nnz * heavy_share * passes, step_us, 1.0,
-                   min(max_deg, s.chunk) * passes / max(1, tiles), dram * heavy_share,
-                   l2_g * heavy_share + (2 * partial if s.reduce == "atomic" else 0), instr)
-    launches = [light, heavy]
-    if s.reduce == "twophase":
-        launches.append(Launch(heavy_rows, 32, 256, chunks, dev.l2_latency_us, 1.0,
-                               chunks / max(heavy_rows, 1), 2 * partial, 2 * partial, 4))
-    return launches
+    cw = walker(s, k, threads=32)         # a chunk is always a warp of 32/G edge slots
+    heavy = _items(prof, chunks, nnz, max_deg, float(s.chunk), cw, k, s,
+                   edge_step_us(f, s, cw, dev, work.dense_bytes, work.extra_us), heavy_share,
+                   dram, l2_g, work, 1, dev)
+    partial = chunks * k * FLOAT * (2 if work.gathers_per_edge > 1 else 1)
+    if s.reduce == "atomic":   # read-modify-writes resolved in L2
+        return [light, replace(heavy, l2_bytes=heavy.l2_bytes + 2 * partial)]
+    merge = Launch(heavy_rows, 32, 256, chunks, dev.l2_latency_us, 1.0,
+                   chunks / max(heavy_rows, 1.0), 2 * partial, 2 * partial, 4)
+    return [light, heavy, merge]
 
 
 # ------------------------------------------------------------------ per op
 
 def _spmm(f, prof, k, s, dev, heads=1) -> list[Launch]:
-    dense = f.n_cols * k * FLOAT * heads
-    return _row_launches(f, prof, k, s, dev, heads=heads, dense_bytes=dense, gathers_per_edge=1,
-                         step_us=edge_step_us(f, s, dev, dense), row_in_bytes=0.0,
-                         out_bytes=f.n_rows * k * FLOAT * heads, instr=4 + s.vec)
+    return row_launches(f, prof, k, s, dev, heads, RowWork(
+        dense_bytes=f.n_cols * k * FLOAT * heads, gathers_per_edge=1, row_in_bytes=0.0,
+        out_bytes=f.n_rows * k * FLOAT * heads))
 
 
 def _sddmm(f, prof, k, s, dev, heads=1) -> list[Launch]:
     dense = f.n_cols * k * FLOAT * heads
-    step_us = edge_step_us(f, s, dev, dense, dev.shuffle_latency_us * math.log2(s.lanes))
     x_bytes = f.n_rows * k * FLOAT * heads
     out_bytes = f.nnz * FLOAT * heads
+    reduce_us = dev.shuffle_latency_us * math.log2(s.lanes)
     if s.family != "edge":
-        # The group keeps its row of X in registers and walks the row's edges.
-        return _row_launches(f, prof, k, s, dev, heads=heads, dense_bytes=dense, gathers_per_edge=1,
-                             step_us=step_us, row_in_bytes=x_bytes, out_bytes=out_bytes,
-                             instr=5 + s.vec + math.log2(s.lanes))
-    # Edge-parallel: balanced by construction; X is re-gathered per edge, mostly from L2 because
-    # consecutive edges share their row.
+        # A group keeps its row of X in registers and walks the row's edges.
+        return row_launches(f, prof, k, s, dev, heads, RowWork(
+            dense, 1, x_bytes, out_bytes, extra_us=reduce_us, instr=4 + math.log2(s.lanes)))
+    # Edge-parallel: U consecutive edges per group, balanced by construction; X is re-gathered per
+    # edge, mostly from L2 because consecutive edges share their row.
     nnz = float(f.nnz) * heads
-    per_item = max(1, s.chunk or s.unroll)
-    passes = feature_passes(k, s)
-    dram_y, l2_y = gather_bytes(f, k, dense, dev, nnz)
+    w = walker(s, k)
+    dram_y, l2_y = gather_bytes(f, k, dense, dev, nnz, w.width)
     dram = f.nnz * (2 * INDEX + FLOAT) + dram_y + x_bytes + out_bytes
-    return [Launch(nnz / per_item, s.lanes, s.threads, nnz * passes, step_us, 1.0, per_item * passes,
-                   dram, 2 * l2_y, 6 + 2 * s.vec + math.log2(s.lanes))]
+    step = edge_step_us(f, s, w, dev, dense, reduce_us)
+    return [Launch(nnz / max(1, s.unroll), w.threads, s.threads, nnz * w.passes(k), step, 1.0,
+                   max(1, s.unroll) * w.passes(k), dram, 2 * l2_y,
+                   6 + math.log2(s.lanes) + 2 * (1 + s.vec) * w.chunks_per_pass)]
+
+
+def _unfused_substeps(k: int, s: Schedule) -> tuple[Schedule, Schedule]:
+    """Representative SDDMM and SpMM sub-steps of the unfused pipeline (the real ones are chosen
+    at prepare): vector loads when d allows, a group as wide as d, long rows split."""
+    vec = 4 if k % 4 == 0 else 1
+    lanes = max(1, min(32, 1 << max(0, math.ceil(math.log2(max(1, k // vec))))))
+    sddmm = Schedule("attention", "edge", lanes=lanes, vec=vec, threads=256, unroll=2)
+    spmm = Schedule("attention", "split", lanes=lanes, vec=vec, threads=256, split=s.split or 2048,
+                    chunk=512, reduce="atomic", unroll=4)
+    return sddmm, spmm
 
 
 def _attention(f, prof, k, s, dev, heads=1) -> list[Launch]:
-    if "unfused" in s.family or "pipeline" in s.family:
+    if s.family == "unfused":
         # SDDMM writes scores, a row softmax reads and rewrites them, SpMM reads the probabilities.
         scores = f.nnz * heads * FLOAT
-        softmax = Launch(f.n_rows * heads, 32, 256, f.nnz * heads / 32, dev.l2_latency_us, 1.0,
-                         f.degree_max / 32, 3 * scores, 3 * scores, 6)
-        return (_sddmm(f, prof, k, replace(s, family="rowgroup"), dev, heads) + [softmax]
-                + _spmm(f, prof, k, replace(s, family="subwarp"), dev, heads))
-    # Fused online softmax: per edge a K-row gather and dot (lane reduction, exp) and a V-row
-    # gather (independent of the score, so overlapped); scores never touch memory.
-    dense = 2 * f.n_cols * heads * k * FLOAT
-    step_us = edge_step_us(f, s, dev, dense, dev.shuffle_latency_us * (math.log2(s.lanes) + 2))
+        sm_threads = max(1, s.lanes)
+        softmax = Launch(f.n_rows * heads, sm_threads, s.threads, f.nnz * heads / sm_threads,
+                         dev.l2_latency_us, prof.lockstep_factor(max(1, 32 // sm_threads), cap=s.split or math.inf),
+                         min(f.degree_max, s.split or math.inf) / sm_threads, 3 * scores, 3 * scores, 6)
+        sddmm, spmm = _unfused_substeps(k, s)
+        return _sddmm(f, prof, k, sddmm, dev, heads) + [softmax] + _spmm(f, prof, k, spmm, dev, heads)
+    # Fused online softmax (and any other attention family): per edge a K-row gather and dot (lane
+    # reduction, exp) and a V-row gather (independent of the score, so overlapped); scores never
+    # touch memory.
     q_bytes = f.n_rows * heads * k * FLOAT
-    return _row_launches(f, prof, k, s, dev, heads=heads, dense_bytes=dense, gathers_per_edge=2,
-                         step_us=step_us, row_in_bytes=q_bytes, out_bytes=q_bytes,
-                         instr=8 + 2 * s.vec + math.log2(s.lanes))
+    return row_launches(f, prof, k, s, dev, heads, RowWork(
+        2 * f.n_cols * heads * k * FLOAT, 2, q_bytes, q_bytes,
+        extra_us=dev.shuffle_latency_us * (math.log2(s.lanes) + 2), instr=8 + math.log2(s.lanes)))
 
 
 _OPS = {"spmm": _spmm, "sddmm": _sddmm, "attention": _attention}

@@ -31,7 +31,7 @@ MIN_SAMPLE_NNZ = 1 << 20
 # (132 SMs x 64 resident warps x 2), or a sample of a dense graph would leave SMs idle.
 MIN_SAMPLE_ROWS = 2 * 132 * 64
 DEFAULT_BUDGET_MS = 400.0   # measured GPU time across all candidates and vendors
-PILOT_REPEAT, WARMUP, MIN_REPEAT, MAX_REPEAT = 3, 2, 5, 20
+WARMUP, MAX_REPEAT = 2, 20         # per candidate; time_plan keeps >= 3 repeats
 
 
 # ------------------------------------------------------------------ sampling
@@ -179,8 +179,9 @@ class GpuMeasurer:
     def run(self, plan, inputs):
         """One launch into a NaN-poisoned output (so an untouched output cannot pass), synced."""
         import cupy
+        from ..backends import timing
         out = plan.alloc_out()
-        out.fill(cupy.nan)
+        timing.poison(out)
         plan.run(inputs, out)
         cupy.cuda.get_current_stream().synchronize()
         return out
@@ -196,9 +197,9 @@ class GpuMeasurer:
         from ..backends import timing
         return float(timing.rel_error(out, ref))
 
-    def time(self, plan, inputs, out, repeat: int, warmup: int):
+    def time(self, plan, inputs, out, repeat: int, warmup: int, max_ms: float | None = None):
         from ..backends import timing
-        return timing.time_plan(plan, inputs, out, repeat=repeat, warmup=warmup)
+        return timing.time_plan(plan, inputs, out, repeat=repeat, warmup=warmup, max_ms=max_ms)
 
 
 # ------------------------------------------------------------------ the probe loop
@@ -213,15 +214,11 @@ class _Budget:
 
 
 def _time_record(measure, rec: ProbeRecord, plan, inputs, out, budget: _Budget, items_left: int) -> None:
-    """A short pilot, then as many repeats as this item's share of the budget pays for."""
-    pilot = measure.time(plan, inputs, out, repeat=PILOT_REPEAT, warmup=1)
-    budget.spent += pilot.median_ms * (PILOT_REPEAT + 1)
-    stats = pilot
-    share = budget.left / max(1, items_left)
-    repeat = int(min(MAX_REPEAT, share / max(pilot.median_ms, 1e-6)))
-    if repeat >= MIN_REPEAT:
-        stats = measure.time(plan, inputs, out, repeat=repeat, warmup=WARMUP)
-        budget.spent += stats.median_ms * (repeat + WARMUP)
+    """CUDA-event timing with this item's share of what is left of the budget (time_plan cuts the
+    repeats to fit, judged from the warm-up, never below 3)."""
+    share = max(budget.left, 0.0) / max(1, items_left)
+    stats = measure.time(plan, inputs, out, repeat=MAX_REPEAT, warmup=WARMUP, max_ms=share)
+    budget.spent += stats.median_ms * (stats.repeats + WARMUP)
     rec.ms, rec.p20_ms, rec.p80_ms = stats.median_ms, stats.p20_ms, stats.p80_ms
     rec.repeats = int(stats.repeats)
 

@@ -83,6 +83,19 @@ def _environment():
     return environment.device_info(), environment.software_info()
 
 
+def _machine(device_info: dict | None, software_info: dict | None) -> tuple[dict | None, dict]:
+    """This machine's device and software descriptions where not given; the software always
+    carries the hash of the cuda/ sources (a changed kernel must re-tune)."""
+    if device_info is None or software_info is None:
+        dev, soft = _environment()
+        device_info = device_info if device_info is not None else dev
+        software_info = software_info if software_info is not None else soft
+    if software_info.get("cuda_sources") is None:
+        from ..kernels import compile as kcompile
+        software_info = {**software_info, "cuda_sources": kcompile.sources_hash()}
+    return device_info, software_info
+
+
 def _features_dict(features) -> dict:
     to_dict = getattr(features, "to_dict", None)
     return to_dict() if callable(to_dict) else dict(vars(features))
@@ -111,13 +124,7 @@ def tune(graph, op: str, k: int, heads: int = 1, *, cache=None, top_k: int = DEF
         from ..capability import require_gpu
         require_gpu("tuning")
         measure = probe.GpuMeasurer()
-    if device_info is None or software_info is None:
-        dev, soft = _environment()
-        device_info = device_info if device_info is not None else dev
-        software_info = software_info if software_info is not None else soft
-    if software_info.get("cuda_sources") is None:
-        from ..kernels import compile as kcompile
-        software_info = {**software_info, "cuda_sources": kcompile.sources_hash()}
+    device_info, software_info = _machine(device_info, software_info)
     key = cache_mod.make_key(graph, op, k, dtype, heads, device=device_info or {}, software=software_info)
     messages: list[str] = []
     cache_path = str(cache.path) if cache is not None else None
@@ -184,12 +191,42 @@ def tune(graph, op: str, k: int, heads: int = 1, *, cache=None, top_k: int = DEF
     return TuneResult(decision, False, candidates, vendor, timings, entry, key.id, cache_path, messages)
 
 
-def lookup_or_tune(graph, op: str, k: int, heads: int = 1, *, cache=None, **tune_kwargs) -> TuneResult:
-    """For the API: the cached decision for this input, tuning (and storing) on a miss. `cache` is a
+def vendor_default(op: str, measure=None) -> Decision:
+    """The decision when tuning is off and nothing is cached: the vendor library's default
+    algorithm (what torch users get), unverified and unprobed, and said so."""
+    measure = measure or probe.GpuMeasurer()
+    names = measure.vendor_names(op)
+    if not names:
+        raise AutosageError(f"no vendor algorithm for {op} and tuning is off")
+    name = next((n for n in names if n.endswith("default")), names[0])
+    return Decision(name, name, f"{name}: no cached decision and tuning is off (tune=False)",
+                    None, None, None)
+
+
+def lookup_or_tune(graph, op: str, k: int, heads: int = 1, *, cache=None, tune: bool = True,
+                   **tune_kwargs) -> TuneResult:
+    """For the API: the cached decision for this input, tuning (and storing) on a miss; with
+    tune=False a miss gives the vendor default instead (nothing stored). `cache` is a
     DecisionCache or a path; None means the default cache file."""
     if cache is None or isinstance(cache, (str, bytes)) or hasattr(cache, "__fspath__"):
         cache = cache_mod.DecisionCache(cache)
-    return tune(graph, op, k, heads, cache=cache, **tune_kwargs)
+    if tune:
+        return run_tune(graph, op, k, heads, cache=cache, **tune_kwargs)
+    validate_options(op, k, heads)
+    device_info, software_info = _machine(tune_kwargs.get("device_info"), tune_kwargs.get("software_info"))
+    key = cache_mod.make_key(graph, op, k, tune_kwargs.get("dtype", "float32"), heads,
+                             device=device_info or {}, software=software_info)
+    found = cache.find(key)
+    if found.entry is not None:
+        e = found.entry
+        return TuneResult(Decision.from_dict(e["decision"]), True, e.get("candidates", []),
+                          e.get("vendor", []), {}, e, key.id, str(cache.path), ["cache hit: no probe run"])
+    decision = vendor_default(op, tune_kwargs.get("measure"))
+    return TuneResult(decision, False, [], [], {}, {"decision": decision.to_dict()}, key.id,
+                      str(cache.path), [m for m in (found.stale,) if m])
+
+
+run_tune = tune   # `tune` is also lookup_or_tune's flag
 
 
 def resolve_schedule(decision) -> object:
@@ -211,8 +248,10 @@ def resolve_schedule(decision) -> object:
 
 
 def plan_for(dgraph, decision, k: int, heads: int = 1, scale=None, measure=None):
-    """A Plan that runs `decision` (a Decision or its dict) on `dgraph`, without probing."""
+    """A Plan that runs `decision` (a Decision, its dict, or a TuneResult) on `dgraph`, without
+    probing."""
     measure = measure or probe.GpuMeasurer()
+    decision = getattr(decision, "decision", decision)
     backend = decision.backend if isinstance(decision, Decision) else decision["backend"]
     if backend == "native":
         return measure.prepare_native(dgraph, resolve_schedule(decision), k, heads, scale)

@@ -1,0 +1,141 @@
+"""CPU fakes for the scheduler tests: graph features, a power-law graph and a NumPy Measurer whose
+plans compute the real float64 result (or a deliberately wrong one) and report chosen times."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+import numpy as np
+import scipy.sparse as sp
+
+from autosage_cli.backends.base import input_shapes
+from autosage_cli.graphs.csr import canonical_csr
+
+DEVICE = {"name": "Fake H200", "compute_capability": "9.0", "sms": 132, "memory_bytes": 141 * 2**30,
+          "l2_bytes": 60 * 2**20}
+SOFTWARE = {"driver": "580.0", "cuda_runtime": "13.2", "cupy": "14.2.0", "cusparse": "12.6",
+            "cuda_sources": "sources-v1"}
+
+
+@dataclass(frozen=True)
+class Features:
+    """The GraphFeatures fields the cost model reads."""
+    n_rows: int
+    n_cols: int
+    nnz: int
+    degree_mean: float
+    degree_min: int
+    degree_max: int
+    degree_q50: float
+    degree_q90: float
+    degree_q99: float
+    degree_cv: float = 0.0
+    skew: float = 0.0
+    empty_rows: int = 0
+    heavy_share: float = 0.0
+    locality: float = 0.0
+    symmetric: bool = False
+
+    def to_dict(self) -> dict:
+        return dict(vars(self))
+
+
+UNIFORM_1M = Features(1_000_000, 1_000_000, 16_000_000, 16.0, 3, 36, 16, 21, 26)
+HUB_200K = Features(200_000, 200_000, 220_000, 1.1, 0, 30_000, 1, 2, 3, skew=40.0)
+REDDIT_LIKE = Features(232_965, 232_965, 114_600_000, 492.0, 1, 21_700, 230, 1198, 3805, locality=0.8)
+
+
+def features_of(graph) -> Features:
+    d = graph.row_degrees()
+    q50, q90, q99 = np.percentile(d, [50, 90, 99])
+    return Features(graph.n_rows, graph.n_cols, graph.nnz, float(d.mean()), int(d.min()),
+                    int(d.max()), float(q50), float(q90), float(q99))
+
+
+def power_law_graph(n: int = 40_000, mean_degree: float = 20.0, seed: int = 0, alpha: float = 1.3):
+    """Rows with Pareto-distributed degrees (a few hubs, many short rows), random columns."""
+    rng = np.random.default_rng(seed)
+    raw = rng.pareto(alpha, n) + 1.0
+    degrees = np.minimum(np.maximum(1, np.round(raw * mean_degree / raw.mean())), n // 2).astype(np.int64)
+    rows = np.repeat(np.arange(n), degrees)
+    cols = rng.integers(0, n, rows.size)
+    m = sp.coo_matrix((rng.uniform(0.5, 1.5, rows.size), (rows, cols)), shape=(n, n))
+    return canonical_csr(m, {"generator": "test-power-law", "params": {"n": n}, "seed": seed})
+
+
+def small_graph(n: int = 300, seed: int = 1):
+    return power_law_graph(n=n, mean_degree=6.0, seed=seed)
+
+
+# ------------------------------------------------------------------ measurer
+
+class FakePlan:
+    def __init__(self, graph, op, k, heads, name, ms, wrong=False, crash=False):
+        self.graph, self.op, self.k, self.heads = graph, op, k, heads
+        self.name, self.ms, self.wrong, self.crash = name, ms, wrong, crash
+        self.prepare_ms = 0.5
+
+
+def reference_result(op, graph, inputs, scale=None):
+    from autosage_cli.backends.reference import reference
+    return reference(op, graph, inputs, scale=scale)
+
+
+@dataclass
+class FakeMeasurer:
+    """vendor_ms / native_ms: name -> median ms (natives default to `default_native_ms`);
+    wrong: names whose output is off by ~1%; broken: names whose prepare raises (a compile
+    error); crash: names whose run raises (a launch error)."""
+    vendor_ms: dict = field(default_factory=lambda: {"cusparse-alg1": 1.0, "cusparse-alg2": 0.8})
+    native_ms: dict = field(default_factory=dict)
+    default_native_ms: float = 0.5
+    wrong: set = field(default_factory=set)
+    broken: set = field(default_factory=set)
+    crash: set = field(default_factory=set)
+    calls: dict = field(default_factory=lambda: {"prepare": 0, "run": 0, "time": 0})
+    timed: list = field(default_factory=list)
+
+    def to_device(self, graph):
+        return SimpleNamespace(host=graph, n_rows=graph.n_rows, n_cols=graph.n_cols, nnz=graph.nnz)
+
+    def vendor_names(self, op):
+        return list(self.vendor_ms)
+
+    def inputs(self, dgraph, op, k, heads, seed):
+        rng = np.random.default_rng(seed)
+        return tuple(rng.uniform(-1, 1, s) for s in input_shapes(op, dgraph.host, k, heads))
+
+    def _plan(self, dgraph, name, k, heads, ms):
+        self.calls["prepare"] += 1
+        if name in self.broken:
+            raise RuntimeError(f"nvrtc: compilation of {name} failed\n  error: bad template")
+        return FakePlan(dgraph.host, None, k, heads, name, ms, name in self.wrong, name in self.crash)
+
+    def prepare_native(self, dgraph, schedule, k, heads, scale=None):
+        return self._plan(dgraph, schedule.name, k, heads,
+                          self.native_ms.get(schedule.name, self.default_native_ms))
+
+    def prepare_vendor(self, dgraph, name, k, heads, scale=None):
+        return self._plan(dgraph, name, k, heads, self.vendor_ms[name])
+
+    def run(self, plan, inputs):
+        self.calls["run"] += 1
+        if plan.crash:
+            raise RuntimeError("cudaErrorIllegalAddress: an illegal memory access was encountered")
+        op = "spmm" if len(inputs) == 1 else ("sddmm" if len(inputs) == 2 else "attention")
+        out = reference_result(op, plan.graph, inputs)
+        return out * 1.01 + 1e-3 if plan.wrong else out
+
+    def reference(self, op, dgraph, inputs, scale=None):
+        return reference_result(op, dgraph.host, inputs, scale)
+
+    def rel_error(self, out, ref):
+        denom = np.linalg.norm(ref)
+        return float(np.linalg.norm(out - ref) / (denom if denom else 1.0))
+
+    def time(self, plan, inputs, out, repeat, warmup, max_ms=None):
+        self.calls["time"] += 1
+        self.timed.append(plan.name)
+        reps = repeat if max_ms is None else max(3, min(repeat, int(max_ms / plan.ms)))
+        return SimpleNamespace(median_ms=plan.ms, p20_ms=plan.ms * 0.95, p80_ms=plan.ms * 1.05,
+                               repeats=reps)

@@ -91,7 +91,13 @@ def to_cupy(name: str, x):
     """Zero-copy CuPy view of a validated CUDA array; it must be C-contiguous."""
     import cupy
 
-    arr = x if isinstance(x, cupy.ndarray) else cupy.from_dlpack(x)
+    if isinstance(x, cupy.ndarray):
+        arr = x
+    else:
+        try:
+            arr = cupy.from_dlpack(x)
+        except Exception as exc:  # e.g. a torch tensor that requires grad
+            raise AutosageError(f"{name}: cannot share it with CuPy through DLPack: {exc}") from None
     if not arr.flags.c_contiguous:
         raise AutosageError(f"{name}: expected a C-contiguous (row-major) array; "
                             f"make it contiguous first (cupy.ascontiguousarray / .contiguous())")

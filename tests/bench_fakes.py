@@ -1,4 +1,4 @@
-"""A NumPy stand-in for the benchmark's GPU toolkit (autosage_cli.bench.harness.GpuToolkit), so the
+"""A NumPy stand-in for the benchmark's GPU toolkit (autosage_cli.bench.toolkit.GpuToolkit), so the
 harness loop and the `bench` command run on CPU: plans compute SpMM with SciPy and report fixed
 "times"; some are deliberately wrong or broken."""
 from __future__ import annotations

@@ -119,3 +119,17 @@ def test_suite_yields_per_case_and_frees_memory():
     assert tk.freed == 3 + 2  # after every case and every graph
     assert harness.count_cases(work) == 3
     assert list(batches[0][0].to_dict())[:len(SCHEMA_COLUMNS)] == list(SCHEMA_COLUMNS)
+
+
+def test_fake_has_the_real_toolkits_methods():
+    """The fake stands in for GpuToolkit: same public methods, same parameter names."""
+    import inspect
+
+    from bench_fakes import FakeToolkit
+    from autosage_cli.bench.toolkit import GpuToolkit
+
+    real = {n: f for n, f in inspect.getmembers(GpuToolkit, inspect.isfunction) if not n.startswith("_")}
+    for name, func in real.items():
+        fake = getattr(FakeToolkit, name, None)
+        assert fake is not None, name
+        assert list(inspect.signature(fake).parameters) == list(inspect.signature(func).parameters), name

@@ -13,13 +13,12 @@ Every non-vendor plan is verified first (output poisoned with NaN, run once, com
 reference) and timed only if it verifies (§4); a failing plan becomes a row with status "wrong" or
 "failed" and its reason — marked, never hidden, never a crash of the suite.
 
-GPU work goes through a *toolkit* (`GpuToolkit` below: backends/ and scheduler/ imported lazily), so
-the loop itself runs on CPU in tests with a NumPy fake.
+GPU work goes through a *toolkit* (bench.toolkit.GpuToolkit: backends/ and scheduler/ imported
+lazily), so the loop itself runs on CPU in tests with a NumPy fake (tests/bench_fakes.py).
 """
 from __future__ import annotations
 
 import datetime as _dt
-import gc
 import math
 import time
 from dataclasses import dataclass
@@ -82,111 +81,6 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}"[:300]
 
 
-class GpuToolkit:
-    """The real GPU operations (CuPy through backends/, tuning through scheduler/)."""
-
-    def __init__(self):
-        from .. import cache, environment
-        from ..backends import baselines, native, timing, vendor
-        from ..backends.base import DeviceGraph, make_inputs
-        from ..kernels import schedule
-        from ..scheduler import tune
-
-        self._baselines, self._native, self._timing, self._vendor = baselines, native, timing, vendor
-        self._device_graph, self._make_inputs = DeviceGraph.from_host, make_inputs
-        self._schedule, self._tune, self._cache_mod, self._env = schedule, tune, cache, environment
-        self._features = (None, None)       # (graph, its GraphFeatures): computed once per graph
-        self._device_info = self._software_info = None
-
-    def environment(self) -> dict:
-        env = self._env.environment()
-        # The scheduler's cache key needs these on every tune; look them up once per run.
-        self._device_info, self._software_info = self._env.device_info(), self._env.software_info()
-        return env
-
-    def copy_bandwidth_tbps(self) -> float:
-        return float(self._timing.copy_bandwidth_tbps())
-
-    def device_graph(self, graph):
-        return self._device_graph(graph)
-
-    def make_inputs(self, op, dgraph, k, heads, seed):
-        return self._make_inputs(op, dgraph, k, heads, seed)
-
-    def vendor_names(self, op):
-        return list(self._vendor.vendor_names(op))
-
-    def prepare_vendor(self, dgraph, name, k, heads):
-        return self._vendor.prepare_vendor(dgraph, name, k, heads)
-
-    def prepare_baselines(self, dgraph, op, k, heads):
-        """(plans, [(backend, reason) for each baseline that cannot run here])."""
-        skipped: list = []
-        plans = list(self._baselines.prepare_baselines(dgraph, op, k, heads, None, skipped=skipped))
-        return plans, skipped
-
-    def schedules(self, op, k, heads):
-        return list(self._schedule.candidates(op, k, heads))
-
-    def prepare_native(self, dgraph, schedule, k, heads):
-        return self._native.prepare(dgraph, schedule, k, heads)
-
-    def graph_features(self, graph):
-        if self._features[0] is not graph:
-            from ..features import compute_features
-
-            self._features = (graph, compute_features(graph))
-        return self._features[1]
-
-    def tune(self, graph, op, k, heads, *, cache, top_k, budget_ms, guardrail, full, seed=0):
-        """scheduler.tune.tune; `cache` None: no cache (the oracle), "": the default file, else a path."""
-        kwargs = {name: value for name, value in (("top_k", top_k), ("budget_ms", budget_ms),
-                                                  ("guardrail", guardrail)) if value is not None}
-        store = None if cache is None else self._cache_mod.DecisionCache(cache or None)
-        return self._tune.tune(graph, op, k, heads, cache=store, full=full, seed=seed,
-                               features=self.graph_features(graph), device_info=self._device_info,
-                               software_info=self._software_info, **kwargs)
-
-    def plan_for(self, dgraph, decision, k, heads):
-        return self._tune.plan_for(dgraph, decision, k, heads, None)
-
-    def run_once(self, plan, inputs):
-        """Poisoned output, one run, synchronized: the output to verify."""
-        out = plan.alloc_out()
-        self._timing.poison(out)
-        plan.run(inputs, out)
-        _synchronize()
-        return out
-
-    def rel_error(self, out, ref) -> float:
-        return float(self._timing.rel_error(out, ref))
-
-    def time(self, plan, inputs, out, repeat, warmup, flush_l2):
-        s = self._timing.time_plan(plan, inputs, out, repeat=repeat, warmup=warmup, flush_l2=flush_l2)
-        return s.median_ms, s.p20_ms, s.p80_ms, s.repeats
-
-    def free(self) -> None:
-        """Return cached device memory between widths and graphs (a products-sized graph and its
-        K=256 inputs hold several GB; the pools would otherwise keep them)."""
-        gc.collect()
-        import cupy
-
-        cupy.cuda.get_current_stream().synchronize()
-        cupy.get_default_memory_pool().free_all_blocks()
-        cupy.get_default_pinned_memory_pool().free_all_blocks()
-        import sys
-
-        torch = sys.modules.get("torch")  # only if a baseline already imported it
-        if torch is not None and torch.cuda.is_available():
-            torch.cuda.empty_cache()
-
-
-def _synchronize() -> None:
-    import cupy
-
-    cupy.cuda.get_current_stream().synchronize()
-
-
 def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
@@ -206,7 +100,6 @@ class CaseRunner:
             return prepare(), None
         except Exception as exc:  # a failing prepare is an outcome (STYLE: failures are outcomes)
             return None, Measured(backend, schedule, "failed", error=f"prepare: {_one_line(exc)}")
-
 
     def measure(self, plan, backend: str | None = None, verify: bool = True) -> Measured:
         """Verify against the reference, then time (only if it verified)."""

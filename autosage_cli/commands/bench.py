@@ -21,7 +21,8 @@ import click
 from ..capability import require_gpu
 from ..errors import AutosageError
 from ..bench import report, suites
-from ..bench.harness import GpuToolkit, Listener, RunOptions, count_cases, make_context, run_suite
+from ..bench.harness import Listener, RunOptions, count_cases, make_context, run_suite
+from ..bench.toolkit import GpuToolkit
 
 
 def parse_int_list(text: str | None, what: str, minimum: int = 1) -> tuple[int, ...]:

@@ -219,3 +219,38 @@ def test_combine_is_order_free_and_empty_rows_are_zero():
     np.testing.assert_allclose(combine(parts), combine(parts[::-1]), rtol=1e-12)
     m, l, acc = online_softmax(np.empty(0), np.empty((0, 4)), 4)
     assert m == -np.inf and l == 0.0 and not acc.any()  # the kernel writes acc * (l > 0 ? 1/l : 0)
+
+
+# ------------------------------------------------------------------ unfused sub-steps, vendor names
+
+@pytest.mark.parametrize("d", [1, 4, 16, 32, 33, 48, 64, 100, 128, 200, 300])
+def test_unfused_substeps_support_d_and_prefer_long_row_families(d):
+    from autosage_cli.backends.attention_unfused import substep_schedules
+
+    for s in (x for x in SCHEDULES if x.family == "unfused"):
+        sddmm, spmm = substep_schedules(s, d)
+        assert sddmm.op == "sddmm" and spmm.op == "spmm"
+        assert sddmm.supports(d, 1) is None and spmm.supports(d, 1) is None
+        if d <= 256:  # within the register tiles: a long-row aware schedule exists
+            assert sddmm.chunk or sddmm.family == "edge", sddmm.name
+            assert spmm.split, spmm.name
+
+
+def test_unfused_substeps_can_be_given():
+    from autosage_cli.backends.attention_unfused import substep_schedules
+
+    unfused = next(x for x in SCHEDULES if x.family == "unfused")
+    sd = next(s for s in schedule_mod.registry("sddmm") if s.supports(64, 1) is None)
+    sp = next(s for s in schedule_mod.registry("spmm") if s.supports(64, 1) is None)
+    assert substep_schedules(unfused, 64, (sd.name, sp)) == (sd, sp)
+    with pytest.raises(ValueError):
+        substep_schedules(unfused, 64, (sp, sd))
+
+
+def test_vendor_names_and_unknown_name():
+    from autosage_cli.backends import attention_vendor
+
+    assert attention_vendor.VENDOR_NAMES == ["vendor-unfused-alg1", "vendor-unfused-alg2",
+                                             "vendor-unfused-alg3", "vendor-unfused-default"]
+    with pytest.raises(ValueError):
+        attention_vendor.prepare(None, "vendor-unfused-alg9", 64)

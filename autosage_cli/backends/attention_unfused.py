@@ -9,11 +9,14 @@ probabilities in place, and per head a native SpMM multiplies them with V.
 The sub-step schedules are chosen at prepare, by a fixed rule that is data (no cost model: backends
 do not import the scheduler; a caller that can rank, e.g. the tuner, passes `substeps`):
   * SDDMM: a row-chunked rowgroup schedule (rows cut into chunks, so hub rows spread over many
-    groups, and no reduction is needed since outputs are per edge);
+    groups, and no reduction is needed since outputs are per edge), else the nnz-balanced edge
+    family;
   * SpMM: the family paired with the softmax's row model (UNFUSED_SPMM_FAMILY): a warp per light row
-    (splitwarp) with the warp-per-row softmax, sub-warp groups (split) with the 8-lane softmax;
-  * within a family, the shape that covers d in the fewest feature passes with the fewest idle lanes,
-    then the widest vector, then atomic merging (one launch fewer than two-phase).
+    (splitwarp) with the warp-per-row softmax, sub-warp groups (split) with the 8-lane softmax, else
+    the other split family;
+  * a tier counts only if one of its schedules covers d in at most two feature passes; within it,
+    the shape with the fewest passes and idle lanes, then the widest vector, then atomic merging
+    (one launch fewer than two-phase).
 """
 from __future__ import annotations
 
@@ -26,24 +29,35 @@ from .native_attention import check_inputs, index_type, kernel, values_arg
 
 # The SpMM family paired with each softmax row model (the unfused schedule's `lanes`).
 UNFUSED_SPMM_FAMILY = {32: "splitwarp", 8: "split"}
-SDDMM_FAMILY = "rowgroup"
+# Preference tiers per sub-step: (family or None, row-chunked or None). The first tier with a
+# schedule covering d in at most MAX_PASSES feature passes wins; all of them are long-row aware
+# except the last resort.
+SDDMM_TIERS = (("rowgroup", True), ("edge", None), (None, None))
+SPMM_SKEW_FAMILIES = ("split", "splitwarp")
+MAX_PASSES = 2
 
 
 def _fit_key(s: Schedule, d: int):
+    """Fewest feature passes over each edge, then fewest idle features, widest vector, atomic
+    merging, and the name for a stable order."""
     width = s.lanes * s.vec * max(1, s.tile // (s.lanes * s.vec) if s.tile else 1)
     passes = -(-d // width)
     return (passes, width * passes - d, -s.vec, s.reduce != "atomic", s.name)
 
 
-def best_fit(op: str, d: int, family: str | None = None, chunked: bool | None = None) -> Schedule:
-    """The registered `op` schedule of `family` (and row chunking, when asked) that covers d best;
-    any supported schedule of `op` when that family has none for d."""
+def best_fit(op: str, d: int, tiers) -> Schedule:
+    """The best-fitting supported `op` schedule of the first tier (family, chunked) that covers d
+    in at most MAX_PASSES passes; the best fit overall when no tier does."""
     supported = [s for s in registry(op) if s.supports(d, 1) is None]
     if not supported:
         raise ValueError(f"no native {op} schedule supports d={d}")
-    preferred = [s for s in supported if (family is None or s.family == family)
-                 and (chunked is None or bool(s.chunk) == chunked)]
-    return min(preferred or supported, key=lambda s: _fit_key(s, d))
+    for family, chunked in tiers:
+        tier = [s for s in supported if (family is None or s.family == family)
+                and (chunked is None or bool(s.chunk) == chunked)
+                and _fit_key(s, d)[0] <= MAX_PASSES]
+        if tier:
+            return min(tier, key=lambda s: _fit_key(s, d))
+    return min(supported, key=lambda s: _fit_key(s, d))
 
 
 def substep_schedules(schedule: Schedule, d: int, substeps=None) -> tuple[Schedule, Schedule]:
@@ -57,8 +71,9 @@ def substep_schedules(schedule: Schedule, d: int, substeps=None) -> tuple[Schedu
             if reason:
                 raise ValueError(f"{s.name} cannot run d={d}: {reason}")
         return chosen
-    spmm_family = UNFUSED_SPMM_FAMILY.get(schedule.lanes)
-    return best_fit("sddmm", d, SDDMM_FAMILY, chunked=True), best_fit("spmm", d, spmm_family)
+    paired = UNFUSED_SPMM_FAMILY.get(schedule.lanes)
+    spmm_tiers = ((paired, None),) + tuple((f, None) for f in SPMM_SKEW_FAMILIES) + ((None, None),)
+    return best_fit("sddmm", d, SDDMM_TIERS), best_fit("spmm", d, spmm_tiers)
 
 
 def heavy_rows(dgraph: DeviceGraph, split: int):

@@ -21,7 +21,8 @@ Knobs of the fused families (template parameters of attention_fused.cu):
   heads_per_block  heads whose groups form one team sharing the row's staged (column, value) pairs:
                    team width W = lanes x heads_per_block <= 32 lanes; needs H % heads_per_block == 0.
 Why these values: two group shapes per d in {16, 32, 64, 128} (one vector per lane with more lanes,
-or two per lane with fewer lanes and shorter shuffle trees), E in {2, 4} within a register budget of
+or two per lane with fewer lanes and shorter shuffle trees; plus a whole warp of 8-byte loads at
+d = 64), E in {2, 4} within a register budget of
 E x NV x vec <= 32 floats per operand, and a scalar (vec 1) group of 32 or 4 lanes for any other d up
 to 256. Split thresholds: reddit-like q99 is 3805 edges and its max 21.7k, products-like q99 378 and
 max 17.5k; a group takes ~1 us per E edges, so rows above 512/2048 edges would dominate the tail.
@@ -41,7 +42,10 @@ INDEX_TYPES = {"int32": "int", "int64": "long long"}
 
 # (lanes, vec, NV): 16-byte-load shapes, two per d in {16, 32, 64, 128} ...
 VECTOR_SHAPES = ((2, 4, 2), (4, 4, 1), (4, 4, 2), (8, 4, 1), (8, 4, 2), (16, 4, 1), (16, 4, 2),
-                 (32, 4, 1), (2, 4, 1))
+                 (32, 4, 1), (2, 4, 1),
+                 # a whole warp per (row, head) at d = 64 with 8-byte loads: no two rows of different
+                 # degree share a warp (lockstep), at the price of narrower loads.
+                 (32, 2, 1))
 # ... and scalar shapes for any d: 4 lanes for d <= 16, 32 lanes up to 256.
 SCALAR_SHAPES = ((4, 1, 1), (4, 1, 2), (4, 1, 4), (32, 1, 1), (32, 1, 2), (32, 1, 4), (32, 1, 8))
 SPLITS = ((512, 256), (2048, 512))      # (split, chunk) of fused_split
@@ -162,7 +166,7 @@ def _fused_space() -> list[Schedule]:
             out.append(_fused(lanes, vec, nv, unroll=unroll))
         # Teams of several heads share one staged batch of indices (fewer index loads per edge).
         hpb = min(4, 32 // lanes)
-        if vec == 4 and unroll == 4 and hpb > 1:
+        if vec > 1 and unroll == 4 and hpb > 1:
             out.append(_fused(lanes, vec, nv, unroll=unroll, heads_per_block=hpb))
     return out
 

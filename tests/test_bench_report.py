@@ -157,3 +157,12 @@ def test_render_summary(rows):
     report.render_summary(Console(file=buffer, width=200), rows)
     text = buffer.getvalue()
     assert "hub-200k" in text and "0.50× (16)" in text and "MISSED" in text and "MET" in text
+
+
+def test_pyg_skip_reason_explains_a_missing_attention_target(rows):
+    kept = [r for r in rows if not (r.op == "attention" and r.backend == "pyg")]
+    skipped = Row.from_dict(dict(next(r for r in rows if r.backend == "pyg").to_dict(), status="skipped",
+                                 ms_median="nan", error="would need 704.0 GB, 130.0 GB free"))
+    target = targets_by_name(kept + [skipped])["Attention fused vs PyG"]
+    assert target.verdict == "NOT MEASURED"
+    assert target.detail == "PyG skipped on reddit-like H=1: would need 704.0 GB, 130.0 GB free"

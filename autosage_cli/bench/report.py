@@ -116,12 +116,14 @@ class Target:
                 "verdict": self.verdict, "detail": self.detail}
 
 
-def _target(name: str, values: list[float], threshold: float, how: str, detail: str = "") -> Target:
+def _target(name: str, values: list[float], threshold: float, how: str, detail: str = "",
+            gaps: str = "") -> Target:
+    """`gaps` says which cases could not be measured and why (shown whether or not others were)."""
     values = [v for v in values if math.isfinite(v)]
     if not values:
-        return Target(name, math.nan, threshold, detail or "no rows", False)
+        return Target(name, math.nan, threshold, gaps or detail or "no rows", False)
     value = geomean(values) if how == "geomean" else min(values)
-    text = f"{how} of {len(values)} rows" + (f"; {detail}" if detail else "")
+    text = f"{how} of {len(values)} rows" + (f"; {detail}" if detail else "") + (f"; {gaps}" if gaps else "")
     return Target(name, value, threshold, text, True)
 
 
@@ -141,6 +143,8 @@ def _attention_cases(rows: list[Row]) -> list[dict]:
             c[kind] = min(c[kind], r.ms_median)
         if ok and r.backend == "pyg":
             c["pyg"] = r.ms_median
+        elif r.backend == "pyg" and r.error:
+            c["pyg_reason"] = f"PyG {r.status} on {r.graph} H={r.heads}: {r.error}"
         if math.isfinite(r.best_vendor_ms):
             c["vendor"] = r.best_vendor_ms
     return [dict(v, case=k) for k, v in sorted(cases.items())]
@@ -163,7 +167,8 @@ def evaluate_targets(rows: list[Row]) -> list[Target]:
     where = f"d={ATTENTION_TARGET_D} on {', '.join(names)}" if names else ""
     ratio = lambda base, ours: base / ours if math.isfinite(ours) and base > 0 else math.nan  # noqa: E731
     targets += [
-        _target("Attention fused vs PyG", [ratio(c["pyg"], c["fused"]) for c in cases], 25.0, "min", where),
+        _target("Attention fused vs PyG", [ratio(c["pyg"], c["fused"]) for c in cases], 25.0, "min", where,
+                gaps="; ".join(c["pyg_reason"] for c in cases if "pyg_reason" in c)),
         _target("Attention fused vs best unfused vendor",
                 [ratio(c["vendor"], c["fused"]) for c in cases], 3.0, "min", where),
         _target("Attention fused vs our unfused", [ratio(c["unfused"], c["fused"]) for c in cases],

@@ -52,11 +52,13 @@ def features_of(graph) -> Features:
                     int(d.max()), float(q50), float(q90), float(q99))
 
 
-def power_law_graph(n: int = 40_000, mean_degree: float = 20.0, seed: int = 0, alpha: float = 1.3):
+def power_law_graph(n: int = 40_000, mean_degree: float = 20.0, seed: int = 0, alpha: float = 1.3,
+                    max_degree: int | None = None):
     """Rows with Pareto-distributed degrees (a few hubs, many short rows), random columns."""
     rng = np.random.default_rng(seed)
     raw = rng.pareto(alpha, n) + 1.0
-    degrees = np.minimum(np.maximum(1, np.round(raw * mean_degree / raw.mean())), n // 2).astype(np.int64)
+    degrees = np.minimum(np.maximum(1, np.round(raw * mean_degree / raw.mean())),
+                         max_degree or n // 2).astype(np.int64)
     rows = np.repeat(np.arange(n), degrees)
     cols = rng.integers(0, n, rows.size)
     m = sp.coo_matrix((rng.uniform(0.5, 1.5, rows.size), (rows, cols)), shape=(n, n))

@@ -55,7 +55,8 @@ class VendorAttentionPlan(Plan):
             self.spmm = CusparseSpMM(dgraph, VENDOR_SPMM[name], d, ldb=ld, ldc=ld)
             nnz = max(1, dgraph.nnz)
             self.rows = edge_rows(dgraph)
-            self.scores = cupy.empty((heads, nnz), dtype=cupy.float32)
+            # One head at a time on one stream: a single scores buffer serves every head.
+            self.scores = cupy.empty(nnz, dtype=cupy.float32)
             self.gathered = cupy.empty(nnz, dtype=cupy.float32)
             self.row_max = cupy.empty((heads, dgraph.n_rows), dtype=cupy.float32)
             self.row_sum = cupy.empty((heads, dgraph.n_rows), dtype=cupy.float32)
@@ -64,13 +65,13 @@ class VendorAttentionPlan(Plan):
                          f"{VENDOR_SPMM[name]}")
 
     def _softmax_numerators(self, h: int) -> None:
-        """scores[h] <- exp(scale * (s - row max)) (or exp(s' - max s') with s' = scale s + a),
-        row_sum[h] <- their row sums."""
+        """scores <- exp(scale * (s - row max)) (or exp(s' - max s') with s' = scale s + a) for
+        head h, row_sum[h] <- their row sums."""
         import cupy
         import cupyx
 
         nnz = self.graph.nnz
-        s, t = self.scores[h, :nnz], self.gathered[:nnz]
+        s, t = self.scores[:nnz], self.gathered[:nnz]
         if not self.fold_scale:
             cupy.multiply(s, np.float32(self.scale), out=s)
             if self.use_values:
@@ -97,9 +98,10 @@ class VendorAttentionPlan(Plan):
             out.fill(0)
             return
         for h in range(H):
-            self.sddmm.launch(Q[:, h, :], K[:, h, :], self.scores[h, :g.nnz])
+            scores = self.scores[:g.nnz]
+            self.sddmm.launch(Q[:, h, :], K[:, h, :], scores)
             self._softmax_numerators(h)
-            self.spmm.launch(V[:, h, :], out[:, h, :], values=self.scores[h, :g.nnz])
+            self.spmm.launch(V[:, h, :], out[:, h, :], values=scores)
         # out[i, h] /= l[h, i]. A non-empty row has l >= 1 (its max edge adds exp(0) = 1), an empty
         # row l = 0 and a zero SpMM row: max(l, 1) keeps that row zero.
         l = self.row_sum

@@ -11,7 +11,7 @@ of the unfused pipeline):
                `lanes` per (row, head), `threads` per block of the block-per-row path taken by rows
                above `split` edges (chunk = split, reduce "twophase": warp partials merged in shared
                memory). The SDDMM and SpMM sub-steps are native schedules chosen at prepare
-               (backends/native_attention.substep_schedules).
+               (backends/attention_unfused.substep_schedules).
 
 Knobs of the fused families (template parameters of attention_fused.cu):
   lanes x vec      lanes of a group and floats per load (vec 4: 16-byte loads of K and V rows);

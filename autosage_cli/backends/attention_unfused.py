@@ -102,8 +102,9 @@ class UnfusedAttentionPlan(Plan):
             self.sddmm_schedule, self.spmm_schedule = substep_schedules(schedule, d, substeps)
             self.provider = (f"{self.sddmm_schedule.name} -> attention_softmax.cu -> "
                              f"{self.spmm_schedule.name}")
-            self.sddmm = native.prepare(dgraph, self.sddmm_schedule, d)
-            self.spmm = native.prepare(dgraph, self.spmm_schedule, d)
+            # Without edges run() only writes zeros: no sub-step plans to make.
+            self.sddmm = native.prepare(dgraph, self.sddmm_schedule, d) if dgraph.nnz else None
+            self.spmm = native.prepare(dgraph, self.spmm_schedule, d) if dgraph.nnz else None
             index = index_type(dgraph)
             self.softmax = kernel(space.SOFTMAX_SOURCE, space.softmax_expression(schedule, index), index)
             self.softmax_heavy = kernel(space.SOFTMAX_SOURCE,

@@ -190,32 +190,24 @@ def test_parse_helpers():
     assert np.all(np.array(bench_command.default_out("NVIDIA H200").parts[:1]) == ["results"])
 
 
-@pytest.fixture
-def suite_root(tmp_path, monkeypatch):
-    """A datasets/ folder with two shipped graphs, and three presets."""
-    root = tmp_path / "datasets"
-    root.mkdir()
-    for name in ("cora.mtx.gz", "wiki.mtx", "README.md"):
-        (root / name).write_text("")
-    presets = {name: ("fake", {}) for name in suites.SUITE_PRESETS}
-    monkeypatch.setattr(suites, "_presets", lambda: presets)
-    return str(root)
-
-
 def work_table(work) -> dict:
     return {w.spec.label: sorted({(c.op, c.k, c.heads) for c in w.cases}) for w in work}
 
 
-def test_default_suite(suite_root):
-    table = work_table(suites.build_work(suites.get_suite("default"), suite_root))
+def test_default_suite():
+    table = work_table(suites.build_work(suites.get_suite("default")))
     kernels = [(op, k, 1) for op in ("sddmm", "spmm") for k in (4, 32, 128)]
     assert table == {"er-200k": kernels, "hub-200k": sorted(kernels + [("attention", 64, 1)]), "cora": kernels}
 
 
-def test_full_suite_has_every_section_7_graph_and_width(suite_root):
-    work = suites.build_work(suites.get_suite("full"), suite_root)
+def test_full_suite_has_every_section_7_graph_and_width():
+    from autosage_cli import datasets
+
+    work = suites.build_work(suites.get_suite("full"))
     table = work_table(work)
-    assert set(table) == set(suites.SUITE_PRESETS) | {"cora", "wiki"}
+    shipped = {e.name for e in datasets.entries().values() if e.loader == "mtx" and e.file}
+    assert "cora" in shipped and set(suites.real_graph_names()) == shipped
+    assert set(table) == set(suites.SUITE_PRESETS) | shipped
     assert {k for op, k, h in table["uniform-1m"]} == set(suites.ALL_WIDTHS)
     assert ("attention", 64, 8) in table["reddit-like"] and ("attention", 64, 1) in table["products-like"]
     assert not any(op == "attention" for op, _, _ in table["uniform-1m"])
@@ -223,15 +215,15 @@ def test_full_suite_has_every_section_7_graph_and_width(suite_root):
     assert {w.spec.label: w.spec.dataset for w in work}["cora"] == "cora"
 
 
-def test_overrides(suite_root):
+def test_overrides():
     kernels = suites.get_suite("kernels")
-    table = work_table(suites.build_work(kernels, suite_root, datasets=("er-200k", "cora"), ops=("spmm", "attention"),
+    table = work_table(suites.build_work(kernels, datasets=("er-200k", "cora"), ops=("spmm", "attention"),
                                          widths=(8, 64), heads=(2,)))
     assert table["er-200k"] == table["cora"] == [("attention", 8, 2), ("attention", 64, 2), ("spmm", 8, 1), ("spmm", 64, 1)]
     assert suites.with_overrides(kernels, None, True).all_schedules == ("spmm", "sddmm", "attention")
     assert suites.with_overrides(kernels, 7, False).repeat == 7
     with pytest.raises(Exception, match="nothing to run"):
-        suites.build_work(suites.get_suite("attention"), suite_root, ops=("spmm",))
+        suites.build_work(suites.get_suite("attention"), ops=("spmm",))
 
 
 def test_a_graph_that_cannot_load_stops_the_run_in_one_line(fake_gpu, monkeypatch, tmp_path, mtx):
@@ -257,3 +249,10 @@ def test_a_graph_that_cannot_load_stops_the_run_in_one_line(fake_gpu, monkeypatc
     nothing = tmp_path / "nothing"
     result = run_cli("bench", "--dataset", str(second), "--ops", "spmm", "--widths", "4", "--out", str(nothing))
     assert result.exit_code == 2 and not nothing.exists()
+
+
+def test_dataset_names_resolve_through_the_registry(mtx):
+    assert suites.resolve_graph("er-200k") == suites.GraphSpec("er-200k", preset="er-200k")
+    assert suites.resolve_graph("Cora") == suites.GraphSpec("cora", dataset="cora")
+    assert suites.resolve_graph("ogbn-products") == suites.GraphSpec("ogbn-products", dataset="ogbn-products")
+    assert suites.resolve_graph(mtx).label == "tiny" and suites.resolve_graph(mtx).path == mtx

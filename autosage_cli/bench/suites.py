@@ -92,43 +92,23 @@ class GraphWork:
     cases: list[Case] = field(default_factory=list)
 
 
-def _presets() -> dict:
-    from ..graphs import synthetic
-
-    return dict(synthetic.PRESETS)
+SHIPPED_LOADERS = ("mtx", "npz", "edgelist")   # real graphs whose file ships in datasets/
 
 
-def real_graph_names(root: str) -> list[str]:
-    """The real graphs shipped in `root` (datasets/): every Matrix Market / npz file there."""
-    base = Path(root)
-    if not base.is_dir():
-        return []
-    names = set()
-    for path in base.iterdir():
-        name = path.name
-        for suffix in (".mtx.gz", ".mtx", ".npz"):
-            if name.endswith(suffix) and path.is_file():
-                names.add(name[: -len(suffix)])
-    return sorted(names)
+def real_graph_names() -> list[str]:
+    """The real graphs shipped in datasets/ (the registry's entries with a file that is there)."""
+    from .. import datasets
+
+    return [e.name for e in datasets.entries().values()
+            if e.loader in SHIPPED_LOADERS and e.file and datasets.shipped_path(e).is_file()]
 
 
-def _loader_knows(name: str, root: str) -> bool:
-    """Whether the loader accepts `name` as a dataset (it reports missing files itself, in one line,
-    when the graph is loaded: OGB and reddit need their data on disk)."""
-    if name in real_graph_names(root):
-        return True
-    from ..graphs import load
+def resolve_graph(name: str) -> GraphSpec:
+    """A file path, or a name from the dataset registry (presets, shipped graphs, OGB, reddit);
+    AutosageError naming the known datasets otherwise. OGB and reddit data that is not on disk is
+    reported by the loader, in one line, when the graph is loaded."""
+    from .. import datasets
 
-    known = getattr(load, "dataset_names", None)
-    if callable(known):
-        try:
-            return name in known(root)
-        except TypeError:
-            return name in known()
-    return name.startswith("ogbn-") or name == "reddit"
-
-
-def resolve_graph(name: str, root: str) -> GraphSpec:
     if not name or not name.strip():
         raise AutosageError("empty dataset name")
     path = Path(name)
@@ -137,15 +117,12 @@ def resolve_graph(name: str, root: str) -> GraphSpec:
         for suffix in (".gz", ".mtx", ".npz"):
             label = label[: -len(suffix)] if label.endswith(suffix) else label
         return GraphSpec(label, path=str(path.resolve()))
-    if name in _presets():
-        return GraphSpec(name, preset=name)
-    if _loader_knows(name, root):
-        return GraphSpec(name, dataset=name)
-    if path.suffix or "/" in name:
+    if path.suffix in (".mtx", ".gz", ".npz", ".txt") or "/" in name:
         raise AutosageError(f"graph file {name} not found")
-    presets = ", ".join(sorted(_presets()))
-    raise AutosageError(f"unknown dataset {name!r}; use a preset ({presets}), a graph in {root}/, "
-                        "an OGB name (ogbn-*), reddit, or a file path")
+    entry = datasets.lookup(name)
+    if entry.loader == "synthetic":
+        return GraphSpec(entry.name, preset=entry.name)
+    return GraphSpec(entry.name, dataset=entry.name)
 
 
 def get_suite(name: str) -> Suite:
@@ -154,16 +131,16 @@ def get_suite(name: str) -> Suite:
     return SUITES[name]
 
 
-def _expand(names: tuple[str, ...], root: str) -> list[str]:
+def _expand(names: tuple[str, ...]) -> list[str]:
     out = []
     for n in names:
-        for m in (real_graph_names(root) if n == REAL_GRAPH else [n]):
+        for m in (real_graph_names() if n == REAL_GRAPH else [n]):
             if m not in out:
                 out.append(m)
     return out
 
 
-def build_work(suite: Suite, root: str, datasets: tuple[str, ...] = (), ops: tuple[str, ...] = (),
+def build_work(suite: Suite, datasets: tuple[str, ...] = (), ops: tuple[str, ...] = (),
                widths: tuple[int, ...] = (), heads: tuple[int, ...] = ()) -> list[GraphWork]:
     """The run's work list, graph by graph (each graph is loaded once and freed before the next).
     Raises AutosageError on an unknown op or graph before anything heavy happens."""
@@ -174,8 +151,8 @@ def build_work(suite: Suite, root: str, datasets: tuple[str, ...] = (), ops: tup
     if datasets:
         per_op = {op: list(datasets) for op in run_ops}
     else:
-        kernel_graphs = _expand(suite.graphs, root)
-        per_op = {op: (_expand(suite.attention_graphs, root) or kernel_graphs) if op == "attention"
+        kernel_graphs = _expand(suite.graphs)
+        per_op = {op: (_expand(suite.attention_graphs) or kernel_graphs) if op == "attention"
                   else kernel_graphs for op in run_ops}
     work: dict[str, GraphWork] = {}
     for op in run_ops:
@@ -183,7 +160,7 @@ def build_work(suite: Suite, root: str, datasets: tuple[str, ...] = (), ops: tup
         op_heads = (heads or suite.heads) if op == "attention" else (1,)
         for name in per_op[op]:
             if name not in work:
-                work[name] = GraphWork(resolve_graph(name, root))
+                work[name] = GraphWork(resolve_graph(name))
             work[name].cases += [Case(op, k, h) for k in op_widths for h in op_heads]
     result = [w for w in work.values() if w.cases]
     if not result:

@@ -140,7 +140,7 @@ def command(datasets, suite, ops, widths, heads, repeat, flush_l2, oracle, all_s
     if guardrail is not None and not 0 < guardrail <= 1:
         raise AutosageError(f"--guardrail must be in (0, 1], got {guardrail}")
     chosen = suites.with_overrides(chosen, repeat, all_schedules)
-    work = suites.build_work(chosen, root, tuple(datasets), parse_ops(ops),
+    work = suites.build_work(chosen, tuple(datasets), parse_ops(ops),
                              parse_int_list(widths, "--widths"), parse_int_list(heads, "--heads"))
     prior = _prior_run(Path(out_dir)) if out_dir is not None else None
     require_gpu("autosage bench")

@@ -33,7 +33,7 @@ class Features:
     skew: float = 0.0
     empty_rows: int = 0
     heavy_share: float = 0.0
-    locality: float = 0.0
+    locality: float = 1.0 / 3.0     # features.locality: mean |col - row| / n_cols (random: 1/3)
     symmetric: bool = False
 
     def to_dict(self) -> dict:
@@ -42,7 +42,7 @@ class Features:
 
 UNIFORM_1M = Features(1_000_000, 1_000_000, 16_000_000, 16.0, 3, 36, 16, 21, 26)
 HUB_200K = Features(200_000, 200_000, 220_000, 1.1, 0, 30_000, 1, 2, 3, skew=40.0)
-REDDIT_LIKE = Features(232_965, 232_965, 114_600_000, 492.0, 1, 21_700, 230, 1198, 3805, locality=0.8)
+REDDIT_LIKE = Features(232_965, 232_965, 114_600_000, 492.0, 1, 21_700, 230, 1198, 3805, locality=0.07)
 
 
 def features_of(graph) -> Features:

@@ -78,8 +78,8 @@ def test_two_phase_merge_costs_a_launch_more_than_atomics_on_skew():
 
 def test_l2_reuse_and_locality_lower_the_estimate():
     s = sw(8, 4)
-    far = replace(UNIFORM_1M, locality=0.0)
-    near = replace(UNIFORM_1M, locality=0.9)
+    far = replace(UNIFORM_1M, locality=1 / 3)            # random columns
+    near = replace(UNIFORM_1M, locality=0.02)            # columns close to their row
     assert estimate_ms(near, "spmm", 64, s) < estimate_ms(far, "spmm", 64, s)
     small_b = replace(UNIFORM_1M, n_cols=50_000)        # B = 50k x 64 x 4 B fits in L2
     assert estimate_ms(small_b, "spmm", 64, s) < estimate_ms(far, "spmm", 64, s)
@@ -158,3 +158,17 @@ def test_vendor_estimate_and_device_model():
     dev = estimate.device_model({"name": "H100", "sms": 114, "l2_bytes": 50 * 2**20})
     assert dev.sms == 114 and dev.l2_bytes == 50 * 2**20
     assert estimate.device_model(None) is estimate.H200
+
+
+def test_shortlist_keeps_one_of_each_plausible_family_in_estimate_order():
+    ranked = rank(REDDIT_LIKE, "spmm", 64)
+    top = estimate.shortlist(ranked, 6)
+    assert len(top) == 6
+    names = [s.name for s, _ in ranked]
+    assert [names.index(s.name) for s, _ in top] == sorted(names.index(s.name) for s, _ in top)
+    assert top[0] == ranked[0]
+    best = ranked[0][1]
+    plausible = {s.family for s, ms in ranked if ms <= 2 * best}
+    assert plausible <= {s.family for s, _ in top}
+    assert estimate.shortlist(ranked, 1) == ranked[:1]
+    assert estimate.shortlist([], 6) == []

@@ -32,7 +32,7 @@ def _num(x, fmt: str = "{:.4g}") -> str:
 def render_table(result: tune_mod.TuneResult, console: Console) -> None:
     vendor_ms = [v["ms"] for v in result.vendor if v.get("status") == "ok" and v.get("ms")]
     best_vendor = min(vendor_ms) if vendor_ms else None
-    probed = [c for c in result.candidates if not str(c.get("reason", "")).startswith("estimate rank")]
+    probed = [c for c in result.candidates if not str(c.get("reason", "")).startswith("not probed")]
     title = "cached decision (no probe run)" if result.cache_hit else "candidates"
     table = Table(title=title)
     for col in ("candidate", "backend", "estimate ms", "probe ms", "vs best vendor", "rel error", "status"):

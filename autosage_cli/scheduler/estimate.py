@@ -168,12 +168,19 @@ def launch_ms(w: Launch, dev: DeviceModel) -> float:
 
 # ------------------------------------------------------------------ shared pieces
 
+def neighbour_reuse(f) -> float:
+    """How close columns are to their row, in [0, 1]: features.locality is mean |col - row| /
+    n_cols, ~1/3 for random columns and ~0 for banded ones, so 1 - 3 x locality is ~0 for random
+    graphs and ~0.8 for graphs with 80% of each row's edges inside a block of nearby ids."""
+    locality = float(getattr(f, "locality", 1.0 / 3.0) or 0.0)
+    return min(1.0, max(0.0, 1.0 - 3.0 * locality))
+
+
 def gather_hit_rate(f, dense_bytes: float, dev: DeviceModel) -> float:
     """Share of gathers served by L2: all of them when the dense operand fits in L2, else those
     that locality keeps close to recently gathered rows."""
     fits = min(1.0, dev.l2_bytes / max(dense_bytes, 1.0))
-    locality = min(1.0, max(0.0, float(getattr(f, "locality", 0.0) or 0.0)))
-    return 1.0 - (1.0 - fits) * (1.0 - locality)
+    return 1.0 - (1.0 - fits) * (1.0 - neighbour_reuse(f))
 
 
 def sector_bytes(nbytes: float) -> float:
@@ -383,3 +390,26 @@ def rank(features, op: str, k: int, heads: int = 1, device: DeviceModel = H200,
     prof = DegreeProfile(features)
     scored = [(s, estimate_ms(features, op, k, s, heads, device, prof)) for s in pool]
     return sorted(scored, key=lambda sm: (sm[1], sm[0].split > 0, sm[0].name))
+
+
+def shortlist(ranked: list[tuple[Schedule, float]], top_k: int,
+              spread: float = 2.0) -> list[tuple[Schedule, float]]:
+    """The `top_k` to probe: first the best schedule of every family whose best estimate is within
+    `spread` x the overall best (estimates within a family share their errors, so one
+    representative per plausible family guards against a family-wide miss), then the rest by rank.
+    Returned in estimate order."""
+    if not ranked or top_k <= 0:
+        return []
+    best = ranked[0][1]
+    picked, seen = [], set()
+    for s, ms in ranked:
+        if s.family not in seen and ms <= spread * best and len(picked) < top_k:
+            picked.append((s, ms))
+        seen.add(s.family)
+    for item in ranked:
+        if len(picked) >= top_k:
+            break
+        if item not in picked:
+            picked.append(item)
+    order = {id(s): i for i, (s, _) in enumerate(ranked)}
+    return sorted(picked, key=lambda sm: order[id(sm[0])])

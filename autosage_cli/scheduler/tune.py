@@ -103,7 +103,7 @@ def _features_dict(features) -> dict:
 
 def _not_probed(schedule, est_ms: float, rank: int, top_k: int) -> dict:
     return probe.ProbeRecord(name=schedule.name, backend="native", estimate_ms=est_ms, status="skipped",
-                             reason=f"estimate rank {rank} > top-k {top_k}",
+                             reason=f"not probed: estimate rank {rank}, top-k {top_k}",
                              params=schedule.params()).to_dict()
 
 
@@ -151,7 +151,7 @@ def tune(graph, op: str, k: int, heads: int = 1, *, cache=None, top_k: int = DEF
     ranked = estimate.rank(features, op, k, heads, estimate.device_model(device_info))
     if not ranked:
         messages.append(f"no registered {op} schedule supports K={k}, heads={heads}")
-    top = ranked[:top_k]
+    top = estimate.shortlist(ranked, top_k)
     estimate_ms = (time.perf_counter() - t) * 1e3
 
     t = time.perf_counter()
@@ -169,8 +169,9 @@ def tune(graph, op: str, k: int, heads: int = 1, *, cache=None, top_k: int = DEF
 
     decision = decide(result.natives, result.vendors, guardrail)
     say(f"decision: {decision.schedule} ({decision.reason})")
+    probed = {s.name for s, _ in top}
     candidates = [r.to_dict() for r in result.natives] + [
-        _not_probed(s, ms, i + 1, top_k) for i, (s, ms) in enumerate(ranked) if i >= top_k]
+        _not_probed(s, ms, i + 1, top_k) for i, (s, ms) in enumerate(ranked) if s.name not in probed]
     vendor = [r.to_dict() for r in result.vendors]
     timings = {"features_ms": features_ms, "estimate_ms": estimate_ms, "probe_ms": probe_ms,
                "probe_gpu_ms": result.spent_ms, "total_ms": (time.perf_counter() - t0) * 1e3}

@@ -1,0 +1,150 @@
+"""Graph file formats: Matrix Market (.mtx, .mtx.gz), SciPy sparse .npz, and SNAP-style edge lists
+(.txt/.edges/.tsv, optionally .gz). Each reader returns a canonical CSRGraph or raises AutosageError
+naming the file and the problem — parsers raise ValueError, IndexError, EOFError (a truncated gzip),
+OSError, zipfile errors…, and none of that may reach the user as a traceback.
+"""
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import scipy.io
+import scipy.sparse as sp
+
+from ..errors import AutosageError
+from .csr import CSRGraph, canonical_csr, from_arrays
+from .edges import csr_from_keys, sorted_unique_keys
+
+MTX_SUFFIXES = (".mtx", ".mtx.gz")
+NPZ_SUFFIXES = (".npz",)
+EDGE_LIST_SUFFIXES = (".txt", ".txt.gz", ".edges", ".edges.gz", ".tsv", ".tsv.gz")
+ALL_SUFFIXES = MTX_SUFFIXES + NPZ_SUFFIXES + EDGE_LIST_SUFFIXES
+MAX_NODES = 2**31 - 1  # edge keys row·n + col must fit in int64
+
+# Exceptions a parser may raise on a bad file (MemoryError and KeyboardInterrupt are not among them).
+PARSE_ERRORS = (ValueError, IndexError, KeyError, TypeError, OverflowError, EOFError, OSError,
+                UnicodeDecodeError, zipfile.BadZipFile, pd.errors.ParserError, pd.errors.EmptyDataError)
+
+
+def file_format(path: Path) -> str:
+    name = path.name.lower()
+    for fmt, suffixes in (("mtx", MTX_SUFFIXES), ("npz", NPZ_SUFFIXES), ("edgelist", EDGE_LIST_SUFFIXES)):
+        if name.endswith(suffixes):
+            return fmt
+    raise AutosageError(f"{path}: unknown graph file extension (expected one of {', '.join(ALL_SUFFIXES)})")
+
+
+def _problem(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text if text else type(exc).__name__
+
+
+def read_matrix_market(path: Path, source: dict) -> CSRGraph:
+    """scipy.io.mmread: symmetric/skew storage expanded, pattern → 1.0; duplicates summed as the format
+    says; float32 values."""
+    try:
+        rows, cols, _, layout, field, _ = scipy.io.mminfo(str(path))
+    except PARSE_ERRORS as exc:
+        raise AutosageError(f"{path}: not a valid Matrix Market file: {_problem(exc)}") from None
+    if field == "complex":
+        raise AutosageError(f"{path}: complex Matrix Market values are not supported")
+    if rows <= 0 or cols <= 0:
+        raise AutosageError(f"{path}: graph dimensions must be positive, got {rows}x{cols}")
+    try:
+        matrix = scipy.io.mmread(str(path))
+    except PARSE_ERRORS as exc:
+        raise AutosageError(f"{path}: cannot read Matrix Market data: {_problem(exc)}") from None
+    if not sp.issparse(matrix):  # the dense `array` layout
+        matrix = sp.coo_matrix(np.asarray(matrix))
+    return _canonical(path, matrix, source)
+
+
+def read_npz(path: Path, source: dict) -> CSRGraph:
+    """A SciPy sparse matrix saved with scipy.sparse.save_npz (any format: coo, csr, csc…)."""
+    try:
+        matrix = sp.load_npz(str(path))
+    except PARSE_ERRORS as exc:
+        raise AutosageError(f"{path}: not a SciPy sparse .npz file: {_problem(exc)}") from None
+    return _canonical(path, matrix, source)
+
+
+def _canonical(path: Path, matrix, source: dict) -> CSRGraph:
+    try:
+        return canonical_csr(matrix, source)
+    except AutosageError as exc:
+        raise AutosageError(f"{path}: {exc}") from None
+
+
+def _integer_ids(path: Path, column: pd.Series, what: str) -> np.ndarray:
+    """A column of node ids as int64, or an error naming the first bad entry (counted from 1 over
+    the non-comment lines)."""
+    if not pd.api.types.is_numeric_dtype(column.dtype):
+        numeric = pd.to_numeric(column, errors="coerce")
+        bad = np.flatnonzero(numeric.isna().to_numpy())
+        if bad.size:
+            raise AutosageError(f"{path}: non-numeric {what} {column.iloc[int(bad[0])]!r} "
+                                f"in edge {int(bad[0]) + 1}")
+        column = numeric
+    values = column.to_numpy()
+    if values.dtype.kind == "f":
+        finite = np.isfinite(values)
+        if not finite.all():
+            bad = int(np.flatnonzero(~finite)[0])
+            raise AutosageError(f"{path}: missing or non-finite {what} in edge {bad + 1}")
+        if np.any(values != np.floor(values)):
+            bad = int(np.flatnonzero(values != np.floor(values))[0])
+            raise AutosageError(f"{path}: {what} {values[bad]!r} in edge {bad + 1} is not an integer")
+    ids = values.astype(np.int64)
+    if ids.size and ids.min() < 0:
+        bad = int(np.flatnonzero(ids < 0)[0])
+        raise AutosageError(f"{path}: negative {what} {ids[bad]} in edge {bad + 1}")
+    return ids
+
+
+def read_edge_list(path: Path, source: dict) -> CSRGraph:
+    """Whitespace-separated `source target [value]` lines, `#` comments, 0-based ids, n = max id + 1.
+    Two columns: a pattern graph (value 1.0, repeated edges merged). Three: the third column is the
+    value and repeated edges are summed, as in Matrix Market. pandas' C parser infers int64 columns;
+    a column that comes back as text holds a non-numeric entry, which is then located and named."""
+    try:
+        frame = pd.read_csv(path, sep=r"\s+", comment="#", header=None, engine="c")
+    except pd.errors.EmptyDataError:
+        raise AutosageError(f"{path}: no edges in the file") from None
+    except PARSE_ERRORS as exc:
+        raise AutosageError(f"{path}: cannot parse the edge list: {_problem(exc)}") from None
+    if frame.shape[0] == 0:
+        raise AutosageError(f"{path}: no edges in the file")
+    if frame.shape[1] not in (2, 3):
+        raise AutosageError(f"{path}: expected 2 or 3 columns (source target [value]), found {frame.shape[1]}")
+    src = _integer_ids(path, frame[0], "source id")
+    dst = _integer_ids(path, frame[1], "target id")
+    n = int(max(src.max(), dst.max())) + 1
+    if n > MAX_NODES:
+        raise AutosageError(f"{path}: node id {n - 1} is too large (ids must be below {MAX_NODES})")
+    if frame.shape[1] == 2:
+        keys = sorted_unique_keys([(src, dst)], n)
+        indptr, indices = csr_from_keys(keys, n, n)
+        return from_arrays(indptr, indices, np.ones(keys.shape[0], np.float32), (n, n), source)
+    values = frame[2]
+    if not pd.api.types.is_numeric_dtype(values.dtype):
+        bad = int(np.flatnonzero(pd.to_numeric(values, errors="coerce").isna().to_numpy())[0])
+        raise AutosageError(f"{path}: non-numeric value {values.iloc[bad]!r} in edge {bad + 1}")
+    if values.isna().any():
+        bad = int(np.flatnonzero(values.isna().to_numpy())[0])
+        raise AutosageError(f"{path}: missing value in edge {bad + 1}")
+    matrix = sp.coo_matrix((values.to_numpy(dtype=np.float64), (src, dst)), shape=(n, n))
+    return _canonical(path, matrix, source)
+
+
+READERS = {"mtx": read_matrix_market, "npz": read_npz, "edgelist": read_edge_list}
+
+
+def read_graph_file(path: Path, source: dict) -> CSRGraph:
+    """Dispatch on the extension; the file must exist and be a regular file."""
+    if not path.exists():
+        raise AutosageError(f"no such file: {path}")
+    if path.is_dir():
+        raise AutosageError(f"{path} is a directory, not a graph file")
+    return READERS[file_format(path)](path, source)

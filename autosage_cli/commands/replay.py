@@ -11,6 +11,7 @@ from rich.table import Table
 
 from ..errors import AutosageError
 from ..scheduler import replay as replay_mod
+from .tune import stdout_console
 
 
 def _ms(x) -> str:
@@ -61,9 +62,9 @@ def command(cache_file, dry_run, as_json):
                                "entries": [o.to_dict() for o in outcomes],
                                "failing": len(failing), "ok": not failing}, sort_keys=True))
     else:
-        render_table(outcomes, dry_run, Console())
+        render_table(outcomes, dry_run, stdout_console())
         if not outcomes:
-            Console().print("the cache holds no decisions")
+            stdout_console().print("the cache holds no decisions")
     if failing:
         kinds = sorted({o.status for o in failing})
         click.echo(f"replay: {len(failing)} of {len(outcomes)} entries did not reproduce "

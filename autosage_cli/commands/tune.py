@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 
 import click
 from rich.console import Console
@@ -12,6 +13,11 @@ from ..errors import AutosageError
 from ..scheduler import tune as tune_mod
 from ..scheduler.probe import DEFAULT_BUDGET_MS
 from ..scheduler.select import DEFAULT_GUARDRAIL
+
+
+def stdout_console() -> Console:
+    """A terminal gets its own width; a pipe or file gets wide rows instead of wrapped cells."""
+    return Console() if sys.stdout.isatty() else Console(width=200)
 
 
 def load_input_graph(path: str | None, dataset: str | None, root: str):
@@ -101,4 +107,4 @@ def command(graph, dataset, root, k, op, heads, cache_path, top_k, budget_ms, gu
     if as_json:
         click.echo(json.dumps(result.to_json(), sort_keys=True))
     else:
-        render_table(result, Console())
+        render_table(result, stdout_console())

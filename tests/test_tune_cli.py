@@ -1,0 +1,191 @@
+"""`tune` end to end on the CPU (fake measurer), and the `autosage tune` command: option
+validation without a GPU, the table and the --json object."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from autosage_cli.cache import DecisionCache
+from autosage_cli.kernels import schedule as sched
+from autosage_cli.scheduler import tune as tune_mod
+from autosage_cli.scheduler.select import Decision
+
+from cli_helpers import run_cli
+from scheduler_fakes import DEVICE, SOFTWARE, FakeMeasurer, features_of, small_graph
+
+
+def run_tune(graph, cache, measure, **kw):
+    kw.setdefault("software_info", SOFTWARE)
+    return tune_mod.tune(graph, kw.pop("op", "spmm"), kw.pop("k", 8), kw.pop("heads", 1), cache=cache,
+                         measure=measure, device_info=DEVICE, features=features_of(graph), **kw)
+
+
+@pytest.fixture
+def graph():
+    return small_graph()
+
+
+def test_tune_probes_decides_and_stores_then_hits_the_cache(tmp_path, graph):
+    cache = DecisionCache(tmp_path / "d.json")
+    m = FakeMeasurer(vendor_ms={"cusparse-alg1": 1.0, "cusparse-alg2": 0.9}, default_native_ms=0.5)
+    first = run_tune(graph, cache, m, top_k=4)
+    assert not first.cache_hit and first.decision.backend == "native"
+    assert first.decision.reason.startswith(f"native {first.decision.schedule}")
+    probed = [c for c in first.candidates if c["status"] != "skipped"]
+    assert len(probed) == 4 and all(c["status"] == "ok" for c in probed)
+    ranked = tune_mod.estimate.rank(features_of(graph), "spmm", 8)
+    assert len(first.candidates) == len(ranked)          # every candidate's estimate is recorded
+    assert all(c["estimate_ms"] > 0 for c in first.candidates)
+    assert {v["name"] for v in first.vendor} == {"cusparse-alg1", "cusparse-alg2"}
+    assert set(first.timings) >= {"features_ms", "estimate_ms", "probe_ms", "total_ms"}
+    entry = cache.lookup(first.entry and tune_mod.cache_mod.make_key(graph, "spmm", 8, device=DEVICE,
+                                                                        software=SOFTWARE))
+    assert entry["graph"]["fingerprint"] == graph.fingerprint and entry["graph"]["source"] == graph.source
+    assert entry["probe"]["graph"] == "sample" and entry["probe"]["nnz"] > 0
+    assert entry["features"]["n_rows"] == graph.n_rows
+    calls = dict(m.calls)
+
+    second = run_tune(graph, cache, m, top_k=4)
+    assert second.cache_hit and second.probes_run == 0
+    assert m.calls == calls                              # nothing prepared, run or timed
+    assert second.decision == first.decision
+    assert "cache hit" in second.messages[0]
+
+
+def test_stale_software_re_tunes_with_a_message(tmp_path, graph):
+    cache = DecisionCache(tmp_path / "d.json")
+    run_tune(graph, cache, FakeMeasurer())
+    m = FakeMeasurer()
+    again = run_tune(graph, cache, m, software_info=dict(SOFTWARE, cuda_sources="changed"))
+    assert not again.cache_hit and m.calls["time"] > 0
+    assert any("other software" in msg and "cuda_sources" in msg for msg in again.messages)
+    assert len(cache.entries()) == 1
+
+
+def test_a_wrong_schedule_is_probed_fails_verification_and_is_never_chosen(tmp_path, graph):
+    cache = DecisionCache(tmp_path / "d.json")
+    wrong = sched.Schedule("spmm", "subwarp", lanes=1, vec=1, threads=32, unroll=16)
+    with sched.extra_schedules(wrong):
+        ranked = tune_mod.estimate.rank(features_of(graph), "spmm", 8)
+        assert wrong in [s for s, _ in ranked]
+        m = FakeMeasurer(native_ms={wrong.name: 0.01}, wrong={wrong.name})
+        result = run_tune(graph, cache, m, top_k=len(ranked))
+    rec = next(c for c in result.candidates if c["name"] == wrong.name)
+    assert rec["status"] == "failed" and rec["reason"].startswith("mismatch")
+    assert result.decision.schedule != wrong.name
+
+
+def test_guardrail_keeps_the_vendor_when_native_is_not_clearly_faster(tmp_path, graph):
+    m = FakeMeasurer(vendor_ms={"cusparse-alg2": 1.0}, default_native_ms=0.97)
+    result = run_tune(graph, None, m)
+    assert result.decision.backend == "cusparse-alg2"
+    assert "no native candidate within guardrail" in result.reason
+    assert run_tune(graph, None, m, guardrail=1.0).decision.backend == "native"
+
+
+def test_full_probes_the_whole_graph(graph):
+    result = run_tune(graph, None, FakeMeasurer(), full=True)
+    assert result.entry["probe"] == {**result.entry["probe"], "graph": "full", "nnz": graph.nnz}
+
+
+def test_lookup_or_tune_and_plan_for(tmp_path, graph):
+    path = tmp_path / "api.json"
+    m = FakeMeasurer()
+    kwargs = dict(measure=m, device_info=DEVICE, software_info=SOFTWARE, features=features_of(graph))
+    # tune=False on a miss: the vendor default, nothing stored.
+    off = tune_mod.lookup_or_tune(graph, "spmm", 8, cache=str(path), tune=False, **kwargs)
+    assert off.decision.backend == "cusparse-alg1" and "tuning is off" in off.reason
+    assert not path.exists()
+    tuned = tune_mod.lookup_or_tune(graph, "spmm", 8, cache=str(path), **kwargs)
+    hit = tune_mod.lookup_or_tune(graph, "spmm", 8, cache=path, tune=False, **kwargs)
+    assert hit.cache_hit and hit.decision == tuned.decision
+    plan = tune_mod.plan_for(m.to_device(graph), hit, 8, measure=m)      # a TuneResult works too
+    assert plan.name == tuned.decision.schedule
+    vendor_plan = tune_mod.plan_for(m.to_device(graph), Decision("cusparse-alg2", "cusparse-alg2", "", None,
+                                                                   None, None), 8, measure=m)
+    assert vendor_plan.name == "cusparse-alg2"
+
+
+def test_plan_for_rebuilds_a_schedule_missing_from_the_registry(graph):
+    gone = sched.Schedule("spmm", "subwarp", lanes=2, vec=1, threads=64, unroll=3)
+    decision = {"backend": "native", "schedule": gone.name, "params": gone.params()}
+    m = FakeMeasurer()
+    assert tune_mod.plan_for(m.to_device(graph), decision, 8, measure=m).name == gone.name
+
+
+# ------------------------------------------------------------------ the command
+
+BAD_OPTIONS = [
+    (["--width", "0"], "--width (K) must be >= 1"),
+    (["--width", "-3"], "--width (K) must be >= 1"),
+    (["--width", "8", "--op", "conv"], "unknown op 'conv'"),
+    (["--width", "8", "--guardrail", "0"], "--guardrail must be in (0, 1]"),
+    (["--width", "8", "--guardrail", "1.2"], "--guardrail must be in (0, 1]"),
+    (["--width", "8", "--top-k", "0"], "--top-k must be >= 1"),
+    (["--width", "8", "--budget-ms", "0"], "--budget-ms must be > 0"),
+    (["--width", "8", "--op", "attention", "--heads", "0"], "--heads must be >= 1"),
+    (["--width", "8", "--heads", "4"], "--heads applies to --op attention only"),
+    (["--width", "8"], "give exactly one of GRAPH"),
+    (["g.mtx", "--dataset", "cora", "--width", "8"], "give exactly one of GRAPH"),
+    (["--dataset", "cora"], "Missing option '--width'"),
+    (["--dataset", "cora", "--width", "eight"], "'eight' is not a valid integer"),
+]
+
+
+@pytest.mark.parametrize("args,message", BAD_OPTIONS, ids=[" ".join(a) for a, _ in BAD_OPTIONS])
+def test_bad_options_exit_2_with_one_line_even_without_gpu(args, message):
+    r = run_cli("tune", *args)
+    assert r.exit_code == 2, r
+    assert r.stderr.startswith("Error: ") and r.stderr.count("\n") == 1 and message in r.stderr
+    assert r.stdout == ""
+
+
+def test_no_gpu_is_reported_after_the_options(monkeypatch):
+    from autosage_cli import capability
+    from autosage_cli.errors import NoGPUError
+
+    def no_gpu(what="this command"):
+        raise NoGPUError(f"{what} needs a CUDA GPU: no CUDA device visible")
+    monkeypatch.setattr(capability, "require_gpu", no_gpu)
+    r = run_cli("tune", "--dataset", "cora", "--width", "8")
+    assert r.exit_code == 2 and "needs a CUDA GPU" in r.stderr
+
+
+@pytest.fixture
+def fake_tuning(monkeypatch, graph):
+    """The command with the GPU replaced: any graph argument loads `graph`, tune gets fakes."""
+    from autosage_cli import capability
+    from autosage_cli.commands import tune as tune_cmd
+    monkeypatch.setattr(capability, "require_gpu", lambda what="": None)
+    monkeypatch.setattr(tune_cmd, "load_input_graph", lambda path, dataset, root: graph)
+    real = tune_mod.tune
+    measure = FakeMeasurer()
+
+    def fake_tune(g, op, k, heads=1, **kw):
+        return real(g, op, k, heads, measure=measure, device_info=DEVICE, software_info=SOFTWARE, **kw)
+    monkeypatch.setattr(tune_mod, "tune", fake_tune)
+    return measure
+
+
+def test_json_output_is_one_object_with_the_decision(tmp_path, fake_tuning):
+    cache = str(tmp_path / "c.json")
+    r = run_cli("tune", "--dataset", "small", "--width", "8", "--cache", cache, "--json", "--top-k", "3")
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert set(doc) >= {"decision", "reason", "cache_hit", "candidates", "vendor", "timings"}
+    assert set(doc["decision"]) >= {"backend", "schedule"} and doc["cache_hit"] is False
+    assert sum(c["status"] != "skipped" for c in doc["candidates"]) == 3
+    assert "probe" in r.stderr                               # progress goes to stderr
+    again = json.loads(run_cli("tune", "--dataset", "small", "--width", "8", "--cache", cache, "--json").stdout)
+    assert again["cache_hit"] is True and again["probes_run"] == 0
+    assert again["decision"] == doc["decision"]
+
+
+def test_table_output_names_candidates_and_decision(tmp_path, fake_tuning):
+    r = run_cli("tune", "--dataset", "small", "--width", "8", "--cache", str(tmp_path / "c.json"))
+    assert r.exit_code == 0, r.stderr
+    assert "decision:" in r.stdout and "reason:" in r.stdout and "cusparse-alg2" in r.stdout
+    assert "probe ms" in r.stdout and "vs best vendor" in r.stdout
+    r2 = run_cli("tune", "--dataset", "small", "--width", "8", "--cache", str(tmp_path / "c.json"))
+    assert "cache hit: no probe run" in r2.stdout

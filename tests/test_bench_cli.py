@@ -256,3 +256,12 @@ def test_dataset_names_resolve_through_the_registry(mtx):
     assert suites.resolve_graph("Cora") == suites.GraphSpec("cora", dataset="cora")
     assert suites.resolve_graph("ogbn-products") == suites.GraphSpec("ogbn-products", dataset="ogbn-products")
     assert suites.resolve_graph(mtx).label == "tiny" and suites.resolve_graph(mtx).path == mtx
+
+
+def test_kernel_halves_cover_the_kernels_suite():
+    def cases(name):
+        return {(w.spec.label, c) for w in suites.build_work(suites.get_suite(name)) for c in w.cases}
+
+    small, large = cases("kernels-small"), cases("kernels-large")
+    assert small.isdisjoint(large) and small | large == cases("kernels")
+    assert cases("full") == cases("kernels") | cases("attention")

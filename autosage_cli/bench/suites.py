@@ -5,9 +5,13 @@
   kernels    BENCHMARK.md §7's graphs (synthetic presets + every real graph in datasets/), K ∈ {1, 2,
              4, …, 256}, spmm + sddmm (issue 3's kernel benchmark; add --all-schedules to time every
              schedule, not only the tuned choice).
-  attention  issue 5's targets: d = 64, H ∈ {1, 8} on reddit-like and products-like, plus hub-200k.
-  full       kernels ∪ attention. On one H200 it does not fit one 10-minute call; run `kernels` and
-             `attention` with the same --out (rows merge) when time per call is limited.
+  kernels-small / kernels-large
+             `kernels` cut in two: the graphs up to ~17M nonzeros, and the three of ~115-124M
+             nonzeros (generating each of those takes ~40 s of CPU before the GPU sees it).
+  attention  issue 5's targets: d = 64, H ∈ {1, 8} on reddit-like and products-like, plus hub-200k;
+             every attention schedule is timed (fused vs our unfused is a target).
+  full       kernels ∪ attention. On one H200 it does not fit one 10-minute call: run
+             kernels-small, kernels-large and attention with the same --out (rows merge).
 
 Options narrow or replace parts of a suite: --dataset replaces the graphs (every listed graph gets
 every op of the run), --ops filters the ops, --widths replaces K (and d for attention), --heads
@@ -24,6 +28,9 @@ from ..kernels.schedule import OPS
 ALL_WIDTHS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 SUITE_PRESETS = ("er-200k", "hub-200k", "uniform-1m", "reddit-like", "products-like",
                  "products-like-shuffled", "rmat-20", "banded-1m")
+LARGE_PRESETS = ("reddit-like", "products-like", "products-like-shuffled")
+SMALL_PRESETS = tuple(p for p in SUITE_PRESETS if p not in LARGE_PRESETS)
+ATTENTION_GRAPHS = ("reddit-like", "products-like", "hub-200k")
 REAL_GRAPH = "__real__"           # placeholder expanded to every real graph shipped in datasets/
 DEFAULT_REAL_GRAPH = "cora"       # the default suite's real graph (Planetoid Cora, shipped)
 
@@ -48,12 +55,12 @@ SUITES = {
     "default": Suite("default", ("er-200k", "hub-200k", DEFAULT_REAL_GRAPH), ("spmm", "sddmm", "attention"),
                      (4, 32, 128), attention_graphs=("hub-200k",), heads=(1,), repeat=20),
     "kernels": Suite("kernels", SUITE_PRESETS + (REAL_GRAPH,), ("spmm", "sddmm"), ALL_WIDTHS),
-    "attention": Suite("attention", (), ("attention",), (),
-                       attention_graphs=("reddit-like", "products-like", "hub-200k"), heads=(1, 8),
-                       all_schedules=("attention",)),
+    "kernels-small": Suite("kernels-small", SMALL_PRESETS + (REAL_GRAPH,), ("spmm", "sddmm"), ALL_WIDTHS),
+    "kernels-large": Suite("kernels-large", LARGE_PRESETS, ("spmm", "sddmm"), ALL_WIDTHS),
+    "attention": Suite("attention", (), ("attention",), (), attention_graphs=ATTENTION_GRAPHS,
+                       heads=(1, 8), all_schedules=("attention",)),
     "full": Suite("full", SUITE_PRESETS + (REAL_GRAPH,), ("spmm", "sddmm", "attention"), ALL_WIDTHS,
-                  attention_graphs=("reddit-like", "products-like", "hub-200k"), heads=(1, 8),
-                  all_schedules=("attention",)),
+                  attention_graphs=ATTENTION_GRAPHS, heads=(1, 8), all_schedules=("attention",)),
 }
 
 

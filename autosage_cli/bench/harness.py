@@ -81,6 +81,10 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}"[:300]
 
 
+def _float(value) -> float:
+    return math.nan if value is None else float(value)
+
+
 def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
@@ -103,8 +107,10 @@ class CaseRunner:
 
     def measure(self, plan, backend: str | None = None, verify: bool = True) -> Measured:
         """Verify against the reference, then time (only if it verified)."""
-        m = Measured(backend or plan.backend, str(plan.schedule), "ok",
-                     prepare_ms=float(getattr(plan, "prepare_ms", math.nan)),
+        name = backend or str(getattr(plan, "backend", ""))
+        schedule = getattr(plan, "schedule", name)
+        m = Measured(name, str(getattr(schedule, "name", schedule)), "ok",
+                     prepare_ms=_float(getattr(plan, "prepare_ms", None)),
                      provider=str(getattr(plan, "provider", "") or ""))
         try:
             out = self.tk.run_once(plan, self.inputs)

@@ -1,0 +1,164 @@
+"""The scheduler on a real GPU: tune real and generated graphs, hit the cache, replay, and reject a
+deliberately wrong schedule. Run on the H200 (`make test-gpu`); skipped without a CUDA device."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from autosage_cli.cache import DecisionCache
+from autosage_cli.graphs.load import load_graph
+from autosage_cli.kernels import schedule as sched
+from autosage_cli.scheduler import probe, replay as replay_mod, tune as tune_mod
+
+from cli_helpers import run_cli
+
+pytestmark = pytest.mark.gpu
+DATASETS = Path(__file__).resolve().parents[1] / "datasets"
+
+
+class CountingMeasurer(probe.GpuMeasurer):
+    """The real measurer, counting what it is asked to do (a cache hit must ask nothing)."""
+
+    def __init__(self):
+        self.calls = {"prepare": 0, "run": 0, "time": 0}
+
+    def prepare_native(self, *a, **kw):
+        self.calls["prepare"] += 1
+        return super().prepare_native(*a, **kw)
+
+    def prepare_vendor(self, *a, **kw):
+        self.calls["prepare"] += 1
+        return super().prepare_vendor(*a, **kw)
+
+    def run(self, *a, **kw):
+        self.calls["run"] += 1
+        return super().run(*a, **kw)
+
+    def time(self, *a, **kw):
+        self.calls["time"] += 1
+        return super().time(*a, **kw)
+
+
+@pytest.fixture(scope="module")
+def cora():
+    return load_graph(dataset="cora", root=str(DATASETS))
+
+
+@pytest.fixture(scope="module")
+def er_graph():
+    return load_graph(dataset="er-200k", root=str(DATASETS))
+
+
+def check_fresh(result, op):
+    """Every probe outcome is recorded; the decision is a verified, timed backend."""
+    assert not result.cache_hit
+    d = result.decision
+    assert d.reason, "a decision carries its reason"
+    probed = [c for c in result.candidates if c["status"] != "skipped"]
+    assert probed, f"{op}: no native candidate was probed"
+    failures = [f"{c['name']}: {c['reason']}" for c in probed if c["status"] == "failed"]
+    assert not failures, f"{op}: registered schedules failed on the GPU: {failures}"
+    vendors_ok = [v for v in result.vendor if v["status"] == "ok"]
+    assert vendors_ok, f"{op}: no vendor algorithm ran: {result.vendor}"
+    if d.backend == "native":
+        chosen = next(c for c in result.candidates if c["name"] == d.schedule)
+        assert chosen["status"] == "ok" and chosen["rel_error"] <= probe.REL_TOLERANCE
+        assert chosen["ms"] <= 0.95 * min(v["ms"] for v in vendors_ok) + 1e-12
+    else:
+        assert d.backend in {v["name"] for v in vendors_ok}
+
+
+@pytest.mark.parametrize("op,k,heads", [("spmm", 16, 1), ("spmm", 1, 1), ("sddmm", 32, 1),
+                                        ("attention", 64, 2)])
+def test_tune_cora_then_cache_hit_without_probes(tmp_path, cora, op, k, heads):
+    cache = DecisionCache(tmp_path / "decisions.json")
+    m = CountingMeasurer()
+    first = tune_mod.tune(cora, op, k, heads, cache=cache, measure=m)
+    check_fresh(first, op)
+    assert first.entry["probe"]["graph"] == "sample"
+    before = dict(m.calls)
+    second = tune_mod.tune(cora, op, k, heads, cache=cache, measure=m)
+    assert second.cache_hit and second.probes_run == 0 and m.calls == before
+    assert second.decision == first.decision
+    assert cache.probes_path.exists()
+
+
+def test_tune_generated_preset_and_full_oracle(tmp_path, er_graph):
+    cache = DecisionCache(tmp_path / "decisions.json")
+    probed = tune_mod.tune(er_graph, "spmm", 32, cache=cache)
+    check_fresh(probed, "spmm")
+    assert probed.entry["probe"]["nnz"] <= er_graph.nnz
+    oracle = tune_mod.tune(er_graph, "spmm", 32, cache=None, full=True)
+    check_fresh(oracle, "spmm")
+    assert oracle.entry["probe"] == {**oracle.entry["probe"], "graph": "full", "nnz": er_graph.nnz}
+
+
+def test_replay_reproduces_and_verifies(tmp_path, cora, er_graph):
+    path = tmp_path / "decisions.json"
+    cache = DecisionCache(path)
+    for graph, op, k, heads in ((cora, "spmm", 8, 1), (cora, "sddmm", 16, 1), (cora, "attention", 32, 4),
+                                (er_graph, "spmm", 64, 1)):
+        tune_mod.tune(graph, op, k, heads, cache=cache)
+    outcomes = replay_mod.replay(DecisionCache(path, read_only=True))
+    bad = [(o.graph, o.op, o.k, o.schedule, o.status, o.reason) for o in outcomes if o.status != "ok"]
+    assert not bad, bad
+    assert all(o.rel_error <= probe.REL_TOLERANCE and o.replayed_ms > 0 for o in outcomes)
+    r = run_cli("replay", str(path), "--json")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["ok"] is True
+
+
+def test_cli_tune_json_then_cache_hit(tmp_path):
+    cache = str(tmp_path / "c.json")
+    args = ("tune", "--dataset", "cora", "--root", str(DATASETS), "--width", "16", "--cache", cache, "--json")
+    r = run_cli(*args)
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["cache_hit"] is False and doc["decision"]["backend"]
+    again = json.loads(run_cli(*args).stdout)
+    assert again["cache_hit"] is True and again["probes_run"] == 0
+
+
+class WrongPlan:
+    """A real native SpMM plan whose output is then scaled by 1.01: runs on the GPU, times like a
+    kernel, and is numerically wrong (rel. error 1e-2)."""
+
+    def __init__(self, inner, name):
+        self.inner, self.schedule, self.backend = inner, name, "native"
+        self.prepare_ms = inner.prepare_ms
+
+    def alloc_out(self):
+        return self.inner.alloc_out()
+
+    def run(self, inputs, out):
+        import cupy
+        self.inner.run(inputs, out)
+        cupy.multiply(out, 1.01, out=out)
+
+
+def test_a_wrong_schedule_is_probed_fails_verification_and_is_never_chosen(tmp_path, cora, monkeypatch):
+    from autosage_cli.backends import native
+
+    donor = next(s for s in sched.candidates("spmm", 16) if s.family == "subwarp")
+    family = sched.Family(donor.source_file, lambda s, dtype: donor.name_expression(dtype),
+                          lambda s, k, heads: None)
+    wrong = sched.Schedule("spmm", "test_wrong", lanes=donor.lanes, vec=donor.vec, threads=donor.threads,
+                           unroll=donor.unroll)
+    real_prepare = native.prepare
+
+    def prepare(dgraph, schedule, k, heads=1, scale=None, **kw):
+        if getattr(schedule, "name", schedule) == wrong.name:
+            return WrongPlan(real_prepare(dgraph, donor, k, heads, scale), wrong.name)
+        return real_prepare(dgraph, schedule, k, heads, scale, **kw)
+    monkeypatch.setattr(native, "prepare", prepare)
+
+    with sched.extra_schedules(wrong, families={"test_wrong": family}):
+        n = len(sched.candidates("spmm", 16))
+        result = tune_mod.tune(cora, "spmm", 16, cache=DecisionCache(tmp_path / "d.json"), top_k=n,
+                               budget_ms=2000)
+    rec = next(c for c in result.candidates if c["name"] == wrong.name)
+    assert rec["status"] == "failed" and rec["reason"].startswith("mismatch rel_err=1.0"), rec
+    assert rec["ms"] is None                      # a failed candidate is never timed
+    assert result.decision.schedule != wrong.name

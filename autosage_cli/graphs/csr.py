@@ -87,7 +87,7 @@ def validate(indptr: np.ndarray, indices: np.ndarray, values: np.ndarray,
         raise AutosageError(f"{values.shape[0]} values for {nnz} column indices")
     if indptr[0] != 0 or indptr[-1] != nnz:
         raise AutosageError(f"indptr must run from 0 to nnz={nnz}, runs {indptr[0]}..{indptr[-1]}")
-    if nnz and np.any(np.diff(indptr) < 0):
+    if np.any(np.diff(indptr) < 0):  # even with nnz = 0: [0, 1, 0] ends at 0 but is not a CSR
         raise AutosageError("indptr is not monotone")
     if nnz == 0:
         return
@@ -119,7 +119,8 @@ def canonical_csr(matrix, source: dict | None = None) -> CSRGraph:
     idx_t = _index_dtype(csr.nnz, max(n_rows, n_cols))
     indptr = np.ascontiguousarray(csr.indptr, dtype=idx_t)
     indices = np.ascontiguousarray(csr.indices, dtype=idx_t)
-    values = np.ascontiguousarray(csr.data, dtype=np.float32)
+    with np.errstate(over="ignore"):  # a float64 beyond float32's range becomes inf: validate names it
+        values = np.ascontiguousarray(csr.data, dtype=np.float32)
     validate(indptr, indices, values, (n_rows, n_cols))
     return CSRGraph(indptr, indices, values, (n_rows, n_cols), dict(source or {}))
 
@@ -129,8 +130,15 @@ def from_arrays(indptr, indices, values, shape, source: dict | None = None) -> C
     n_rows, n_cols = (int(s) for s in shape)
     validate_shape(n_rows, n_cols)
     idx_t = _index_dtype(len(indices), max(n_rows, n_cols))
+    indices = np.asarray(indices)
+    if indices.size and indices.dtype != idx_t:
+        # Check before narrowing: an int64 index of 2**32 + 1 would wrap to 1 and pass validation.
+        lo, hi = int(indices.min()), int(indices.max())
+        if lo < 0 or hi >= n_cols:
+            raise AutosageError(f"column index out of range: {lo if lo < 0 else hi} not in [0, {n_cols})")
     indptr = np.ascontiguousarray(indptr, dtype=idx_t)
     indices = np.ascontiguousarray(indices, dtype=idx_t)
-    values = np.ascontiguousarray(values, dtype=np.float32)
+    with np.errstate(over="ignore"):
+        values = np.ascontiguousarray(values, dtype=np.float32)
     validate(indptr, indices, values, (n_rows, n_cols))
     return CSRGraph(indptr, indices, values, (n_rows, n_cols), dict(source or {}))

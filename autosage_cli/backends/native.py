@@ -13,12 +13,16 @@ from .base import DeviceGraph, Plan
 
 
 def prepare(dgraph: DeviceGraph, schedule: Schedule | str, k: int, heads: int = 1,
-            scale: float | None = None) -> Plan:
+            scale: float | None = None, **attention_options) -> Plan:
+    """A prepared native plan. `attention_options` (e.g. use_values, substeps) go to
+    native_attention.prepare and are refused for the other ops."""
     if isinstance(schedule, str):
         schedule = get(schedule)
     reason = schedule.supports(k, heads)
     if reason:
         raise AutosageError(f"{schedule.name} cannot run K={k}: {reason}")
+    if attention_options and schedule.op != "attention":
+        raise AutosageError(f"options {sorted(attention_options)} apply to attention only")
     if schedule.op == "spmm":
         if heads != 1:
             raise AutosageError(f"spmm runs one head; got heads={heads}")
@@ -34,5 +38,5 @@ def prepare(dgraph: DeviceGraph, schedule: Schedule | str, k: int, heads: int = 
     if schedule.op == "attention":
         from .native_attention import prepare as prepare_attention
 
-        return prepare_attention(dgraph, schedule, k, heads, scale)
+        return prepare_attention(dgraph, schedule, k, heads, scale, **attention_options)
     raise AutosageError(f"no native backend for op {schedule.op!r}")

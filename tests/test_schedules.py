@@ -1,0 +1,162 @@
+"""SpMM and SDDMM schedule spaces (CPU): registry size and names, validation, supports(), launch
+geometry, and the native backend's refusals that need no GPU."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from autosage_cli.errors import AutosageError
+from autosage_cli.kernels import schedule as sched
+from autosage_cli.kernels import sddmm_space, spmm_space
+from autosage_cli.kernels.schedule import Schedule
+
+SUITE_K = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+AWKWARD_K = (3, 5, 33, 127)
+OWN_OPS = ("spmm", "sddmm")
+GRID_X_MAX = 2**31 - 1
+GRID_YZ_MAX = 65535
+
+
+def own_schedules():
+    return [s for op in OWN_OPS for s in sched.registry(op)]
+
+
+def test_registry_sizes():
+    spmm, sddmm = sched.registry("spmm"), sched.registry("sddmm")
+    assert 24 <= len(spmm) <= 60, len(spmm)
+    assert 8 <= len(sddmm) <= 40, len(sddmm)
+    assert {s.family for s in spmm} == {"subwarp", "warprow", "split", "splitwarp"}
+    assert {s.family for s in sddmm} == {"rowgroup", "edge"}
+    assert {s.reduce for s in spmm if s.split} == {"atomic", "twophase"}
+
+
+def test_names_unique_and_stable():
+    names = [s.name for s in own_schedules()]
+    assert len(names) == len(set(names))
+    for s in own_schedules():
+        assert sched.get(s.name) == s
+        assert re.fullmatch(r"[a-z0-9.]+", s.name), s.name
+    # One name pinned, so accidental renames (which orphan cache entries) fail here.
+    assert Schedule("spmm", "split", lanes=4, vec=4, split=256, chunk=256, reduce="atomic",
+                    unroll=4).name == "spmm.split.g4.v4.t256.u4.s256c256a"
+    assert Schedule("sddmm", "rowgroup", lanes=1, vec=1, tile=1, chunk=256,
+                    unroll=4).name == "sddmm.rowgroup.g1.v1.t256.k1.u4.c256"
+
+
+@pytest.mark.parametrize("s", own_schedules(), ids=lambda s: s.name)
+def test_validate_and_space_rules(s):
+    s.validate()
+    (spmm_space if s.op == "spmm" else sddmm_space).check_space_rules(s)
+
+
+def test_space_rules_reject_inconsistent_knobs():
+    with pytest.raises(ValueError):
+        spmm_space.check_space_rules(Schedule("spmm", "warprow", lanes=32, vec=4, tile=96))
+    with pytest.raises(ValueError):
+        spmm_space.check_space_rules(Schedule("spmm", "subwarp", lanes=4, vec=1, split=64, chunk=64,
+                                              reduce="atomic"))
+    with pytest.raises(ValueError):
+        sddmm_space.check_space_rules(Schedule("sddmm", "rowgroup", lanes=4, vec=4, tile=0))
+    with pytest.raises(ValueError):
+        sddmm_space.check_space_rules(Schedule("sddmm", "edge", lanes=4, vec=1, chunk=64))
+
+
+@pytest.mark.parametrize("op", OWN_OPS)
+@pytest.mark.parametrize("k", SUITE_K + AWKWARD_K)
+def test_every_width_has_candidates(op, k):
+    assert sched.candidates(op, k), f"no {op} schedule runs K={k}"
+
+
+@pytest.mark.parametrize("s", own_schedules(), ids=lambda s: s.name)
+def test_every_schedule_is_purposeful(s):
+    """Each schedule runs at least one suite width (else it could never win anywhere)."""
+    assert any(s.supports(k) is None for k in SUITE_K)
+
+
+@pytest.mark.parametrize("s", own_schedules(), ids=lambda s: s.name)
+def test_supports_reasons(s):
+    for k in SUITE_K + AWKWARD_K:
+        reason = s.supports(k)
+        assert reason is None or (isinstance(reason, str) and reason.strip())
+        if k % s.vec:
+            assert reason and "vector width" in reason
+    assert s.supports(0) and s.supports(-3)
+
+
+def test_supports_refuses_wasted_lanes_and_registers():
+    wide = Schedule("spmm", "subwarp", lanes=32, vec=4, unroll=4)
+    assert "idle" in wide.supports(4)
+    assert wide.supports(32) is None
+    rowgroup = Schedule("sddmm", "rowgroup", lanes=32, vec=4, tile=256, unroll=2)
+    assert "exceeds" in Schedule("sddmm", "rowgroup", lanes=4, vec=4, tile=16).supports(32)
+    assert "chunk" in rowgroup.supports(128)
+    assert rowgroup.supports(256) is None
+    assert "chunk" in Schedule("spmm", "warprow", lanes=32, vec=4, tile=256, unroll=2).supports(128)
+
+
+def test_name_expressions_are_template_instantiations():
+    for s in own_schedules():
+        expr = s.name_expression("float")
+        assert re.fullmatch(r"[a-z_]+<float(, (\d+|true|false))+>", expr), expr
+        assert s.source_file.endswith(".cu")
+    split_tp = Schedule("spmm", "splitwarp", lanes=8, vec=4, split=2048, chunk=1024, reduce="twophase",
+                        unroll=4)
+    assert split_tp.name_expression("float") == "spmm_split<float, 8, 4, 4, true, true>"
+    assert (Schedule("spmm", "warprow", lanes=32, vec=4, tile=256, unroll=2).name_expression("float")
+            == "spmm_warprow<float, 32, 4, 2, 2>")
+    assert (Schedule("sddmm", "rowgroup", lanes=16, vec=4, tile=128, unroll=2).name_expression("float")
+            == "sddmm_rowgroup<float, 16, 4, 2, 2>")
+
+
+# ------------------------------------------------------------------ launch geometry
+
+def test_launch_groups_per_block():
+    sub = Schedule("spmm", "subwarp", lanes=4, vec=4, threads=256, unroll=4)
+    assert sub.launch(1000, 16) == ((16, 1, 1), (256, 1, 1))      # 64 rows per block
+    warp = Schedule("spmm", "warprow", lanes=4, vec=4, threads=256, unroll=4)
+    assert warp.lanes_per_item == 32
+    assert warp.launch(1000, 16) == ((125, 1, 1), (256, 1, 1))    # a warp per row, 8 per block
+    split = Schedule("spmm", "split", lanes=2, vec=4, split=256, chunk=256, reduce="atomic", unroll=4)
+    assert split.launch(1000, 8)[0] == (8, 1, 1)                   # light rows: 128 per block
+    assert split.launch(1000, 8, lanes_per_item=32)[0] == (125, 1, 1)  # chunks: a warp each
+
+
+def test_launch_feature_tiles_on_y():
+    tiled = Schedule("spmm", "warprow", lanes=32, vec=4, tile=128, unroll=4)
+    assert tiled.launch(10, 256)[0] == (2, 2, 1)
+    assert tiled.launch(10, 129)[0][1] == 2 and tiled.launch(10, 128)[0][1] == 1
+
+
+def test_launch_with_no_items_is_one_safe_block():
+    for s in own_schedules():
+        grid, block = s.launch(0, 4)
+        assert grid[0] == 1 and block[0] == s.threads
+
+
+@pytest.mark.parametrize("s", own_schedules(), ids=lambda s: s.name)
+def test_launch_limits_on_large_inputs(s):
+    """2.45M rows / 124M edges (products-like) at every supported width fit the grid limits."""
+    for k in SUITE_K:
+        if s.supports(k):
+            continue
+        for n_items in (2_449_029, 123_718_280):
+            grid, block = s.launch(n_items, k)
+            assert 1 <= grid[0] <= GRID_X_MAX and grid[1] <= GRID_YZ_MAX and grid[2] == 1
+            assert grid[0] * block[0] // s.lanes_per_item >= n_items
+
+
+# ------------------------------------------------------------------ native refusals without a GPU
+
+def test_native_prepare_refuses_unsupported_width_and_heads():
+    from autosage_cli.backends import native
+
+    s = Schedule("spmm", "subwarp", lanes=4, vec=4, unroll=4)
+    with pytest.raises(AutosageError, match="vector width"):
+        native.prepare(None, s, 6)
+    with pytest.raises(AutosageError, match="one head"):
+        native.prepare(None, s, 8, heads=2)
+    with pytest.raises(AutosageError, match="attention only"):
+        native.prepare(None, s, 8, use_values=True)
+    with pytest.raises(AutosageError, match="unknown schedule"):
+        native.prepare(None, "spmm.nosuch.g1.v1.t256", 4)

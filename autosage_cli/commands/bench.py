@@ -14,6 +14,7 @@ import re
 import shlex
 import shutil
 import signal
+import time
 from pathlib import Path
 
 import click
@@ -89,21 +90,58 @@ def _on_sigterm(signum, frame):
     raise _Terminated()
 
 
-def _progress(total: int):
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+class SuiteProgress:
+    """Progress on stderr: a rich bar on a terminal; one line per case otherwise (logs of a batch
+    run then show how far it got, what each case gave and how long it took)."""
 
-    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                        TimeElapsedColumn(), console=Console(stderr=True), transient=False)
-    task = progress.add_task("bench", total=total)
+    def __init__(self, total: int):
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    def on_graph(work):
-        progress.update(task, description=f"{work.spec.label}: loading")
+        self.console = Console(stderr=True)
+        self.total, self.done, self.label, self.t0 = total, 0, "", time.perf_counter()
+        self.bar = None
+        if self.console.is_terminal:
+            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                TimeElapsedColumn(), console=self.console)
+            self.task = self.bar.add_task("bench", total=total)
+        self.listener = Listener(on_graph=self._on_graph, on_case=self._on_case)
 
-    def on_case(work, case):
-        progress.update(task, description=f"{work.spec.label} {case.describe()}")
+    def __enter__(self):
+        if self.bar:
+            self.bar.start()
+        return self
 
-    return progress, task, Listener(on_graph=on_graph, on_case=on_case)
+    def __exit__(self, *exc):
+        if self.bar:
+            self.bar.stop()
+        return False
+
+    def _say(self, text: str) -> None:
+        if self.bar:
+            self.bar.update(self.task, description=text)
+        else:
+            click.echo(text, err=True)
+
+    def _on_graph(self, work) -> None:
+        self._say(f"{work.spec.label}: loading")
+
+    def _on_case(self, work, case) -> None:
+        self.label, self.t_case = f"{work.spec.label} {case.describe()}", time.perf_counter()
+        if self.bar:
+            self._say(self.label)
+
+    def case_done(self, rows) -> None:
+        self.done += 1
+        if self.bar:
+            self.bar.advance(self.task)
+            return
+        main = next((r for r in rows if report.is_main(r)), None)
+        result = (f"autosage {main.speedup_vs_best_vendor:.2f}x vs {main.best_vendor or 'no vendor'}"
+                  f" [{main.status}]" if main else "no autosage row")
+        click.echo(f"[{self.done}/{self.total}] {self.label}: {result} "
+                   f"({time.perf_counter() - self.t_case:.1f} s, {time.perf_counter() - self.t0:.0f} s total)",
+                   err=True)
 
 
 @click.command("bench")
@@ -162,15 +200,14 @@ def command(datasets, suite, ops, widths, heads, repeat, flush_l2, oracle, all_s
     new_rows: list = []
     finished = False
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
-    progress, task, listener = _progress(count_cases(work))
     try:
-        with progress:
-            for rows in run_suite(work, options, ctx, toolkit, listener):
+        with SuiteProgress(count_cases(work)) as progress:
+            for rows in run_suite(work, options, ctx, toolkit, progress.listener):
                 new_rows += rows
                 # Written after every case: a run cut short (timeout, Ctrl-C, a missing dataset
                 # further down the suite) keeps everything it measured.
                 report.write_csv(report.merge_rows(old_rows, new_rows), out / "results.csv")
-                progress.advance(task)
+                progress.case_done(rows)
         finished = True
     finally:
         signal.signal(signal.SIGTERM, previous)
@@ -207,11 +244,17 @@ def _command_line(ctx: click.Context) -> str:
 
 
 def _render(rows, out: Path, as_json: bool) -> None:
-    from rich.console import Console
-
     if as_json:
-        report.render_summary(Console(stderr=True), rows)
+        report.render_summary(_console(stderr=True), rows)
         click.echo(json.dumps(report.summary_dict(rows, str(out)), indent=1))
     else:
-        report.render_summary(Console(), rows)
+        report.render_summary(_console(stderr=False), rows)
     click.echo(f"results written to {out}/ (results.csv, results.json, README.md, plots)", err=True)
+
+
+def _console(stderr: bool):
+    """A rich console; off a terminal (logs, pipes) wide enough that the tables do not wrap."""
+    from rich.console import Console
+
+    console = Console(stderr=stderr)
+    return console if console.is_terminal else Console(stderr=stderr, width=160)

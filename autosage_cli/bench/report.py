@@ -339,9 +339,19 @@ def readme_text(rows: list[Row], environment: dict, plots: list[str], runs: list
             lines.append(f"| {op} | {backend} | {count} | {why.replace('|', '/')} |")
     if plots:
         lines += ["", "## Plots", ""] + [f"![{p}]({p})" for p in plots]
-    lines += ["", "Rows: `results.csv` / `results.json` (BENCHMARK.md §9 columns first). Speed-ups are "
-              "measured side by side in one process (§1); times are CUDA-event medians (p20/p80 in the "
-              "CSV).", ""]
+    lines += ["", "## How to read this", "",
+              "- Rows: `results.csv` / `results.json` (BENCHMARK.md §9 columns first, extra columns "
+              "after). Speed-ups are measured side by side in one process (§1): CUDA-event medians, "
+              "p20/p80 in the CSV.",
+              "- `autosage` rows are what a user gets: the scheduler's choice (`decision` probe, or "
+              "cache on a hit) run on the full graph; `oracle` rows tune on the full graph. The probe "
+              "agrees when it chose the same backend and schedule, or one within 5% of the oracle's time.",
+              "- Every output is checked against the best vendor output (`rel_error`, limit 1e-4); a "
+              "row that fails is marked (`status`) and never timed.",
+              "- Compulsory bytes (§5): indptr + indices + values + dense inputs once + output once "
+              "(spmm: B, C; sddmm: X, Y, out; attention: Q, K, V, O). Effective bandwidth = those "
+              "bytes / median time, plotted as a fraction of the copy bandwidth measured in the run.",
+              ""]
     return "\n".join(lines)
 
 

@@ -88,3 +88,8 @@ def test_guardrail_must_be_in_unit_interval(g):
 def test_decision_round_trips_through_a_dict():
     d = decide([native("spmm.subwarp.g8.v2.t256", 0.41)], VENDORS)
     assert Decision.from_dict(d.to_dict()) == d
+
+
+def test_ties_go_to_the_better_estimate():
+    d = decide([native("spmm.b.g2", 0.5), native("spmm.a.g1", 0.5)], VENDORS)
+    assert d.schedule == "spmm.b.g2"

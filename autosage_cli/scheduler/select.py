@@ -58,8 +58,9 @@ def decide(candidates, vendor, guardrail: float = DEFAULT_GUARDRAIL) -> Decision
         raise AutosageError(f"guardrail must be in (0, 1], got {guardrail}")
     natives = [r for r in candidates if r.status == "ok" and r.ms is not None]
     vendors = [r for r in vendor if r.status == "ok" and r.ms is not None]
-    best_n = min(natives, key=lambda r: (r.ms, r.name)) if natives else None
-    best_v = min(vendors, key=lambda r: (r.ms, r.name)) if vendors else None
+    # Ties go to the earlier record: candidates come in estimate order, vendors in registry order.
+    best_n = min(natives, key=lambda r: r.ms) if natives else None
+    best_v = min(vendors, key=lambda r: r.ms) if vendors else None
 
     if best_v is None:
         if best_n is None:

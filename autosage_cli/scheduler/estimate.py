@@ -136,7 +136,7 @@ class DegreeProfile:
 class Launch:
     """The abstract work of one kernel launch."""
     items: float               # work items (one group each)
-    lanes: int
+    lanes: int                 # threads per item
     threads: int
     edge_steps: float          # sum over items of edges x feature passes
     step_us: float             # latency of one edge-step of one group (after unrolling)
@@ -219,8 +219,8 @@ def walker(s: Schedule, k: int, threads: int | None = None) -> Walker:
     threads = threads or int(getattr(s, "lanes_per_item", s.lanes) or s.lanes)
     width = s.tile if s.tile else s.lanes * s.vec
     chunks = max(1, math.ceil(min(k, width) / (s.lanes * s.vec)))
-    return Walker(threads, max(1, threads // s.lanes), width, chunks, threads >= 32 and s.lanes < 32
-                  or s.family in ("warprow", "splitwarp"))
+    staged = (threads >= 32 and s.lanes < 32) or s.family in ("warprow", "splitwarp")
+    return Walker(threads, max(1, threads // s.lanes), width, chunks, staged)
 
 
 def edge_step_us(f, s: Schedule, w: Walker, dev: DeviceModel, dense_bytes: float,
@@ -245,16 +245,15 @@ class RowWork:
     instr: float = 4.0        # warp instructions per step and register chunk, beyond the load
 
 
-def _items(prof, rows, nnz, max_deg, cap, w, k, s, step_us, share, dram, l2, work, lockstep_of, dev):
-    """Launch of `rows` items walking `share` of the nonzeros (rows capped at `cap` edges). Edge
-    slots sum their partials with log2(slots) shuffles per pass."""
+def _items(prof, rows, nnz, max_deg, cap, w, k, s, step_us, share, dram, l2, work, groups_per_warp, dev):
+    """Launch of `rows` items walking `share` of the nonzeros (rows capped at `cap` edges) and the
+    same share of the traffic. Edge slots sum their partials with log2(slots) shuffles per pass."""
     passes = w.passes(k)
     tiles = math.ceil(k / s.tile) if s.tile and s.tile < k else 1
-    per_item_warp = lockstep_of
     merge_steps = rows * passes * math.log2(w.slots) * dev.shuffle_latency_us / step_us
     steps = nnz * share * passes * prof.steps_per_edge(w.slots, cap) + merge_steps
     return Launch(rows * tiles, w.threads, s.threads, steps, step_us,
-                  prof.lockstep_factor(per_item_warp, cap=cap), min(max_deg, cap) * passes / tiles / w.slots,
+                  prof.lockstep_factor(groups_per_warp, cap=cap), min(max_deg, cap) * passes / tiles / w.slots,
                   dram * share, l2 * share, work.instr + (1 + s.vec) * w.chunks_per_pass)
 
 

@@ -126,7 +126,11 @@ def power_law(rng: np.random.Generator, n: int, nnz: int, q50: float, q90: float
     local[block_size < 2] = 0.0
     with np.errstate(divide="ignore", invalid="ignore"):
         local_draws = np.where(local > 0, np.log1p(-local / block_size) / np.log1p(-1.0 / block_size), 0.0)
-    global_draws = _expected_unique_inverse(targets, targets - local)
+    # A weighted draw that lands in the row's own block on a column the local draws already took is
+    # lost as a duplicate: ask the weighted part for proportionally more.
+    block_weight = np.bincount(ids // block, weights=targets)[ids // block] / float(targets.sum())
+    lost = block_weight * local / block_size
+    global_draws = _expected_unique_inverse(targets, (targets - local) / (1.0 - lost))
     k_local = _stochastic_round(rng, local_draws)
     k_global = _stochastic_round(rng, global_draws)
     k_global[(k_local + k_global) == 0] = 1  # rounding must not empty a row: min degree is a target too

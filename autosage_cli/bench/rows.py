@@ -113,6 +113,13 @@ def _parse(type_name, value):
     return str(value)
 
 
+def json_value(x):
+    """JSON has no NaN/inf: NaN -> null, ±inf -> "inf"/"-inf" (Row.from_dict reads both back)."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None if math.isnan(x) else ("inf" if x > 0 else "-inf")
+    return x
+
+
 def compulsory_bytes(op: str, n_rows: int, n_cols: int, nnz: int, k: int, heads: int = 1,
                      index_bytes: int = 4) -> int:
     """Bytes an implementation must move at least once (module docstring lists them per op)."""
@@ -149,4 +156,4 @@ def speedup(baseline_ms: float, ms: float) -> float:
 
 
 __all__ = ["Row", "SCHEMA_COLUMNS", "EXTRA_COLUMNS", "ALL_COLUMNS", "DECISIONS", "STATUSES",
-           "compulsory_bytes", "gather_bytes", "effective_tbps", "speedup"]
+           "compulsory_bytes", "gather_bytes", "effective_tbps", "speedup", "json_value"]

@@ -1,0 +1,196 @@
+"""Benchmark arithmetic, pure functions over `Row`s (tested on CPU): geomeans, probe agreement with
+the oracle, per op × graph summaries, and the issues' targets, each MET / MISSED / NOT MEASURED with
+its number and what it covers. `bench.report` renders them (README, rich tables, --json).
+"""
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Iterable
+
+from .rows import Row, json_value
+
+AGREEMENT_TOLERANCE = 0.05        # a probe choice within 5% of the oracle's time counts as agreeing
+ATTENTION_TARGET_GRAPHS = ("reddit-like", "products-like")   # issue 5: d = 64, H ∈ {1, 8}
+ATTENTION_TARGET_D = 64
+
+
+def geomean(values: Iterable[float]) -> float:
+    """Geometric mean of the finite positive values; NaN when there are none."""
+    logs = [math.log(v) for v in values if v is not None and math.isfinite(v) and v > 0]
+    return math.exp(sum(logs) / len(logs)) if logs else math.nan
+
+
+def probe_agrees(probe: tuple[str, str], probe_ms: float, oracle: tuple[str, str], oracle_ms: float,
+                 tolerance: float = AGREEMENT_TOLERANCE) -> bool:
+    """The probe agrees with the oracle when it chose the same (backend, schedule), or a choice whose
+    full-graph time is within `tolerance` of the oracle's (both timed side by side in the run)."""
+    if tuple(probe) == tuple(oracle):
+        return True
+    if not (math.isfinite(probe_ms) and math.isfinite(oracle_ms)) or oracle_ms <= 0:
+        return False
+    return probe_ms <= (1.0 + tolerance) * oracle_ms
+
+
+def is_main(row: Row) -> bool:
+    """The autosage row of a case: what a user gets (a fresh probe or a cache hit)."""
+    return row.backend == "autosage" and row.decision in ("probe", "cache")
+
+
+def agreement(rows: Iterable[Row]) -> tuple[int, int]:
+    """(agreeing, compared) over autosage rows that have an oracle to compare with."""
+    marks = [r.probe_agrees for r in rows if is_main(r) and r.probe_agrees in ("yes", "no")]
+    return sum(m == "yes" for m in marks), len(marks)
+
+
+def case_key(row: Row) -> tuple:
+    return (row.graph, row.op, row.k, row.heads)
+
+
+def attention_kind(schedule: str) -> str | None:
+    """"fused" or "unfused" for a native attention schedule name (op.family....), else None. The
+    unfused pipelines are the families named *unfused* / *pipeline*; every other attention family
+    is a fused kernel."""
+    parts = schedule.split(".")
+    if len(parts) < 2 or parts[0] != "attention":
+        return None
+    return "unfused" if ("unfused" in parts[1] or "pipeline" in parts[1]) else "fused"
+
+
+@dataclass(frozen=True)
+class GroupSummary:
+    op: str
+    graph: str
+    cases: int
+    geomean: float        # autosage speed-up vs best vendor
+    worst: float
+    worst_k: int
+    failed: int           # autosage rows that failed or were wrong
+
+
+def group_summaries(rows: list[Row]) -> list[GroupSummary]:
+    groups: dict[tuple[str, str], list[Row]] = defaultdict(list)
+    for r in rows:
+        if is_main(r):
+            groups[(r.op, r.graph)].append(r)
+    out = []
+    for (op, graph), rs in sorted(groups.items()):
+        timed = [r for r in rs if math.isfinite(r.speedup_vs_best_vendor)]
+        worst = min(timed, key=lambda r: r.speedup_vs_best_vendor, default=None)
+        out.append(GroupSummary(op, graph, len(rs), geomean(r.speedup_vs_best_vendor for r in rs),
+                                worst.speedup_vs_best_vendor if worst else math.nan,
+                                worst.k if worst else 0, sum(r.status != "ok" for r in rs)))
+    return out
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    value: float
+    threshold: float
+    detail: str
+    measured: bool
+
+    @property
+    def met(self) -> bool:
+        return self.measured and math.isfinite(self.value) and self.value >= self.threshold
+
+    @property
+    def verdict(self) -> str:
+        return "NOT MEASURED" if not self.measured else ("MET" if self.met else "MISSED")
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "value": json_value(self.value), "threshold": self.threshold,
+                "verdict": self.verdict, "detail": self.detail}
+
+
+def _target(name: str, values: list[float], threshold: float, how: str, detail: str = "",
+            gaps: str = "") -> Target:
+    """`gaps` says which cases could not be measured and why (shown whether or not others were)."""
+    values = [v for v in values if math.isfinite(v)]
+    if not values:
+        return Target(name, math.nan, threshold, gaps or detail or "no rows", False)
+    value = geomean(values) if how == "geomean" else min(values)
+    text = f"{how} of {len(values)} rows" + (f"; {detail}" if detail else "") + (f"; {gaps}" if gaps else "")
+    return Target(name, value, threshold, text, True)
+
+
+def _vendors(main: list[Row], rows: list[Row] | None = None) -> str:
+    """'vs alg1 ×3, alg3 ×5': which vendor was the best in the rows a target covers (and, given
+    all rows, which provider ran it, e.g. torch.sparse.sampled_addmm)."""
+    names: dict[str, int] = defaultdict(int)
+    for r in main:
+        if r.best_vendor:
+            names[r.best_vendor] += 1
+    text = ", ".join(f"{n} ×{c}" for n, c in sorted(names.items()))
+    providers = sorted({r.provider for r in rows or [] if r.backend in names and r.provider})
+    return ("vs " + text if text else "") + (f" ({', '.join(providers)})" if providers else "")
+
+
+def _worst(main: list[Row]) -> str:
+    timed = [r for r in main if math.isfinite(r.speedup_vs_best_vendor)]
+    if not timed:
+        return ""
+    w = min(timed, key=lambda r: r.speedup_vs_best_vendor)
+    return f"worst: {w.graph} K={w.k} ({w.schedule} vs {w.best_vendor})"
+
+
+def _attention_cases(rows: list[Row]) -> list[dict]:
+    """Per attention case at d = 64 on the target graphs (all attention cases at d = 64 when those
+    graphs are absent): the best fused and unfused native times, PyG and the best vendor."""
+    att = [r for r in rows if r.op == "attention" and r.k == ATTENTION_TARGET_D]
+    if any(r.graph in ATTENTION_TARGET_GRAPHS for r in att):
+        att = [r for r in att if r.graph in ATTENTION_TARGET_GRAPHS]
+    cases: dict[tuple, dict] = defaultdict(lambda: {"fused": math.inf, "unfused": math.inf,
+                                                    "pyg": math.nan, "vendor": math.nan})
+    for r in att:
+        c = cases[case_key(r)]
+        ok = r.status == "ok" and math.isfinite(r.ms_median)
+        kind = attention_kind(r.schedule) if r.backend in ("native", "autosage") else None
+        if ok and kind:
+            c[kind] = min(c[kind], r.ms_median)
+        if ok and r.backend == "pyg":
+            c["pyg"] = r.ms_median
+        elif r.backend == "pyg" and r.error:
+            c["pyg_reason"] = f"PyG {r.status} on {r.graph} H={r.heads}: {r.error}"
+        if math.isfinite(r.best_vendor_ms):
+            c["vendor"] = r.best_vendor_ms
+    return [dict(v, case=k) for k, v in sorted(cases.items())]
+
+
+def evaluate_targets(rows: list[Row]) -> list[Target]:
+    """The issue's targets, each MET / MISSED / NOT MEASURED with its number."""
+    main = [r for r in rows if is_main(r)]
+    spmm = [r for r in main if r.op == "spmm"]
+    sddmm = [r for r in main if r.op == "sddmm"]
+    sp = lambda rs: [r.speedup_vs_best_vendor for r in rs]  # noqa: E731
+    small = [r for r in spmm if r.k <= 16]
+    targets = [
+        _target("SpMM geomean speed-up vs best cuSPARSE", sp(spmm), 1.5, "geomean", _vendors(spmm)),
+        _target("SpMM geomean speed-up at K <= 16", sp(small), 2.0, "geomean", _vendors(small)),
+        _target("SpMM worst row vs best cuSPARSE", sp(spmm), 0.97, "min", _worst(spmm)),
+        # The SDDMM vendor is cusparseSDDMM when nvmath or torch provides it, else the gather-dot
+        # composition: the detail names the provider so a MET against gather-dot is not misread.
+        _target("SDDMM geomean speed-up vs cusparseSDDMM", sp(sddmm), 2.0, "geomean",
+                _vendors(sddmm, rows)),
+    ]
+    cases = _attention_cases(rows)
+    names = sorted({c["case"][0] for c in cases})
+    where = f"d={ATTENTION_TARGET_D} on {', '.join(names)}" if names else ""
+    ratio = lambda base, ours: base / ours if math.isfinite(ours) and base > 0 else math.nan  # noqa: E731
+    targets += [
+        _target("Attention fused vs PyG", [ratio(c["pyg"], c["fused"]) for c in cases], 25.0, "min", where,
+                gaps="; ".join(c["pyg_reason"] for c in cases if "pyg_reason" in c)),
+        _target("Attention fused vs best unfused vendor",
+                [ratio(c["vendor"], c["fused"]) for c in cases], 3.0, "min", where),
+        _target("Attention fused vs our unfused", [ratio(c["unfused"], c["fused"]) for c in cases],
+                1.5, "min", where),
+    ]
+    agreed, compared = agreement(rows)
+    targets.append(Target("Probe agrees with oracle", agreed / compared if compared else math.nan, 0.9,
+                          f"{agreed} of {compared} cases (same choice or within 5%)", compared > 0))
+    bad = [r for r in main if r.status != "ok"]
+    targets.append(Target("Autosage rows verified", 1.0 - len(bad) / len(main) if main else math.nan,
+                          1.0, f"{len(main) - len(bad)} of {len(main)} rows", bool(main)))
+    return targets

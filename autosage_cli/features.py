@@ -12,7 +12,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .graphs.csr import CSRGraph
-from .graphs.edges import row_chunks
+from .graphs.edges import CHUNK, row_chunks
 
 DEGREE_KEYS = ("mean", "min", "max", "q50", "q90", "q99", "cv")
 
@@ -57,12 +57,12 @@ def degree_quantiles(degrees: np.ndarray) -> tuple[float, float, float]:
     return float(q50), float(q90), float(q99)
 
 
-def locality(graph: CSRGraph, degrees: np.ndarray) -> float:
-    """mean |col − row| / n_cols over the nonzeros, summed chunk by chunk of rows."""
+def locality(graph: CSRGraph, degrees: np.ndarray, chunk: int = CHUNK) -> float:
+    """mean |col − row| / n_cols over the nonzeros, summed over chunks of about `chunk` nonzeros."""
     if graph.nnz == 0:
         return 0.0
     total = 0
-    for first, end, start in row_chunks(degrees):
+    for first, end, start in row_chunks(degrees, chunk):
         stop = int(graph.indptr[end])
         rows = np.repeat(np.arange(first, end, dtype=np.int64), degrees[first:end])
         total += int(np.abs(graph.indices[start:stop].astype(np.int64) - rows).sum())

@@ -3,7 +3,7 @@ harness loop and the `bench` command run on CPU: plans compute SpMM with SciPy a
 "times"; some are deliberately wrong or broken."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
@@ -42,6 +42,7 @@ class FakeDecision:
 class FakeTuneResult:
     decision: FakeDecision
     cache_hit: bool = False
+    timings: dict = field(default_factory=lambda: {"graph_features_ms": 7.0})
 
 
 class FakePlan:
@@ -75,6 +76,7 @@ class FakeToolkit:
         self.vendor_ms = {"cusparse-alg1": 2.0, "cusparse-default": 3.0} if vendor_ms is None else vendor_ms
         self.wrong_vendor = wrong_vendor
         self.tune_calls: list[dict] = []
+        self.cached: set = set()     # (op, k, heads) decisions stored in "the cache"
         self.freed = 0
 
     def environment(self):
@@ -112,7 +114,10 @@ class FakeToolkit:
         self.tune_calls.append({"cache": cache, "full": full, "top_k": top_k})
         choice = self.oracle_choice if full else self.probe_choice
         backend = "native" if choice.startswith("spmm.") else choice
-        return FakeTuneResult(FakeDecision(backend, choice), cache_hit=self.cache_hit and not full)
+        hit = cache is not None and (self.cache_hit or (op, k, heads) in self.cached)
+        if cache is not None:
+            self.cached.add((op, k, heads))
+        return FakeTuneResult(FakeDecision(backend, choice), cache_hit=hit)
 
     def plan_for(self, dgraph, decision, k, heads):
         if decision.backend == "native":

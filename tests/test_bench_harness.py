@@ -70,13 +70,23 @@ def test_vendor_choice_and_cache_hit():
     probe = by_backend(rows, "cache")["autosage"]
     assert (probe.chosen_backend, probe.schedule, probe.probe_agrees) == ("cusparse-alg1", "cusparse-alg1", "")
     assert probe.speedup_vs_best_vendor == pytest.approx(1.0)
-    assert tk.tune_calls == [{"cache": "/tmp/cache.json", "full": False, "top_k": None}]
+    assert tk.tune_calls == [{"cache": "/tmp/cache.json", "full": False, "top_k": None}] * 2
 
 
 def test_oracle_does_not_write_the_users_cache():
     tk = FakeToolkit()
     run(tk, cache="c.json", oracle=True)
-    assert [c["cache"] for c in tk.tune_calls] == ["c.json", None]
+    # probe, the warm (cache-hit) repeat of it, then the oracle without a cache
+    assert [c["cache"] for c in tk.tune_calls] == ["c.json", "c.json", None]
+
+
+def test_tuning_overheads_are_recorded():
+    rows, _ = run(FakeToolkit())
+    probe = by_backend(rows, "probe")["autosage"]
+    assert probe.features_ms == 7.0 and probe.warm_tune_ms >= 0 and probe.tune_ms >= 0
+    tk = FakeToolkit()
+    rows, _ = run(tk, cache=None)  # no cache: nothing to be warm from
+    assert math.isnan(by_backend(rows, "probe")["autosage"].warm_tune_ms) and len(tk.tune_calls) == 1
 
 
 def test_vendor_that_disagrees_is_marked_and_never_best():

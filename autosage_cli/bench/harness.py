@@ -43,7 +43,7 @@ class RunOptions:
     flush_l2: bool = False
     oracle: bool = False
     all_schedules: tuple[str, ...] = ()   # ops whose every supported native schedule is timed
-    cache: str = ""                 # decision cache file ("" : the user's default cache)
+    cache: str | None = ""          # decision cache file ("": the user's default; None: no cache)
     seed: int = 0
     top_k: int | None = None
     budget_ms: float | None = None
@@ -206,7 +206,21 @@ class CaseRunner:
         row = self._row(m, decision)
         row.chosen_backend, row.tune_ms = choice[0], tune_ms
         row.reason = " ".join(str(getattr(result.decision, "reason", "")).split())
+        row.features_ms = _float((getattr(result, "timings", None) or {}).get("graph_features_ms"))
+        if not full and o.cache is not None:
+            row.warm_tune_ms = self._warm_tune_ms()
         return row, choice
+
+    def _warm_tune_ms(self) -> float:
+        """Issue 4's warm-tune overhead: the same tune again, now answered by the cache."""
+        c, o = self.case, self.opts
+        t0 = time.perf_counter()
+        try:
+            self.tk.tune(self.graph, c.op, c.k, c.heads, cache=o.cache, top_k=o.top_k,
+                         budget_ms=o.budget_ms, guardrail=o.guardrail, full=False, seed=o.seed)
+        except Exception:  # the first tune succeeded; a failing second one is not this row's time
+            return math.nan
+        return (time.perf_counter() - t0) * 1e3
 
     def _mark_agreement(self, probe: Row, probe_choice, oracle: Row, oracle_choice) -> None:
         from .report import probe_agrees

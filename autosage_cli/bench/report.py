@@ -126,8 +126,7 @@ def readme_text(rows: list[Row], environment: dict, plots: list[str], runs: list
     lines += ["", "## Targets", "", "| target | measured | threshold | verdict | over |",
               "|---|---|---|---|---|"]
     for t in targets:
-        unit = "" if "agree" in t.name or "verified" in t.name else "×"
-        lines.append(f"| {t.name} | {_fmt(t.value, unit)} | {t.threshold:g}{unit} | **{t.verdict}** "
+        lines.append(f"| {t.name} | {_fmt(t.value, t.unit)} | {t.bound} | **{t.verdict}** "
                      f"| {t.detail} |")
     lines += ["", "## Autosage speed-up vs best vendor, per op and graph", "",
               "| op | graph | cases | geomean | worst (K) | failed |", "|---|---|---|---|---|---|"]
@@ -188,8 +187,7 @@ def render_summary(console, rows: list[Row]) -> None:
         verdicts.add_column(col)
     style = {"MET": "green", "MISSED": "red", "NOT MEASURED": "yellow"}
     for t in evaluate_targets(rows):
-        unit = "" if "agree" in t.name or "verified" in t.name else "×"
-        verdicts.add_row(t.name, _fmt(t.value, unit), f"{t.threshold:g}{unit}",
+        verdicts.add_row(t.name, _fmt(t.value, t.unit), t.bound,
                          f"[{style[t.verdict]}]{t.verdict}[/]", t.detail)
     console.print(verdicts)
 

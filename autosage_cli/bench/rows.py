@@ -71,6 +71,8 @@ class Row:
     oracle_schedule: str = ""
     oracle_ms: float = math.nan
     tune_ms: float = math.nan       # wall time of the tune() call (a cache hit is cheap)
+    features_ms: float = math.nan   # the graph's features + fingerprint, computed once per graph
+    warm_tune_ms: float = math.nan  # a second tune() right after the first: a cache hit
     provider: str = ""              # which implementation a vendor plan used (e.g. sddmm's)
     n_cols: int = 0
     gather_bytes: int = 0

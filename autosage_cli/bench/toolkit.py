@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import sys
+import time
 
 
 class GpuToolkit:
@@ -24,7 +25,7 @@ class GpuToolkit:
         self._baselines, self._native, self._timing, self._vendor = baselines, native, timing, vendor
         self._device_graph, self._make_inputs = DeviceGraph.from_host, make_inputs
         self._schedule, self._tune, self._cache_mod, self._env = schedule, tune, cache, environment
-        self._features = (None, None)       # (graph, its GraphFeatures): computed once per graph
+        self._features = (None, None, 0.0)  # (graph, its GraphFeatures, ms): once per graph
         self._device_info = self._software_info = None
 
     def environment(self) -> dict:
@@ -61,20 +62,29 @@ class GpuToolkit:
         return self._native.prepare(dgraph, schedule, k, heads)
 
     def _graph_features(self, graph):
+        """The graph's features and fingerprint, once per graph (both are part of a cold tune; the
+        time is reported in every row of the graph as features_ms)."""
         if self._features[0] is not graph:
             from ..features import compute_features
 
-            self._features = (graph, compute_features(graph))
-        return self._features[1]
+            t0 = time.perf_counter()
+            _ = graph.fingerprint  # cached on the graph; the cache key needs it
+            features = compute_features(graph)
+            self._features = (graph, features, (time.perf_counter() - t0) * 1e3)
+        return self._features[1], self._features[2]
 
     def tune(self, graph, op, k, heads, *, cache, top_k, budget_ms, guardrail, full, seed=0):
         """scheduler.tune.tune; `cache` None: no cache (the oracle), "": the default file, else a path."""
         kwargs = {name: value for name, value in (("top_k", top_k), ("budget_ms", budget_ms),
                                                   ("guardrail", guardrail)) if value is not None}
         store = None if cache is None else self._cache_mod.DecisionCache(cache or None)
-        return self._tune.tune(graph, op, k, heads, cache=store, full=full, seed=seed,
-                               features=self._graph_features(graph), device_info=self._device_info,
-                               software_info=self._software_info, **kwargs)
+        features, features_ms = self._graph_features(graph)
+        result = self._tune.tune(graph, op, k, heads, cache=store, full=full, seed=seed,
+                                 features=features, device_info=self._device_info,
+                                 software_info=self._software_info, **kwargs)
+        if isinstance(getattr(result, "timings", None), dict):
+            result.timings["graph_features_ms"] = features_ms
+        return result
 
     def plan_for(self, dgraph, decision, k, heads):
         return self._tune.plan_for(dgraph, decision, k, heads, None)

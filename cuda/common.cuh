@@ -41,6 +41,21 @@ __device__ __forceinline__ void load_vec(const float* __restrict__ p, float (&ou
     }
 }
 
+// Load through L2 only (ld.global.cg), never L1: for data other blocks wrote during this launch
+// (split SpMM partials), which a non-coherent L1 might still hold from an earlier launch.
+template <int V>
+__device__ __forceinline__ void load_vec_cg(const float* p, float (&out)[V]) {
+    if constexpr (V == 4) {
+        const float4 t = __ldcg(reinterpret_cast<const float4*>(p));
+        out[0] = t.x; out[1] = t.y; out[2] = t.z; out[3] = t.w;
+    } else if constexpr (V == 2) {
+        const float2 t = __ldcg(reinterpret_cast<const float2*>(p));
+        out[0] = t.x; out[1] = t.y;
+    } else {
+        out[0] = __ldcg(p);
+    }
+}
+
 template <int V>
 __device__ __forceinline__ void store_vec(float* __restrict__ p, const float (&v)[V]) {
     if constexpr (V == 4) {

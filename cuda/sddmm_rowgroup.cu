@@ -22,6 +22,7 @@ __device__ __forceinline__ void rowgroup_edges(int begin, int end, int k, const 
     bool col_ok[P];
 #pragma unroll
     for (int p = 0; p < P; ++p) col_ok[p] = glane * V + p * G * V < k;
+#pragma unroll 1
     for (int e = begin; e < end; e += U) {
         int c[U];
         float a[U];

@@ -26,6 +26,7 @@ __device__ __forceinline__ void group_row_accumulate(int begin, int end,
                                                      const T* __restrict__ B, long long ldb,
                                                      int col, float (&acc)[V]) {
     int e = begin;
+#pragma unroll 1
     for (; e + U <= end; e += U) {
         int c[U];
         float a[U];
@@ -42,6 +43,7 @@ __device__ __forceinline__ void group_row_accumulate(int begin, int end,
 #pragma unroll
             for (int v = 0; v < V; ++v) acc[v] = VALUES ? fmaf(a[u], b[u][v], acc[v]) : acc[v] + b[u][v];
     }
+#pragma unroll 1
     for (; e < end; ++e) {
         const int c = __ldg(indices + e);
         const float a = VALUES ? to_float(load_scalar(values + e)) : 1.0f;
@@ -52,18 +54,16 @@ __device__ __forceinline__ void group_row_accumulate(int begin, int end,
     }
 }
 
-// One G-lane group computes row `row_code` of C over all k columns. A negative row_code ~r means
-// "write zeros to row r" (split plans zero their heavy rows this way before the atomic pass).
+// One G-lane group computes row `row` of C over all k columns (an empty row is written as zeros).
 template <typename T, int G, int V, int U>
-__device__ __forceinline__ void group_row(int row_code, int k, const int* __restrict__ indptr,
+__device__ __forceinline__ void group_row(int row, int k, const int* __restrict__ indptr,
                                           const int* __restrict__ indices,
                                           const T* __restrict__ values, const T* __restrict__ B,
                                           long long ldb, T* __restrict__ C, long long ldc) {
-    const bool zero_only = row_code < 0;
-    const int row = zero_only ? ~row_code : row_code;
     const int begin = __ldg(indptr + row);
-    const int end = zero_only ? begin : __ldg(indptr + row + 1);
+    const int end = __ldg(indptr + row + 1);
     const int glane = lane_id() & (G - 1);
+#pragma unroll 1
     for (int col = glane * V; col < k; col += G * V) {
         float acc[V];
 #pragma unroll
@@ -100,6 +100,7 @@ __device__ __forceinline__ void warp_range_accumulate(int begin, int end,
         next_c = __ldg(indices + begin + lane);
         if (VALUES) next_a = to_float(load_scalar(values + begin + lane));
     }
+#pragma unroll 1
     for (int base = begin; base < end; base += 32) {
         const int cur_c = next_c;
         const float cur_a = next_a;
@@ -172,17 +173,16 @@ __device__ __forceinline__ void warp_range(int begin, int end, const int* __rest
     warp_slot_sum<G, P, V>(acc);
 }
 
-// Whole warp: row `row_code` of C (negative ~r: zeros for row r) over all k columns, P = 1.
+// Whole warp: row `row` of C over all k columns (an empty row is written as zeros), P = 1.
 template <typename T, int G, int V, int U>
-__device__ __forceinline__ void warp_row(int row_code, int k, const int* __restrict__ indptr,
+__device__ __forceinline__ void warp_row(int row, int k, const int* __restrict__ indptr,
                                          const int* __restrict__ indices,
                                          const T* __restrict__ values, const T* __restrict__ B,
                                          long long ldb, T* __restrict__ C, long long ldc) {
-    const bool zero_only = row_code < 0;
-    const int row = zero_only ? ~row_code : row_code;
     const int begin = __ldg(indptr + row);
-    const int end = zero_only ? begin : __ldg(indptr + row + 1);
+    const int end = __ldg(indptr + row + 1);
     const int lane = lane_id();
+#pragma unroll 1
     for (int base = 0; base < k; base += G * V) {
         const int col = base + (lane & (G - 1)) * V;
         float acc[1][V];

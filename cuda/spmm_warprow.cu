@@ -26,6 +26,7 @@ spmm_warprow(const int n_rows, const int k, const int* __restrict__ indptr,
     const int begin = __ldg(indptr + row);
     const int end = __ldg(indptr + row + 1);
     const int lane = autosage::lane_id();
+#pragma unroll 1
     for (int base = blockIdx.y * W; base < k; base += gridDim.y * W) {
         const int col0 = base + (lane & (G - 1)) * V;
         float acc[P][V];

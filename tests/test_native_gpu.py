@@ -237,17 +237,28 @@ def test_values_fast_path_only_for_all_ones(graphs):
     assert not native.prepare(graphs["medium_power_law"][1], s, 4).values_all_ones
 
 
-def test_split_plans_launch_only_what_the_graph_needs(graphs):
+def test_split_plans_are_one_launch_and_leave_their_state_clean(graphs):
+    import cupy
+
     from autosage_cli.backends import native
 
     atomic = Schedule("spmm", "split", lanes=4, vec=4, split=256, chunk=256, reduce="atomic", unroll=4)
     twophase = Schedule("spmm", "split", lanes=4, vec=4, split=1024, chunk=1024, reduce="twophase", unroll=4)
     light_only = graphs["empty_rows"][1]  # no row above 256
-    assert len(native.prepare(light_only, atomic, 16).launches) == 1
-    assert len(native.prepare(light_only, twophase, 16).launches) == 1
-    hubs = graphs["half_in_one_row"][1]
-    assert len(native.prepare(hubs, atomic, 16).launches) == 2
-    assert len(native.prepare(hubs, twophase, 16).launches) == 2
+    for s in (atomic, twophase):
+        plan = native.prepare(light_only, s, 16)
+        assert len(plan.launches) == 1 and plan.n_chunks == 0 and plan.n_heavy == 0
+    csr, hubs = graphs["half_in_one_row"]
+    (B,) = case("spmm", "half_in_one_row", csr, hubs, 16)[0]
+    for s in (atomic, twophase):
+        plan = native.prepare(hubs, s, 16)
+        assert len(plan.launches) == 1 and plan.n_heavy == 1 and plan.n_chunks == -(-12_000 // s.chunk)
+        for _ in range(3):
+            plan(B)
+        cupy.cuda.get_current_stream().synchronize()
+        assert not bool(cupy.any(plan.tickets)), "tickets must be reset by the last chunk"
+        if s.reduce == "atomic":
+            assert not bool(cupy.any(plan.scratch)), "atomic scratch must be re-zeroed"
 
 
 def test_twophase_is_bitwise_deterministic(graphs):

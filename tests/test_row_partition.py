@@ -50,8 +50,10 @@ def test_partition_covers_heavy_rows_once_and_light_is_complement(name, split, c
     assert ptr[0] == 0 and ptr[-1] == part.n_chunks and np.all(np.diff(ptr) >= 1)
     for i, h in enumerate(part.heavy_rows):
         assert np.all(part.chunk_row[ptr[i]:ptr[i + 1]] == h)
+        assert np.all(part.chunk_owner[ptr[i]:ptr[i + 1]] == i)
         assert ptr[i + 1] - ptr[i] == -(-degrees[h] // chunk)
-    for arr in (part.light_rows, part.heavy_rows, part.chunk_row, part.chunk_start, ptr):
+    assert part.chunk_owner.shape == part.chunk_row.shape
+    for arr in (part.light_rows, part.heavy_rows, part.chunk_row, part.chunk_start, part.chunk_owner, ptr):
         assert arr.dtype == np.int32
 
 
@@ -64,18 +66,6 @@ def test_light_rows_longest_bin_first_ids_ascending_within_bin():
         ids = order[bins == b]
         assert np.all(np.diff(ids) > 0)
     assert order[-2:].tolist() == [3, 8]  # empty rows last
-
-
-def test_light_list_zero_codes_decode_to_heavy_rows():
-    part = partition_rows(indptr_of([0, 300, 5, 1000]), split=256, chunk=128)
-    plain = part.light_list(zero_heavy=False)
-    coded = part.light_list(zero_heavy=True)
-    assert plain.tolist() == part.light_rows.tolist()
-    assert coded[:len(plain)].tolist() == plain.tolist()
-    assert sorted((~coded[len(plain):]).tolist()) == [1, 3]
-    assert np.all(coded[len(plain):] < 0) and coded.dtype == np.int32
-    no_heavy = partition_rows(indptr_of([1, 2, 3]), split=256, chunk=128)
-    assert no_heavy.light_list(zero_heavy=True).tolist() == no_heavy.light_rows.tolist()
 
 
 def test_row_chunks_cover_every_edge_once_and_skip_empty_rows():

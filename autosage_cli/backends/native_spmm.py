@@ -3,14 +3,13 @@
 prepare (once per input and K): kernel lookup (one NVRTC compile per source file), the all-ones
 check of A's values (then the kernels skip reading them: `plan.values_all_ones`), and for the split
 families the row partition (backends/row_partition.py, shared by plans of the same graph through
-dgraph.derived) uploaded to the device, plus the two-phase partials buffer. Grids are computed here
+dgraph.derived) uploaded to the device, plus the split scratch and tickets. Grids are computed here
 by Schedule.launch; run() only launches.
 
-Launches per run:
-  subwarp, warprow      one.
-  split*, atomic        light rows + zeroing of heavy rows, then the heavy chunks (atomicAdd).
-  split*, twophase      light rows and chunk partials in one launch, then the per-row reduction.
-A launch with no items is skipped (a split plan on a graph without heavy rows launches once).
+One launch per run, for every family. The split families take heavy-row chunks and light rows in
+the same grid (chunk blocks first); the last chunk warp of each heavy row combines the row's
+partials (cuda/spmm_split.cu says how), so a split plan keeps small scratch state (zero between
+runs) and must not run on two streams at once.
 
 Lower-level entry point (used by attention on per-head strided views):
   plan.launch(values, B, out, ldb, ldc)
@@ -33,8 +32,8 @@ from .native_common import (NULL, check_dense, check_edge_vector, kernel_for, re
 from .row_partition import partition_rows
 
 WARP = 32
-# Two-phase partials are n_chunks x K floats; beyond this the plan refuses (atomic schedules remain).
-MAX_PARTIAL_BYTES = 2 << 30
+# Split scratch: n_chunks x K floats (two-phase) or n_heavy x K (atomic); beyond this the plan refuses.
+MAX_SCRATCH_BYTES = 2 << 30
 
 
 def device_partition(dgraph: DeviceGraph, split: int, chunk: int) -> dict:
@@ -44,15 +43,9 @@ def device_partition(dgraph: DeviceGraph, split: int, chunk: int) -> dict:
         import cupy
 
         part = partition_rows(dgraph.host.indptr, split, chunk)
-        dgraph.derived[key] = {
-            "host": part,
-            "light_zeroing": cupy.asarray(part.light_list(zero_heavy=True)),
-            "light": cupy.asarray(part.light_list(zero_heavy=False)),
-            "chunk_row": cupy.asarray(part.chunk_row),
-            "chunk_start": cupy.asarray(part.chunk_start),
-            "heavy_rows": cupy.asarray(part.heavy_rows),
-            "heavy_chunk_ptr": cupy.asarray(part.heavy_chunk_ptr),
-        }
+        dgraph.derived[key] = {"host": part, **{
+            name: cupy.asarray(getattr(part, name))
+            for name in ("light_rows", "chunk_row", "chunk_start", "chunk_owner", "heavy_chunk_ptr")}}
     return dgraph.derived[key]
 
 
@@ -76,41 +69,26 @@ class NativeSpmmPlan(Plan):
                 self.launches.append((grid, block, head, ()))
 
     def _prepare_split(self) -> None:
+        """One launch: chunk blocks first, then light-row blocks. Scratch (per heavy row for
+        atomics, per chunk for two-phase) and tickets start at zero and the kernel leaves them so."""
         import cupy
 
         s, g, k = self.sched, self.graph, self.k
         part = device_partition(g, s.split, s.chunk)
         host = part["host"]
-        twophase = s.reduce == "twophase"
-        light = part["light"] if twophase else part["light_zeroing"]
-        n_light, n_chunks, n_heavy = int(light.shape[0]), host.n_chunks, int(host.heavy_rows.shape[0])
-        self.partial = None
-        if twophase and n_chunks:
-            if n_chunks * k * 4 > MAX_PARTIAL_BYTES:
-                raise AutosageError(f"{s.name}: two-phase partials would take {n_chunks * k * 4 >> 20} MiB")
-            self.partial = cupy.empty(n_chunks * k, dtype=cupy.float32)
-        light_blocks = s.launch(n_light, k)[0][0] if n_light else 0
+        n_light, n_chunks, n_heavy = host.light_rows.size, host.n_chunks, host.heavy_rows.size
+        scratch_rows = n_chunks if s.reduce == "twophase" else n_heavy
+        if scratch_rows * k * 4 > MAX_SCRATCH_BYTES:
+            raise AutosageError(f"{s.name}: split scratch would take {scratch_rows * k * 4 >> 20} MiB")
+        self.scratch = cupy.zeros(max(1, scratch_rows * k), dtype=cupy.float32)
+        self.tickets = cupy.zeros(max(1, n_heavy), dtype=cupy.int32)
         chunk_blocks = s.launch(n_chunks, k, lanes_per_item=WARP)[0][0] if n_chunks else 0
-        block = (s.threads, 1, 1)
-
-        def tail(light_blocks_arg: int) -> tuple:
-            return (np.int32(n_light), light, np.int32(light_blocks_arg), np.int32(n_chunks),
-                    part["chunk_row"], part["chunk_start"], np.int32(s.chunk), np.int32(n_heavy),
-                    part["heavy_rows"], part["heavy_chunk_ptr"],
-                    self.partial if self.partial is not None else NULL)
-
-        def head(phase: int) -> tuple:
-            return (np.int32(phase), np.int32(k), g.indptr, g.indices)
-
-        if twophase:
-            self.launches.append(((light_blocks + chunk_blocks, 1, 1), block, head(0), tail(light_blocks)))
-            if n_heavy:
-                reduce_blocks = s.launch(n_heavy, k, lanes_per_item=WARP)[0][0]
-                self.launches.append(((reduce_blocks, 1, 1), block, head(1), tail(0)))
-        else:
-            self.launches.append(((light_blocks, 1, 1), block, head(0), tail(light_blocks)))
-            if n_chunks:
-                self.launches.append(((chunk_blocks, 1, 1), block, head(0), tail(0)))
+        light_blocks = s.launch(n_light, k)[0][0] if n_light else 0
+        head = (np.int32(k), g.indptr, g.indices)
+        tail = (np.int32(n_chunks), np.int32(chunk_blocks), part["chunk_row"], part["chunk_start"],
+                part["chunk_owner"], np.int32(s.chunk), part["heavy_chunk_ptr"], self.scratch,
+                self.tickets, np.int32(n_light), part["light_rows"])
+        self.launches.append(((chunk_blocks + light_blocks, 1, 1), (s.threads, 1, 1), head, tail))
         self.n_light, self.n_chunks, self.n_heavy = n_light, n_chunks, n_heavy
 
     def launch(self, values, B, out, ldb: int, ldc: int) -> None:

@@ -11,6 +11,7 @@ the rest and cuts each heavy row into chunks of `chunk` nonzeros:
   heavy_rows       rows above `split`, ascending.
   chunk_row/start  one entry per chunk; the chunks of a heavy row are consecutive and cover its
                    nonzeros exactly once (a chunk ends at min(start + chunk, indptr[row + 1])).
+  chunk_owner      the index h (into heavy_rows) of each chunk's row.
   heavy_chunk_ptr  heavy row h owns chunks heavy_chunk_ptr[h] .. heavy_chunk_ptr[h + 1].
 
 `row_chunks(indptr, chunk)` cuts *every* non-empty row into chunks (SDDMM: outputs are per edge, so
@@ -32,18 +33,12 @@ class RowPartition:
     heavy_rows: np.ndarray
     chunk_row: np.ndarray
     chunk_start: np.ndarray
+    chunk_owner: np.ndarray
     heavy_chunk_ptr: np.ndarray
 
     @property
     def n_chunks(self) -> int:
         return int(self.chunk_row.shape[0])
-
-    def light_list(self, zero_heavy: bool) -> np.ndarray:
-        """The light pass's row codes; with zero_heavy, ~h for every heavy row h is appended, which
-        the kernels read as "write zeros to row h" (atomic plans add the chunks into zeroed rows)."""
-        if not zero_heavy or not self.heavy_rows.size:
-            return self.light_rows
-        return np.concatenate([self.light_rows, ~self.heavy_rows]).astype(np.int32)
 
 
 def degree_bin_order(rows: np.ndarray, degrees: np.ndarray) -> np.ndarray:
@@ -80,5 +75,6 @@ def partition_rows(indptr: np.ndarray, split: int, chunk: int) -> RowPartition:
     heavy_rows = np.flatnonzero(heavy)
     light_rows = degree_bin_order(np.flatnonzero(~heavy), degrees)
     chunk_row, chunk_start, chunk_ptr = chunk_rows(indptr, heavy_rows, chunk)
+    chunk_owner = np.repeat(np.arange(heavy_rows.size, dtype=np.int32), np.diff(chunk_ptr))
     return RowPartition(split, chunk, light_rows.astype(np.int32), heavy_rows.astype(np.int32),
-                        chunk_row, chunk_start, chunk_ptr)
+                        chunk_row, chunk_start, chunk_owner, chunk_ptr)

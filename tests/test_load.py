@@ -321,3 +321,10 @@ def test_exactly_one_of_path_or_dataset():
         load_graph()
     with pytest.raises(AutosageError, match="exactly one"):
         load_graph(path="x.mtx", dataset="cora")
+
+
+def test_ogb_non_integer_ids(tmp_path):
+    raw = _write_ogb(tmp_path / "ogbn_arxiv") / "raw"
+    _write(raw / "edge.csv.gz", "0,1\n1,x\n")
+    with pytest.raises(AutosageError, match="cannot read OGB raw files"):
+        load_graph(dataset="ogbn-arxiv", root=tmp_path)

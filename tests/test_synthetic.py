@@ -268,3 +268,9 @@ def test_string_parameters_from_the_cli_are_converted():
     g = generate("uniform", {"n": "1e3", "degree": "4"})
     assert g.n_rows == 1000 and g.nnz == 4000
     assert g.source["params"]["n"] == 1000 and isinstance(g.source["params"]["n"], int)
+
+
+def test_a_row_may_ask_for_every_column():
+    # max = n: the heaviest row wants all columns; the draw-count search must stay finite.
+    g = generate("power-law", {"n": 300, "nnz": 9000, "q50": 20, "q90": 60, "q99": 150, "max": 300})
+    assert g.row_degrees().max() > 200 and abs(g.nnz - 9000) / 9000 < 0.05

@@ -85,8 +85,11 @@ def _expected_unique_inverse(weights: np.ndarray, targets: np.ndarray) -> np.nda
 
     E(g) = Σ_j 1 − exp(−g·p_j) (Poisson approximation), evaluated through the distinct weight values
     (a few thousand), tabulated on a log grid and inverted by interpolation."""
-    values, counts = np.unique(weights, return_counts=True)
+    values, counts = np.unique(weights[weights > 0], return_counts=True)
     p = values.astype(np.float64) / float(weights.sum())
+    # At most every column with a weight can be drawn; a row asking for (nearly) all of them gets the
+    # largest draw count on the grid instead of an endless search.
+    targets = np.minimum(targets, 0.999 * counts.sum())
     top = float(targets.max()) if targets.size else 0.0
     if top <= 0:
         return np.zeros_like(targets, dtype=np.float64)
@@ -95,7 +98,7 @@ def _expected_unique_inverse(weights: np.ndarray, targets: np.ndarray) -> np.nda
         return (counts[None, :] * -np.expm1(-np.outer(g, p))).sum(axis=1)
 
     g_max = max(2.0 * top, 1.0)
-    while expected(np.array([g_max]))[0] < top:
+    while expected(np.array([g_max]))[0] < top and g_max < 1e4 * counts.sum():
         g_max *= 2.0
     grid = np.concatenate([[0.0], np.geomspace(1e-3, g_max, 512)])
     return np.interp(targets, expected(grid), grid)

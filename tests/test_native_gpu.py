@@ -15,7 +15,7 @@ from autosage_cli.backends.reference import reference
 from autosage_cli.backends.timing import poison, rel_error
 from autosage_cli.errors import AutosageError
 from autosage_cli.graphs.csr import CSRGraph, canonical_csr
-from autosage_cli.kernels.schedule import Schedule, registry
+from autosage_cli.kernels.schedule import Schedule, candidates, registry
 
 pytestmark = pytest.mark.gpu
 
@@ -224,7 +224,7 @@ def test_int64_index_graph_is_refused_with_a_reason(graphs):
 
     csr, _ = graphs["empty_rows"]
     wide = CSRGraph(csr.indptr.astype(np.int64), csr.indices.astype(np.int64), csr.values, csr.shape)
-    for s in (registry("spmm")[0], registry("sddmm")[0]):
+    for s in (candidates("spmm", 4)[0], candidates("sddmm", 4)[0]):
         with pytest.raises(AutosageError, match="int32"):
             native.prepare(DeviceGraph.from_host(wide), s, 4)
 

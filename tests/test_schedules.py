@@ -146,6 +146,18 @@ def test_launch_limits_on_large_inputs(s):
             assert grid[0] * block[0] // s.lanes_per_item >= n_items
 
 
+@pytest.mark.parametrize("s", [s for s in sched.registry("spmm") if s.split], ids=lambda s: s.name)
+def test_split_grid_covers_chunks_and_light_rows(s):
+    from autosage_cli.backends.native_spmm import split_blocks
+
+    for n_chunks, n_light in ((0, 1), (1, 0), (470, 199_996), (900_000, 120_000), (3, 2_449_000)):
+        chunk_blocks, light_blocks = split_blocks(s, n_chunks, n_light, 16)
+        assert chunk_blocks * s.threads // 32 >= n_chunks and (chunk_blocks == 0) == (n_chunks == 0)
+        assert light_blocks * s.threads // s.lanes_per_item >= n_light and (light_blocks == 0) == (n_light == 0)
+        assert (chunk_blocks - 1) * s.threads // 32 < max(n_chunks, 1)       # no whole idle block
+        assert 0 < chunk_blocks + light_blocks <= GRID_X_MAX
+
+
 # ------------------------------------------------------------------ native refusals without a GPU
 
 def test_native_prepare_refuses_unsupported_width_and_heads():

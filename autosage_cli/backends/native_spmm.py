@@ -49,6 +49,14 @@ def device_partition(dgraph: DeviceGraph, split: int, chunk: int) -> dict:
     return dgraph.derived[key]
 
 
+def split_blocks(schedule: Schedule, n_chunks: int, n_light: int, k: int) -> tuple[int, int]:
+    """(chunk blocks, light-row blocks) of a split launch: a warp per chunk; a group (split) or a
+    warp (splitwarp) per light row; no blocks for an empty part."""
+    chunk_blocks = schedule.launch(n_chunks, k, lanes_per_item=WARP)[0][0] if n_chunks else 0
+    light_blocks = schedule.launch(n_light, k)[0][0] if n_light else 0
+    return chunk_blocks, light_blocks
+
+
 class NativeSpmmPlan(Plan):
     backend = "native"
 
@@ -82,8 +90,7 @@ class NativeSpmmPlan(Plan):
             raise AutosageError(f"{s.name}: split scratch would take {scratch_rows * k * 4 >> 20} MiB")
         self.scratch = cupy.zeros(max(1, scratch_rows * k), dtype=cupy.float32)
         self.tickets = cupy.zeros(max(1, n_heavy), dtype=cupy.int32)
-        chunk_blocks = s.launch(n_chunks, k, lanes_per_item=WARP)[0][0] if n_chunks else 0
-        light_blocks = s.launch(n_light, k)[0][0] if n_light else 0
+        chunk_blocks, light_blocks = split_blocks(s, n_chunks, n_light, k)
         head = (np.int32(k), g.indptr, g.indices)
         tail = (np.int32(n_chunks), np.int32(chunk_blocks), part["chunk_row"], part["chunk_start"],
                 part["chunk_owner"], np.int32(s.chunk), part["heavy_chunk_ptr"], self.scratch,

@@ -5,7 +5,10 @@ Families (one CUDA file each, except that both split families share spmm_split.c
   warprow    a warp per row, 32/G edge slots of G lanes, (col, val) staged by shuffles
              (cuda/spmm_warprow.cu). G = 32 is GE-SpMM; tile = G*V*P > 0 splits K over grid.y.
   split      rows above `split` nonzeros cut into `chunk`-nonzero chunks, a warp each; light rows
-             by sub-warp groups (cuda/spmm_split.cu). Hubs among short rows (hub-200k, products).
+             by sub-warp groups; one launch, the last chunk of a row combines its partials
+             (reduce "atomic": atomics into a per-row scratch; "twophase": per-chunk partials summed
+             in a fixed order, deterministic) (cuda/spmm_split.cu). Hubs among short rows
+             (hub-200k, products-like).
   splitwarp  the same, light rows by a warp each. Many long rows (reddit-like).
 
 Why these values (H200 measurements in issue 3): a group of G lanes x V floats per row beat the best

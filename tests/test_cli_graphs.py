@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -84,6 +85,15 @@ def test_gen_writes_the_generated_graph(tmp_path, suffix):
     np.testing.assert_array_equal(written.indices, expected.indices)
     np.testing.assert_allclose(written.values, expected.values, rtol=1e-6)
     assert not [p for p in tmp_path.iterdir() if p != out]  # no temporary left behind
+
+
+def test_gen_output_has_ordinary_permissions(tmp_path):
+    old = os.umask(0o022)
+    try:
+        assert run_cli("gen", "banded", "--param", "n=10", "--out", str(tmp_path / "g.npz")).exit_code == 0
+    finally:
+        os.umask(old)
+    assert (tmp_path / "g.npz").stat().st_mode & 0o777 == 0o644  # not the temporary file's 0600
 
 
 def test_gen_preset_npz_readable_by_scipy(tmp_path):

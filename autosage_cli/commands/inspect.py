@@ -57,7 +57,7 @@ def command(path, dataset, root, symmetrize, as_json):
         features = compute_features(graph)
         fingerprint = graph.fingerprint
     err.print(f"loaded {graph.describe()} in {loaded - started:.2f} s, "
-              f"features and fingerprint in {time.perf_counter() - loaded:.2f} s")
+              f"features and fingerprint in {time.perf_counter() - loaded:.2f} s", soft_wrap=True)
     doc = {"name": str(dataset or path), **features.to_dict(), "fingerprint": fingerprint,
            "source": graph.source}
     if as_json:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import platform
+import os
 import socket
 import subprocess
 from pathlib import Path
@@ -101,6 +102,9 @@ def _git(*args: str) -> str | None:
 
 def git_commit() -> str:
     """Short commit of the source tree, "-dirty" when tracked files changed; "unknown" outside git."""
+    # The device machine gets a copy of the tree without .git: the session passes the commit in.
+    if os.environ.get("AUTOSAGE_COMMIT"):
+        return os.environ["AUTOSAGE_COMMIT"]
     commit = _git("rev-parse", "--short", "HEAD")
     if not commit:
         return "unknown"

@@ -19,7 +19,7 @@ bench:
 	autosage bench
 
 bench-kernels:
-	autosage bench --suite kernels --oracle
+	autosage bench --suite kernels --all-schedules --oracle
 
 bench-full:
 	autosage bench --suite full --oracle

@@ -117,17 +117,22 @@ def time_launch(launch, repeat: int = 20, warmup: int = 3, flush_l2: bool = Fals
     stream = cupy.cuda.get_current_stream()
     flush = _L2Flusher() if flush_l2 else None
     spin = _Spinner()
-    warm = _event_pairs(warmup)
-    for start, end in warm:
-        if flush:
-            flush()
-        spin()
-        start.record(stream)
-        launch()
-        end.record(stream)
-    stream.synchronize()
+
+    def timed(n: int) -> list[float]:
+        """n launches, each after the flush (if any) and the spin, each between its own events."""
+        pairs = _event_pairs(n)
+        for start, end in pairs:
+            if flush:
+                flush()
+            spin()
+            start.record(stream)
+            launch()
+            end.record(stream)
+        stream.synchronize()
+        return [cupy.cuda.get_elapsed_time(s, e) for s, e in pairs]
+
     # The first warm-up launch carries one-time costs; judge the budget from the later ones.
-    warm_ms = [cupy.cuda.get_elapsed_time(s, e) for s, e in warm]
+    warm_ms = timed(warmup)
     per_call = float(np.median(warm_ms[1:] if len(warm_ms) > 1 else warm_ms))
     flush_ms = 0.0
     if flush:
@@ -138,16 +143,7 @@ def time_launch(launch, repeat: int = 20, warmup: int = 3, flush_l2: bool = Fals
         f1.synchronize()
         flush_ms = cupy.cuda.get_elapsed_time(f0, f1)
     n = repeats_within_budget(per_call, repeat, max_ms, flush_ms + SPIN_NS / 1e6)
-    pairs = _event_pairs(n)
-    for start, end in pairs:
-        if flush:
-            flush()
-        spin()
-        start.record(stream)
-        launch()
-        end.record(stream)
-    stream.synchronize()
-    return TimingStats.from_samples([cupy.cuda.get_elapsed_time(s, e) for s, e in pairs])
+    return TimingStats.from_samples(timed(n))
 
 
 def time_plan(plan, inputs, out, repeat: int = 20, warmup: int = 3, flush_l2: bool = False,

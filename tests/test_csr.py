@@ -6,7 +6,8 @@ import pytest
 import scipy.sparse as sp
 
 from autosage_cli.errors import AutosageError
-from autosage_cli.graphs.csr import canonical_csr, from_arrays, validate
+from autosage_cli.graphs.csr import (FINGERPRINT_CHUNK, FINGERPRINT_VERSION, canonical_csr,
+                                    fingerprint_arrays, from_arrays, validate)
 
 
 def _graph():
@@ -98,3 +99,65 @@ def test_validate_accepts_canonical_arrays():
 def test_wide_indices_are_checked_before_narrowing():
     with pytest.raises(AutosageError, match="out of range"):
         from_arrays([0, 1], np.array([2**32 + 1], dtype=np.int64), [1.0], (1, 3))
+
+
+def _flip(arr, byte):
+    out = arr.copy()
+    out.view(np.uint8)[byte] ^= 1
+    return out
+
+
+def test_tree_fingerprint_sees_every_byte_and_the_shape():
+    # A 64-byte chunk size makes each array several chunks with a partial last one, so a flipped
+    # byte in the first, a middle and the very last chunk must each change the digest.
+    rng = np.random.default_rng(1)
+    arrays = (np.arange(41, dtype=np.int32), rng.integers(0, 40, 301).astype(np.int32),
+              rng.random(301).astype(np.float32))
+    assert all(a.nbytes % 64 and a.nbytes > 2 * 64 for a in arrays)
+
+    def fp(arrs, shape=(40, 40)):
+        return fingerprint_arrays(shape, arrs, chunk_bytes=64)
+
+    base = fp(arrays)
+    seen = {base}
+    for i, arr in enumerate(arrays):
+        for byte in (0, 1, 64 + 5, arr.nbytes // 2, arr.nbytes - 64, arr.nbytes - 1):
+            changed = list(arrays)
+            changed[i] = _flip(arr, byte)
+            seen.add(fp(changed))
+    seen |= {fp(arrays, (40, 41)), fp(arrays, (41, 40))}
+    assert len(seen) == 1 + 3 * 6 + 2
+    assert fp(arrays) == base  # the inputs were not modified
+
+
+def test_tree_fingerprint_pins_dtypes_and_array_boundaries():
+    a = np.arange(32, dtype=np.int32)
+    b = np.arange(32, 64, dtype=np.int32)
+    c = np.ones(8, dtype=np.float32)
+    base = fingerprint_arrays((4, 4), (a, b, c), chunk_bytes=64)
+    # The same bytes split differently between the arrays, or read as another dtype.
+    both = np.concatenate([a, b])
+    assert fingerprint_arrays((4, 4), (both[:16], both[16:], c), chunk_bytes=64) != base
+    assert fingerprint_arrays((4, 4), (a, b, c.view(np.int32)), chunk_bytes=64) != base
+    # An empty array is still an array of its own.
+    empty = np.zeros(0, dtype=np.int32)
+    assert fingerprint_arrays((4, 4), (a, empty, b), chunk_bytes=64) != \
+        fingerprint_arrays((4, 4), (a, b, empty), chunk_bytes=64)
+
+
+@pytest.mark.parametrize("chunk_bytes", [16, 64, 1000, FINGERPRINT_CHUNK])
+def test_tree_fingerprint_ignores_the_worker_count(chunk_bytes):
+    g = _graph()
+    big = from_arrays(np.arange(2001), np.arange(2000), np.linspace(1, 2, 2000), (2000, 2000))
+    for graph in (g, big):
+        arrays = (graph.indptr, graph.indices, graph.values)
+        prints = {fingerprint_arrays(graph.shape, arrays, chunk_bytes=chunk_bytes, workers=w)
+                  for w in (None, 1, 2, 3, 8)}
+        assert len(prints) == 1
+    assert g.fingerprint == fingerprint_arrays(g.shape, (g.indptr, g.indices, g.values))
+    assert FINGERPRINT_VERSION != "csr-blake2b-v1"  # the sequential hash: its cache keys must miss
+
+
+def test_tree_fingerprint_rejects_a_bad_chunk_size():
+    with pytest.raises(ValueError):
+        fingerprint_arrays((1, 1), (np.zeros(2),), chunk_bytes=0)

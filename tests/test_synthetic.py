@@ -44,7 +44,7 @@ def test_seed_pins_the_graph_bit_for_bit():
     # A change in any generator's random stream shows here: the fingerprint is of a fixed seed.
     # (Update the literals only for a deliberate change of a generator.)
     assert generate("uniform", {"n": 50, "degree": 3}, seed=0).fingerprint == \
-        "f3e2c5db81bfdfead4121741bc4eb876b18ae10d"
+        "df15078707c06cb22a8f2b7cbbb0de2871868cbc"
     assert generate("power-law", SMALL["power-law"], seed=0).nnz == \
         generate("power-law", SMALL["power-law"], seed=0).nnz
 

@@ -24,9 +24,9 @@ def own_schedules():
 
 def test_registry_sizes():
     spmm, sddmm = sched.registry("spmm"), sched.registry("sddmm")
-    assert 24 <= len(spmm) <= 60, len(spmm)
+    assert 24 <= len(spmm) <= 90, len(spmm)
     assert 8 <= len(sddmm) <= 40, len(sddmm)
-    assert {s.family for s in spmm} == {"subwarp", "warprow", "split", "splitwarp"}
+    assert {s.family for s in spmm} == {"subwarp", "warprow", "split", "splitwarp", "vector"}
     assert {s.family for s in sddmm} == {"rowgroup", "edge"}
     assert {s.reduce for s in spmm if s.split} == {"atomic", "twophase"}
 
@@ -172,3 +172,47 @@ def test_native_prepare_refuses_unsupported_width_and_heads():
         native.prepare(None, s, 8, use_values=True)
     with pytest.raises(AutosageError, match="unknown schedule"):
         native.prepare(None, "spmm.nosuch.g1.v1.t256", 4)
+
+
+# ------------------------------------------------------------------ the vector family (K <= 8)
+
+VECTOR = [s for s in sched.registry("spmm") if s.family == "vector"]
+
+
+def test_vector_family_covers_every_small_width_with_both_row_shapes():
+    assert 16 <= len(VECTOR) <= 24, len(VECTOR)
+    for k in range(1, 9):
+        lanes = {s.lanes for s in VECTOR if s.supports(k) is None}
+        assert {32, 8} <= lanes, (k, lanes)   # a warp per row (long rows) and a short-row group
+    assert all(s.supports(k) for s in VECTOR for k in (9, 16, 32, 33, 256))
+
+
+@pytest.mark.parametrize("s", VECTOR, ids=lambda s: s.name)
+def test_vector_schedule_serves_exactly_its_band(s):
+    kmax = s.tile
+    served = [k for k in range(1, 300) if s.supports(k) is None]
+    assert served == list(range(kmax // 2 + 1, kmax + 1))
+    assert "exceeds" in s.supports(kmax + 1)
+    if kmax > 1:
+        assert "idle" in s.supports(kmax // 2)
+    assert s.vec == 1 and not s.split and not s.chunk
+    assert s.name_expression("float") == f"spmm_vector<float, {s.lanes}, {kmax}, {s.unroll}>"
+    assert s.source_file == "spmm_vector.cu"
+
+
+def test_vector_launch_is_one_group_per_row():
+    s = Schedule("spmm", "vector", lanes=8, vec=1, threads=256, tile=4, unroll=4)
+    assert s.name == "spmm.vector.g8.v1.t256.k4.u4"
+    assert s.lanes_per_item == 8
+    assert s.launch(1000, 3) == ((32, 1, 1), (256, 1, 1))      # 32 rows per block, no y tiles
+    assert s.launch(1, 4) == ((1, 1, 1), (256, 1, 1))
+    warp = Schedule("spmm", "vector", lanes=32, vec=1, threads=256, tile=1, unroll=8)
+    assert warp.launch(2_449_029, 1)[0] == (306_129, 1, 1)
+
+
+def test_vector_space_rules_reject_inconsistent_knobs():
+    for bad in (dict(tile=3), dict(tile=16), dict(lanes=2), dict(vec=2), dict(unroll=3),
+                dict(split=64, chunk=64, reduce="atomic")):
+        knobs = dict(lanes=8, vec=1, threads=256, tile=4, unroll=4) | bad
+        with pytest.raises(ValueError):
+            spmm_space.check_space_rules(Schedule("spmm", "vector", **knobs))

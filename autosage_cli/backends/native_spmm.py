@@ -18,7 +18,10 @@ Lower-level entry point (used by attention on per-head strided views):
     B       float32, n_cols rows of K, row j at element j*ldb (2-D view or 1-D buffer);
     out     float32, n_rows rows of K at ldc; every row is written (empty rows as zeros).
   Vector schedules (vec > 1) need 4*vec-byte aligned base pointers and ld % vec == 0; the plan
-  checks this and raises AutosageError rather than read misaligned memory.
+  checks this and raises AutosageError rather than read misaligned memory. The vector family
+  (edge-parallel rows at K <= 8) has vec = 1 and launches like the row families (one group per
+  row, grid from Schedule.launch(n_rows, K)); its kernel reads B rows as vectors only when K equals
+  its KMAX and B's pointer and ldb are aligned, so any view is accepted.
 """
 from __future__ import annotations
 

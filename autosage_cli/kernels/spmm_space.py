@@ -10,6 +10,10 @@ Families (one CUDA file each, except that both split families share spmm_split.c
              in a fixed order, deterministic) (cuda/spmm_split.cu). Hubs among short rows
              (hub-200k, products-like).
   splitwarp  the same, light rows by a warp each. Many long rows (reddit-like).
+  vector     small K only (tile = KMAX, one schedule per K band KMAX/2 < K <= KMAX): G lanes per
+             row split the row's *edges* (CSR-vector), each lane keeps all K sums, the group sums
+             them with shuffles (cuda/spmm_vector.cu). vec is 1: the kernel reads B rows as vectors
+             itself when K == KMAX and B's alignment allows.
 
 Why these values (H200 measurements in issue 3): a group of G lanes x V floats per row beat the best
 cuSPARSE algorithm 1.3-2.25x on a uniform graph when G*V matched K, and lost 5-60x on power-law
@@ -60,6 +64,16 @@ def register_chunks_used(s: Schedule, k: int) -> str | None:
     return None
 
 
+def vector_band(s: Schedule, k: int) -> str | None:
+    """The vector family keeps KMAX = tile sums per lane: it serves KMAX/2 < K <= KMAX (a wider K
+    does not fit, a narrower one is served by the next smaller KMAX with fewer registers)."""
+    if k > s.tile:
+        return f"K={k} exceeds the {s.tile} sums a lane keeps"
+    if 2 * k <= s.tile:
+        return f"K={k} leaves half of the {s.tile} sums idle (a smaller KMAX serves it)"
+    return None
+
+
 def _first_reason(*reasons: str | None) -> str | None:
     return next((r for r in reasons if r), None)
 
@@ -68,6 +82,10 @@ def supports(s: Schedule, k: int, heads: int = 1) -> str | None:
     # heads do not matter: SpMM runs one head at a time (attention launches it per head).
     return _first_reason(vector_fits(s, k), lanes_used(s, k), passes_bounded(s, k),
                          register_chunks_used(s, k))
+
+
+def vector_supports(s: Schedule, k: int, heads: int = 1) -> str | None:
+    return vector_band(s, k)
 
 
 # ------------------------------------------------------------------ name expressions
@@ -95,6 +113,10 @@ def _split_expr(s: Schedule, dtype: str) -> str:
             f"{_cpp_bool(s.reduce == 'twophase')}>")
 
 
+def _vector_expr(s: Schedule, dtype: str) -> str:
+    return f"spmm_vector<{dtype}, {s.lanes}, {s.tile}, {s.unroll}>"
+
+
 def _whole_warp(s: Schedule) -> int:
     return 32
 
@@ -103,6 +125,7 @@ register_family("subwarp", Family("spmm_subwarp.cu", _subwarp_expr, supports))
 register_family("warprow", Family("spmm_warprow.cu", _warprow_expr, supports, _whole_warp))
 register_family("split", Family("spmm_split.cu", _split_expr, supports))
 register_family("splitwarp", Family("spmm_split.cu", _split_expr, supports, _whole_warp))
+register_family("vector", Family("spmm_vector.cu", _vector_expr, vector_supports))
 
 
 # ------------------------------------------------------------------ the space
@@ -158,6 +181,33 @@ def _split() -> list[Schedule]:
     return out
 
 
+VECTOR_KMAX = (1, 2, 4, 8)
+VECTOR_LANES = (4, 8, 16, 32)
+
+
+def _vector() -> list[Schedule]:
+    """Edge-parallel rows at K <= 8 (H200: at K <= 4 the feature-parallel families read the
+    index stream through 16-32 narrow streams per warp, 0.9 TB/s effective on products-like K=2).
+    Per K band: a warp per row (G = 32: long rows, reddit-like q50 230) and G = 8 (products-like
+    q50 26: 32 lanes would mostly idle), both with 4 edges per lane in flight; G = 16 and G = 4 in
+    between and below; U = 8 for a warp per row at K <= 2 (little work per edge, more gathers in
+    flight), U = 2 where KMAX = 8 sums per edge already keep registers busy."""
+    out = []
+    for kmax in VECTOR_KMAX:
+        lanes = (32, 16, 8, 4)
+        unrolls = (2,) if kmax == 8 else (4,)
+        for g, u in product(lanes, unrolls):
+            out.append(Schedule("spmm", "vector", lanes=g, vec=1, threads=THREADS, tile=kmax, unroll=u))
+        if kmax <= 2:
+            out.append(Schedule("spmm", "vector", lanes=32, vec=1, threads=THREADS, tile=kmax, unroll=8))
+            out.append(Schedule("spmm", "vector", lanes=8, vec=1, threads=THREADS, tile=kmax, unroll=2))
+        if kmax == 8:
+            out.append(Schedule("spmm", "vector", lanes=32, vec=1, threads=THREADS, tile=kmax, unroll=4))
+    # 512-thread blocks: more rows per block for the short-row regime.
+    out.append(Schedule("spmm", "vector", lanes=8, vec=1, threads=512, tile=4, unroll=4))
+    return out
+
+
 def check_space_rules(s: Schedule) -> None:
     """Family rules beyond Schedule.validate(); raises ValueError."""
     s.validate()
@@ -168,10 +218,14 @@ def check_space_rules(s: Schedule) -> None:
         raise ValueError(f"{s.name}: a warprow tile must be 1, 2 or 4 chunks of lanes x vec")
     if s.family in ("split", "splitwarp") and (not s.split or s.reduce == "none"):
         raise ValueError(f"{s.name}: split families need split > 0 and a reduction")
-    if s.family in ("subwarp", "warprow") and (s.split or s.chunk):
+    if s.family in ("subwarp", "warprow", "vector") and (s.split or s.chunk):
         raise ValueError(f"{s.name}: family {s.family} does not split rows")
+    if s.family == "vector" and (s.tile not in VECTOR_KMAX or s.lanes not in VECTOR_LANES
+                                 or s.vec != 1 or s.unroll not in (2, 4, 8)):
+        raise ValueError(f"{s.name}: a vector schedule needs tile (KMAX) in {VECTOR_KMAX}, lanes in "
+                         f"{VECTOR_LANES}, vec 1 and unroll 2, 4 or 8")
 
 
-SCHEDULES: tuple[Schedule, ...] = tuple(_subwarp() + _warprow() + _split())
+SCHEDULES: tuple[Schedule, ...] = tuple(_subwarp() + _warprow() + _split() + _vector())
 for _s in SCHEDULES:
     check_space_rules(_s)

@@ -77,7 +77,7 @@ def test_tune_cora_then_cache_hit_without_probes(tmp_path, cora, op, k, heads):
     m = CountingMeasurer()
     first = tune_mod.tune(cora, op, k, heads, cache=cache, measure=m)
     check_fresh(first, op)
-    assert first.entry["probe"]["graph"] == "sample"
+    assert first.entry["probe"]["graph"] == "full"        # a sample would be most of cora: probed whole
     before = dict(m.calls)
     second = tune_mod.tune(cora, op, k, heads, cache=cache, measure=m)
     assert second.cache_hit and second.probes_run == 0 and m.calls == before
@@ -87,9 +87,10 @@ def test_tune_cora_then_cache_hit_without_probes(tmp_path, cora, op, k, heads):
 
 def test_tune_generated_preset_and_full_oracle(tmp_path, er_graph):
     cache = DecisionCache(tmp_path / "decisions.json")
-    probed = tune_mod.tune(er_graph, "spmm", 32, cache=cache)
+    probed = tune_mod.tune(er_graph, "spmm", 32, cache=cache, sample_nnz=er_graph.nnz // 4)
     check_fresh(probed, "spmm")
-    assert probed.entry["probe"]["nnz"] <= er_graph.nnz
+    assert probed.entry["probe"]["graph"] == "sample" and probed.entry["probe"]["nnz"] < er_graph.nnz / 2
+    assert all(c["repeats"] >= probe.MIN_REPEATS for c in probed.candidates + probed.vendor if c["status"] == "ok")
     oracle = tune_mod.tune(er_graph, "spmm", 32, cache=None, full=True)
     check_fresh(oracle, "spmm")
     assert oracle.entry["probe"] == {**oracle.entry["probe"], "graph": "full", "nnz": er_graph.nnz}

@@ -42,7 +42,10 @@ def test_tune_probes_decides_and_stores_then_hits_the_cache(tmp_path, graph):
     entry = cache.lookup(first.entry and tune_mod.cache_mod.make_key(graph, "spmm", 8, device=DEVICE,
                                                                         software=SOFTWARE))
     assert entry["graph"]["fingerprint"] == graph.fingerprint and entry["graph"]["source"] == graph.source
-    assert entry["probe"]["graph"] == "sample" and entry["probe"]["nnz"] > 0
+    # A small graph's sample would be most of it: probed whole, and said why.
+    assert entry["probe"]["graph"] == "full" and entry["probe"]["nnz"] == graph.nnz
+    assert ">= 50% of the graph" in entry["probe"]["why"]
+    assert entry["probe"]["overrun_ms"] == 0 and entry["probe"]["min_repeats"] == 3
     assert entry["features"]["n_rows"] == graph.n_rows
     calls = dict(m.calls)
 
@@ -51,6 +54,26 @@ def test_tune_probes_decides_and_stores_then_hits_the_cache(tmp_path, graph):
     assert m.calls == calls                              # nothing prepared, run or timed
     assert second.decision == first.decision
     assert "cache hit" in second.messages[0]
+
+
+def test_a_sample_of_windows_below_half_the_graph_and_the_timings(graph):
+    result = run_tune(graph, None, FakeMeasurer(), sample_nnz=graph.nnz // 4)
+    p = result.entry["probe"]
+    assert p["graph"] == "sample" and p["target_nnz"] == graph.nnz // 4 and p["window"] >= 1
+    assert 0 < p["nnz"] < graph.nnz / 2
+    t = result.timings
+    assert set(t) >= {"fingerprint_ms", "features_ms", "estimate_ms", "sample_ms", "probe_ms", "tune_ms",
+                      "total_ms"}
+    assert t["tune_ms"] == pytest.approx(t["total_ms"] - t["fingerprint_ms"] - t["features_ms"])
+
+
+def test_an_overrun_budget_is_a_message_not_a_skipped_candidate(graph):
+    m = FakeMeasurer(vendor_ms={"cusparse-alg1": 50.0}, default_native_ms=5.0)
+    result = run_tune(graph, None, m, top_k=4, budget_ms=10.0)
+    assert all(c["status"] == "ok" for c in result.candidates[:4])
+    assert result.decision.backend == "native"
+    assert result.entry["probe"]["overrun_ms"] > 0
+    assert any("overran its 10 ms budget" in msg for msg in result.messages)
 
 
 def test_stale_software_re_tunes_with_a_message(tmp_path, graph):

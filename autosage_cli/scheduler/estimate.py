@@ -12,9 +12,17 @@ get probed; the probe decides. Each launch is modelled by the resource that bind
   narrow vectors at a wide K mean many passes; many lanes at a small K mean idle lanes and few groups
   in flight (Little's law: concurrency = resident threads / lanes);
 * **issue** — warp instructions over the SMs' issue rate (matters when lanes sit idle);
+* **load path** — every warp-wide gather load holds the SM's load/store path for LSU_CYCLES
+  whatever its width, added to the bytes' time: the same sectors fetched with scalar loads take
+  more instructions (fitted to the H200 attention runs of 6a0dd38: at H=8, d=64 the time grew by
+  ~13 ms per extra load per edge on reddit-like, 917M edge-heads: ~3.7 cycles per load per SM);
 * **critical path** — the longest single work item: a whole row of `degree_max` edges for an unsplit
-  row-per-group schedule, at most `split`/`chunk` edges for a split one; groups sharing a warp also
-  wait for the longest of their rows (expected maximum from the degree quantiles);
+  row-per-group schedule, at most `split`/`chunk` edges for a split one. Items reach the SMs in id
+  order, so the longest may start last: its path is ADDED to the balanced time (Graham's bound),
+  not hidden behind it (on reddit-like, attention H=1, every unsplit fused schedule ran 11.6-22 ms
+  and the split ones 7-10 ms at the same bytes). Groups sharing a warp wait for the longest of their
+  rows (expected maximum from the degree quantiles) — but the groups of one row's heads (fused
+  attention) walk the same edges and do not diverge;
 * **launches** — a fixed overhead per kernel launch.
 
 The constants describe the H200 (DESIGN.md facts: 132 SMs, 60 MiB L2, 4.17 TB/s copy) and are
@@ -33,6 +41,7 @@ from ..kernels.schedule import Schedule
 FLOAT = 4          # bytes per float32
 INDEX = 4          # bytes per int32 index
 SECTOR = 32        # bytes per DRAM/L2 sector: the granularity of a gather
+LSU_CYCLES = 3.7   # SM cycles per warp-wide gather load (fitted: see "load path" above)
 
 
 @dataclass(frozen=True)
@@ -51,6 +60,7 @@ class DeviceModel:
     l1_latency_us: float = 0.02      # ~40 cycles
     shuffle_latency_us: float = 0.015  # one warp shuffle step (~30 cycles)
     launch_us: float = 4.0            # back-to-back launch overhead and gap
+    lsu_cycles: float = LSU_CYCLES    # SM cycles one warp-wide gather load holds the load path
 
     @property
     def resident_threads(self) -> int:
@@ -145,6 +155,7 @@ class Launch:
     dram_bytes: float
     l2_bytes: float
     instr_per_step: float
+    loads_per_step: float = 0.0  # gather load instructions per lane and step (the LSU's share)
 
 
 SOFT_MAX_P = 4   # roofline terms combine as a 4-norm: ~the binding one, but near-ties still rank
@@ -161,9 +172,15 @@ def launch_ms(w: Launch, dev: DeviceModel) -> float:
     latency_us = w.edge_steps * w.step_us * w.lockstep / concurrency
     warp_instr = w.edge_steps * (w.lanes / 32) * w.lockstep * w.instr_per_step
     issue_us = warp_instr / (dev.sms * dev.issue_per_sm_cycle * dev.clock_ghz * 1e3)
-    memory_us = max(w.dram_bytes / (dev.dram_tbps * 1e6), w.l2_bytes / (dev.l2_tbps * 1e6))
+    # Every warp-wide gather load holds the SM's load/store path for some cycles whatever its width,
+    # on top of the bytes it moves: a narrow load moves the same sectors in more instructions.
+    lsu_us = (w.edge_steps * (w.lanes / 32) * w.lockstep * w.loads_per_step * dev.lsu_cycles
+              / (dev.sms * dev.clock_ghz * 1e3))
+    memory_us = max(w.dram_bytes / (dev.dram_tbps * 1e6), w.l2_bytes / (dev.l2_tbps * 1e6)) + lsu_us
     critical_us = w.longest_steps * w.step_us
-    return (_soft_max(latency_us, issue_us, memory_us, critical_us) + dev.launch_us) / 1e3
+    # Items go to the SMs in id order, so the longest one may start last: its critical path adds
+    # to the balanced time (Graham's list-scheduling bound) instead of hiding behind it.
+    return (_soft_max(latency_us, issue_us, memory_us) + critical_us + dev.launch_us) / 1e3
 
 
 # ------------------------------------------------------------------ shared pieces
@@ -243,6 +260,8 @@ class RowWork:
     out_bytes: float
     extra_us: float = 0.0     # per-edge latency beyond the gather (lane reductions, exp)
     instr: float = 4.0        # warp instructions per step and register chunk, beyond the load
+    heads_in_warp: bool = False  # groups of one row's heads sit side by side in a warp (fused
+                                 # attention): they walk the same edges, so only rows diverge
 
 
 def _items(prof, rows, nnz, max_deg, cap, w, k, s, step_us, share, dram, l2, work, groups_per_warp, dev):
@@ -254,7 +273,8 @@ def _items(prof, rows, nnz, max_deg, cap, w, k, s, step_us, share, dram, l2, wor
     steps = nnz * share * passes * prof.steps_per_edge(w.slots, cap) + merge_steps
     return Launch(rows * tiles, w.threads, s.threads, steps, step_us,
                   prof.lockstep_factor(groups_per_warp, cap=cap), min(max_deg, cap) * passes / tiles / w.slots,
-                  dram * share, l2 * share, work.instr + (1 + s.vec) * w.chunks_per_pass)
+                  dram * share, l2 * share, work.instr + (1 + s.vec) * w.chunks_per_pass,
+                  work.gathers_per_edge * w.chunks_per_pass)
 
 
 def row_launches(f, prof: DegreeProfile, k: int, s: Schedule, dev: DeviceModel, heads: int,
@@ -270,6 +290,8 @@ def row_launches(f, prof: DegreeProfile, k: int, s: Schedule, dev: DeviceModel, 
     max_deg = float(f.degree_max)
     team = max(1, s.heads_per_block)      # heads of one row walked side by side: no divergence
     lockstep_groups = max(1, 32 // (w.threads * team))
+    if work.heads_in_warp:                # consecutive groups are the heads of one row
+        lockstep_groups = max(1, math.ceil(max(1, 32 // w.threads) / max(heads, team)))
     step = edge_step_us(f, s, w, dev, work.dense_bytes, work.extra_us)
     if not s.split:
         cap = float(s.chunk) if s.chunk else math.inf
@@ -351,7 +373,8 @@ def _attention(f, prof, k, s, dev, heads=1) -> list[Launch]:
     q_bytes = f.n_rows * heads * k * FLOAT
     return row_launches(f, prof, k, s, dev, heads, RowWork(
         2 * f.n_cols * heads * k * FLOAT, 2, q_bytes, q_bytes,
-        extra_us=dev.shuffle_latency_us * (math.log2(s.lanes) + 2), instr=8 + math.log2(s.lanes)))
+        extra_us=dev.shuffle_latency_us * (math.log2(s.lanes) + 2), instr=8 + math.log2(s.lanes),
+        heads_in_warp=True))
 
 
 _OPS = {"spmm": _spmm, "sddmm": _sddmm, "attention": _attention}

@@ -78,6 +78,8 @@ class FakeToolkit:
         self.tune_calls: list[dict] = []
         self.cached: set = set()     # (op, k, heads) decisions stored in "the cache"
         self.freed = 0
+        self.precompiled: list = []     # the ops of each precompile call
+        self.features_calls = 0
 
     def environment(self):
         return {"device": {"name": "Fake GPU 9000"}, "software": {"cupy": "fake"}, "commit": "abc1234"}
@@ -109,6 +111,14 @@ class FakeToolkit:
             raise ValueError("does not compile")
         return FakePlan(dgraph, "spmm", k, "native", schedule.name, self.NATIVE_MS[schedule.name],
                         wrong=schedule.name == "spmm.wrong")
+
+    def precompile(self, ops):
+        self.precompiled.append(list(ops))
+        return {f"{op}_fake.cu": 1.5 for op in ops}
+
+    def graph_features(self, graph):
+        self.features_calls += 1
+        return {"n_rows": graph.n_rows}, 7.0
 
     def tune(self, graph, op, k, heads, *, cache, top_k, budget_ms, guardrail, full, seed=0):
         self.tune_calls.append({"cache": cache, "full": full, "top_k": top_k})

@@ -143,3 +143,54 @@ def test_fake_has_the_real_toolkits_methods():
         fake = getattr(FakeToolkit, name, None)
         assert fake is not None, name
         assert list(inspect.signature(fake).parameters) == list(inspect.signature(func).parameters), name
+
+
+def test_kernels_compile_once_before_the_suite_and_tune_ms_excludes_features(capsys):
+    order = []
+
+    class Watched(FakeToolkit):
+        def precompile(self, ops):
+            order.append("precompile")
+            return super().precompile(ops)
+
+        def graph_features(self, graph):
+            order.append("features")
+            return super().graph_features(graph)
+
+        def tune(self, *a, **k):
+            order.append("tune")
+            return super().tune(*a, **k)
+
+    tk = Watched()
+    options = harness.RunOptions(repeat=10, oracle=True)
+    ctx, env = harness.make_context(tk, options)
+    work = [GraphWork(FakeSpec("a"), [Case("spmm", 4), Case("sddmm", 8)]), GraphWork(FakeSpec("b"), [Case("spmm", 1)])]
+    rows = [r for batch in harness.run_suite(work, options, ctx, tk) for r in batch]
+    # One compile, of the run's ops, before anything is timed; features before each tune, computed
+    # by the toolkit once per graph (the fake counts calls; the real one caches per graph).
+    assert tk.precompiled == [["sddmm", "spmm"]] and order[:3] == ["precompile", "features", "tune"]
+    assert tk.features_calls == 2 * 3                  # before the probe's and the oracle's tune
+    assert env["compile"] == {"ops": ["sddmm", "spmm"], "seconds": env["compile"]["seconds"],
+                              "files": {"sddmm_fake.cu": 1.5, "spmm_fake.cu": 1.5}}
+    assert ctx.environment is env
+    err = capsys.readouterr().err
+    assert "compiled 2 kernel files for sddmm, spmm in" in err and "before timing" in err
+    assert all(r.features_ms == 7.0 for r in rows if r.backend == "autosage")
+
+
+def test_a_kernel_file_that_does_not_compile_is_reported_and_the_suite_goes_on():
+    class Broken(FakeToolkit):
+        def precompile(self, ops):
+            raise RuntimeError("nvrtc: error in spmm_split.cu\nline 2")
+
+    tk = Broken()
+    options = harness.RunOptions(repeat=10)
+    ctx, env = harness.make_context(tk, options)
+    lines = []
+    listener = harness.Listener(on_compile=lambda info: lines.append(harness.compile_line(info)))
+    rows = [r for b in harness.run_suite([GraphWork(FakeSpec(), [Case("spmm", 8)])], options, ctx, tk, listener)
+            for r in b]
+    assert env["compile"]["error"] == "RuntimeError: nvrtc: error in spmm_split.cu line 2"
+    assert lines == ["kernel precompile failed (RuntimeError: nvrtc: error in spmm_split.cu line 2); "
+                     "plans compile as they are prepared"]
+    assert by_backend(rows, "probe")["autosage"].status == "ok"

@@ -19,12 +19,14 @@ class GpuToolkit:
         from .. import cache, environment
         from ..backends import baselines, native, timing, vendor
         from ..backends.base import DeviceGraph, make_inputs
+        from ..kernels import compile as kcompile
         from ..kernels import schedule
         from ..scheduler import tune
 
         self._baselines, self._native, self._timing, self._vendor = baselines, native, timing, vendor
         self._device_graph, self._make_inputs = DeviceGraph.from_host, make_inputs
         self._schedule, self._tune, self._cache_mod, self._env = schedule, tune, cache, environment
+        self._compile = kcompile
         self._features = (None, None, 0.0)  # (graph, its GraphFeatures, ms): once per graph
         self._device_info = self._software_info = None
 
@@ -61,9 +63,14 @@ class GpuToolkit:
     def prepare_native(self, dgraph, schedule, k, heads):
         return self._native.prepare(dgraph, schedule, k, heads)
 
-    def _graph_features(self, graph):
-        """The graph's features and fingerprint, once per graph (both are part of a cold tune; the
-        time is reported in every row of the graph as features_ms)."""
+    def precompile(self, ops):
+        """Compile every kernel file the ops' plans may launch: {file: seconds}."""
+        return self._compile.precompile(ops)
+
+    def graph_features(self, graph):
+        """(features, ms): the graph's features and fingerprint, computed once per graph (both are
+        part of a cold tune; the time is reported in every row of the graph as features_ms, apart
+        from tune_ms)."""
         if self._features[0] is not graph:
             from ..features import compute_features
 
@@ -78,7 +85,7 @@ class GpuToolkit:
         kwargs = {name: value for name, value in (("top_k", top_k), ("budget_ms", budget_ms),
                                                   ("guardrail", guardrail)) if value is not None}
         store = None if cache is None else self._cache_mod.DecisionCache(cache or None)
-        features, features_ms = self._graph_features(graph)
+        features, features_ms = self.graph_features(graph)
         result = self._tune.tune(graph, op, k, heads, cache=store, full=full, seed=seed,
                                  features=features, device_info=self._device_info,
                                  software_info=self._software_info, **kwargs)

@@ -319,7 +319,33 @@ def row_launches(f, prof: DegreeProfile, k: int, s: Schedule, dev: DeviceModel, 
 
 # ------------------------------------------------------------------ per op
 
+def vector_gather_loads(s: Schedule, k: int) -> int:
+    """Gather load instructions per edge of the vector family: one vector load per 4 floats when
+    K == KMAX >= 2 (the kernel's vector path; the plans' B is aligned), else K scalar loads."""
+    return math.ceil(k / 4) if k == s.tile and k > 1 else k
+
+
+def _vector_spmm(f, prof, k, s, dev, heads=1) -> list[Launch]:
+    """Edge-parallel rows (cuda/spmm_vector.cu): G lanes take a row's edges side by side, each
+    keeps all K sums, so a warp covers 32 edges per step with coalesced, prefetched index loads
+    (staged: the index leaves the chain); short rows leave lanes idle (steps_per_edge), rows of a
+    warp run in lockstep, the group sums with log2(G) shuffle steps (the KMAX sums in parallel)."""
+    nnz, rows = float(f.nnz) * heads, float(f.n_rows) * heads
+    dense = f.n_cols * k * FLOAT * heads
+    dram_g, l2_g = gather_bytes(f, k, dense, dev, nnz)
+    dram = (f.n_rows + 1) * INDEX + f.nnz * (INDEX + FLOAT) + dram_g + rows * k * FLOAT
+    w = Walker(threads=s.lanes, slots=s.lanes, width=s.tile, chunks_per_pass=1, staged=True)
+    step = edge_step_us(f, s, w, dev, dense)
+    merge_steps = rows * math.log2(s.lanes) * dev.shuffle_latency_us / step
+    steps = nnz * prof.steps_per_edge(s.lanes) + merge_steps
+    loads = vector_gather_loads(s, k)
+    return [Launch(rows, s.lanes, s.threads, steps, step, prof.lockstep_factor(max(1, 32 // s.lanes)),
+                   float(f.degree_max) / s.lanes, dram, l2_g, 3 + s.tile + loads, loads)]
+
+
 def _spmm(f, prof, k, s, dev, heads=1) -> list[Launch]:
+    if s.family == "vector":
+        return _vector_spmm(f, prof, k, s, dev, heads)
     return row_launches(f, prof, k, s, dev, heads, RowWork(
         dense_bytes=f.n_cols * k * FLOAT * heads, gathers_per_edge=1, row_in_bytes=0.0,
         out_bytes=f.n_rows * k * FLOAT * heads))

@@ -19,8 +19,7 @@
 //
 // Arguments: n_rows; k; CSR indptr/indices (int32); values (nullptr: all ones); B (ldb elements per
 // row); C (ldc elements per row).
-#include <cstdint>
-
+// No standard headers: NVRTC compiles this at run time without a host include path.
 #include "common.cuh"
 
 namespace autosage {
@@ -104,7 +103,7 @@ spmm_vector(const int n_rows, const int k, const int* __restrict__ indptr,
     const int glane = autosage::lane_id() & (G - 1);
     constexpr int VW = KMAX < 4 ? KMAX : 4;
     const bool vec = KMAX > 1 && k == KMAX && ldb % VW == 0 &&
-                     reinterpret_cast<std::uintptr_t>(B) % (VW * sizeof(T)) == 0;
+                     reinterpret_cast<unsigned long long>(B) % (VW * sizeof(T)) == 0;
 
     float acc[KMAX];
 #pragma unroll

@@ -10,12 +10,13 @@ python3 -m pip install -q --no-deps --no-build-isolation -e . >"$OUT/install.log
 cat "$OUT/info.log"
 if [ "${TESTS:-gpu}" != "none" ]; then
   timeout "${TEST_TIMEOUT:-300}" python3 -m pytest -q -m "${TESTS:-gpu}" -rfE -p no:cacheprovider \
-      -o addopts="" --timeout=120 ${PYTEST_ARGS:-} 2>&1 | tee "$OUT/test-gpu.log" | tail -n 60
+      -o addopts="" -rs --timeout=120 ${PYTEST_ARGS:-} 2>&1 | tee "$OUT/test-gpu.log" | tail -n 60
 fi
 echo "tests done after $(( $(date +%s) - start )) s"
 if [ "${BENCH:-1}" != "0" ]; then
-  timeout "${BENCH_TIMEOUT:-300}" autosage bench "$@" --out results/h200-run 2>"$OUT/bench.stderr" | tee "$OUT/bench.stdout" | tail -n 40
+  BENCH_OUT=${BENCH_OUT:-results/h200-run}
+  timeout "${BENCH_TIMEOUT:-300}" autosage bench "$@" --out "$BENCH_OUT" 2>"$OUT/bench.stderr" | tee "$OUT/bench.stdout" | tail -n 40
   tail -n 30 "$OUT/bench.stderr"
-  tar czf "$OUT/results.tgz" results/h200-run 2>/dev/null
+  tar czf "$OUT/results.tgz" "$BENCH_OUT" 2>/dev/null
 fi
 echo "session done after $(( $(date +%s) - start )) s"

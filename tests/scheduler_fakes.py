@@ -2,6 +2,8 @@
 plans compute the real float64 result (or a deliberately wrong one) and report chosen times."""
 from __future__ import annotations
 
+from autosage_cli.features import GraphFeatures
+
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
@@ -17,27 +19,19 @@ SOFTWARE = {"driver": "580.0", "cuda_runtime": "13.2", "cupy": "14.2.0", "cuspar
             "cuda_sources": "sources-v1"}
 
 
-@dataclass(frozen=True)
-class Features:
-    """The GraphFeatures fields the cost model reads."""
-    n_rows: int
-    n_cols: int
-    nnz: int
-    degree_mean: float
-    degree_min: int
-    degree_max: int
-    degree_q50: float
-    degree_q90: float
-    degree_q99: float
-    degree_cv: float = 0.0
-    skew: float = 0.0
-    empty_rows: int = 0
-    heavy_share: float = 0.0
-    locality: float = 1.0 / 3.0     # features.locality: mean |col - row| / n_cols (random: 1/3)
-    symmetric: bool = False
+# The GraphFeatures fields the cost model reads, with neutral defaults for the rest.
+_FEATURE_DEFAULTS = dict(degree_cv=0.0, skew=0.0, empty_rows=0, heavy_share=0.0,
+                         locality=1.0 / 3.0, symmetric=False)
 
-    def to_dict(self) -> dict:
-        return dict(vars(self))
+
+_POSITIONAL = ("n_rows", "n_cols", "nnz", "degree_mean", "degree_min", "degree_max", "degree_q50",
+               "degree_q90", "degree_q99")
+
+
+def Features(*values, **fields) -> GraphFeatures:
+    """A real GraphFeatures from the nine size/degree fields in order plus keyword overrides, the
+    rest defaulted as above (locality 1/3 is what random columns give)."""
+    return GraphFeatures(**{**_FEATURE_DEFAULTS, **dict(zip(_POSITIONAL, values)), **fields})
 
 
 UNIFORM_1M = Features(1_000_000, 1_000_000, 16_000_000, 16.0, 3, 36, 16, 21, 26)

@@ -12,7 +12,7 @@ test:
 
 # GPU suite: run on the H200.
 test-gpu:
-	$(PYTEST) -q -m gpu
+	$(PYTEST) -q -m gpu -n 8
 
 # Default suite, about a minute on one GPU.
 bench:

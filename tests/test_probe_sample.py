@@ -10,7 +10,9 @@ import scipy.sparse as sp
 from autosage_cli.graphs.csr import canonical_csr, from_arrays
 from autosage_cli.kernels.schedule import Schedule
 from autosage_cli.scheduler import probe
-from autosage_cli.scheduler.probe import default_target_nnz, probe_candidates, sample_rows
+from autosage_cli.scheduler import sample as sampling
+from autosage_cli.scheduler.probe import probe_candidates
+from autosage_cli.scheduler.sample import default_target_nnz, sample_rows
 
 from scheduler_fakes import FakeMeasurer, power_law_graph, small_graph
 
@@ -102,22 +104,22 @@ def test_empty_rows_are_sampled_in_proportion():
 def test_default_target():
     g = small_graph()
     assert default_target_nnz(g) == g.nnz          # small graphs are probed whole
-    assert probe.probes_whole_graph(g)
+    assert sampling.probes_whole_graph(g)
 
     class Big:
         nnz, n_rows = 200_000_000, 2_000_000
     t = default_target_nnz(Big)
     assert t == int(0.04 * Big.nnz)                   # 4% beats 2M nonzeros and 2 waves of rows
-    assert not probe.probes_whole_graph(Big, t)
+    assert not sampling.probes_whole_graph(Big, t)
 
     class Dense:
         nnz, n_rows = 114_600_000, 232_965          # reddit-like: rows, not nonzeros, bind
     assert default_target_nnz(Dense) > 0.04 * Dense.nnz
-    assert default_target_nnz(Dense) >= probe.MIN_SAMPLE_ROWS * Dense.nnz / Dense.n_rows - 1
+    assert default_target_nnz(Dense) >= sampling.MIN_SAMPLE_ROWS * Dense.nnz / Dense.n_rows - 1
 
     class Mid:
         nnz, n_rows = 3_000_000, 300_000            # 2M of 3M nonzeros: the sample would be 2/3
-    assert probe.probes_whole_graph(Mid) and not probe.probes_whole_graph(Mid, 1_000_000)
+    assert sampling.probes_whole_graph(Mid) and not sampling.probes_whole_graph(Mid, 1_000_000)
 
 
 # ------------------------------------------------------------------ windows keep locality
@@ -149,14 +151,14 @@ def random_rows_sample(graph, target_nnz, seed=0):
     rng = np.random.default_rng(seed)
     want = int(target_nnz / graph.row_degrees().mean())
     rows = np.sort(rng.choice(graph.n_rows, want, replace=False))
-    return probe.take_rows(graph, rows, {"test": "random rows"}), rows
+    return sampling.take_rows(graph, rows, {"test": "random rows"}), rows
 
 
 def test_windows_are_runs_of_consecutive_rows():
     g = community_graph()
     sample, rows = sample_rows(g, target_nnz=int(0.1 * g.nnz), seed=0)
     window = sample.source["sample"]["window"]
-    assert window == probe.window_rows(g, int(0.1 * g.nnz)) and window >= 512
+    assert window == sampling.window_rows(g, int(0.1 * g.nnz)) and window >= 512
     consecutive = np.mean(np.diff(rows) == 1)
     assert consecutive > 0.99                          # only window boundaries (and hubs) break runs
     _, scattered = random_rows_sample(g, int(0.1 * g.nnz))
@@ -185,8 +187,8 @@ def test_window_sample_on_the_power_law_graph_keeps_its_size_and_tail(graph):
 
 def test_window_length_follows_the_sample():
     g = community_graph()
-    assert probe.window_rows(g, g.nnz) == probe.WINDOW_ROWS
-    assert probe.window_rows(g, 16 * 100) == 100 // probe.MIN_WINDOWS   # 100 rows: 12 per window
+    assert sampling.window_rows(g, g.nnz) == sampling.WINDOW_ROWS
+    assert sampling.window_rows(g, 16 * 100) == 100 // sampling.MIN_WINDOWS   # 100 rows: 12 per window
     with pytest.raises(ValueError):
         sample_rows(g, 1000, window=0)
 
@@ -321,9 +323,9 @@ def test_take_rows_slices_and_gathers_alike(graph, monkeypatch):
     from autosage_cli.graphs.csr import validate
 
     rows = np.sort(np.concatenate([np.arange(100, 900), np.arange(5000, 5003), [7, 40_000]]))
-    sliced = probe.take_rows(graph, rows, {"t": 1})
-    monkeypatch.setattr(probe, "MAX_SLICES", 0)           # force the per-edge gather
-    gathered = probe.take_rows(graph, rows, {"t": 1})
+    sliced = sampling.take_rows(graph, rows, {"t": 1})
+    monkeypatch.setattr(sampling, "MAX_SLICES", 0)           # force the per-edge gather
+    gathered = sampling.take_rows(graph, rows, {"t": 1})
     for a, b in ((sliced.indptr, gathered.indptr), (sliced.indices, gathered.indices),
                  (sliced.values, gathered.values)):
         assert np.array_equal(a, b) and a.dtype == b.dtype

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from .. import cache as cache_mod
 from ..errors import AutosageError
 from ..kernels import schedule as schedule_mod
-from . import estimate, probe
+from . import estimate, probe, sample
 from .select import DEFAULT_GUARDRAIL, Decision, decide
 
 DEFAULT_TOP_K = 6
@@ -159,17 +159,17 @@ def tune(graph, op: str, k: int, heads: int = 1, *, cache=None, top_k: int = DEF
     estimate_ms = (time.perf_counter() - t) * 1e3
 
     t = time.perf_counter()
-    target = probe.default_target_nnz(graph) if sample_nnz is None else int(sample_nnz)
+    target = sample.default_target_nnz(graph) if sample_nnz is None else int(sample_nnz)
     if full:
         probe_graph, probe_info = graph, {"graph": "full", "rows": graph.n_rows, "nnz": graph.nnz}
-    elif probe.probes_whole_graph(graph, target):
+    elif sample.probes_whole_graph(graph, target):
         probe_graph, probe_info = graph, {"graph": "full", "rows": graph.n_rows, "nnz": graph.nnz,
                                           "target_nnz": target,
                                           "why": f"a sample of {target} nonzeros would hold >= "
-                                                 f"{probe.WHOLE_GRAPH_SHARE:.0%} of the graph"}
+                                                 f"{sample.WHOLE_GRAPH_SHARE:.0%} of the graph"}
     else:
         say("sampling windows of whole rows")
-        probe_graph, _rows = probe.sample_rows(graph, target, seed)
+        probe_graph, _rows = sample.sample_rows(graph, target, seed)
         info = probe_graph.source["sample"]
         probe_info = {"graph": "sample",
                       **{f: info[f] for f in ("rows", "nnz", "target_nnz", "window", "seed")}}

@@ -9,8 +9,9 @@ import pytest
 from autosage_cli.kernels import schedule as sched
 from autosage_cli.kernels.schedule import Schedule
 from autosage_cli.kernels.schedule import get as get_schedule
-from autosage_cli.scheduler import estimate
-from autosage_cli.scheduler.estimate import DegreeProfile, estimate_ms, estimate_vendor_ms, rank
+from autosage_cli.scheduler import estimate, roofline
+from autosage_cli.scheduler.estimate import estimate_ms, estimate_vendor_ms, rank
+from autosage_cli.scheduler.roofline import DegreeProfile
 
 from scheduler_fakes import HUB_200K, REDDIT_LIKE, UNIFORM_1M, Features
 
@@ -156,9 +157,9 @@ def test_tiny_graph_and_empty_rows_do_not_break_the_model():
 def test_vendor_estimate_and_device_model():
     assert estimate_vendor_ms(UNIFORM_1M, "spmm", 16) > 0
     assert estimate_vendor_ms(REDDIT_LIKE, "attention", 64, heads=8) > estimate_vendor_ms(REDDIT_LIKE, "attention", 64)
-    dev = estimate.device_model({"name": "H100", "sms": 114, "l2_bytes": 50 * 2**20})
+    dev = roofline.device_model({"name": "H100", "sms": 114, "l2_bytes": 50 * 2**20})
     assert dev.sms == 114 and dev.l2_bytes == 50 * 2**20
-    assert estimate.device_model(None) is estimate.H200
+    assert roofline.device_model(None) is roofline.H200
 
 
 def test_shortlist_keeps_one_of_each_plausible_family_in_estimate_order():

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from .. import cache as cache_mod
 from ..errors import AutosageError
 from ..kernels import schedule as schedule_mod
-from . import estimate, probe, sample
+from . import estimate, probe, roofline, sample
 from .select import DEFAULT_GUARDRAIL, Decision, decide
 
 DEFAULT_TOP_K = 6
@@ -152,7 +152,7 @@ def tune(graph, op: str, k: int, heads: int = 1, *, cache=None, top_k: int = DEF
     features_ms = (time.perf_counter() - t) * 1e3
 
     t = time.perf_counter()
-    ranked = estimate.rank(features, op, k, heads, estimate.device_model(device_info))
+    ranked = estimate.rank(features, op, k, heads, roofline.device_model(device_info))
     if not ranked:
         messages.append(f"no registered {op} schedule supports K={k}, heads={heads}")
     top = estimate.shortlist(ranked, top_k)

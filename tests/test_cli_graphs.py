@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -110,6 +112,19 @@ def test_gen_compressed_npz_is_smaller(tmp_path):
                    "--out", str(packed)).exit_code == 0
     assert packed.stat().st_size < plain.stat().st_size / 4
     assert load_graph(path=packed).fingerprint == load_graph(path=plain).fingerprint
+
+
+def test_cli_help_imports_no_heavy_library():
+    """`autosage --help` starts fast: the command modules import SciPy, pandas, matplotlib and CuPy
+    only when a command needs them."""
+    code = ("import sys; from autosage_cli.cli import main\n"
+            "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+            "heavy = ('scipy', 'pandas', 'matplotlib', 'cupy')\n"
+            "print('heavy:' + ','.join(m for m in heavy if m in sys.modules))")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    assert "Usage: autosage" in res.stdout
+    assert res.stdout.strip().splitlines()[-1] == "heavy:"
 
 
 def test_gen_help_lists_presets_and_kinds():

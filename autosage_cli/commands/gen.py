@@ -10,8 +10,6 @@ import time
 from pathlib import Path
 
 import click
-import scipy.io
-import scipy.sparse as sp
 from rich.console import Console
 
 from ..errors import AutosageError
@@ -41,6 +39,9 @@ def output_format(path: Path) -> str:
 
 def write_graph(graph: CSRGraph, path: Path, compress: bool = False) -> None:
     """Matrix Market (scipy.io.mmwrite, `real general`) or SciPy .npz (save_npz), atomically."""
+    import scipy.io  # here, not at module level: `autosage --help` must not import SciPy
+    import scipy.sparse as sp
+
     suffix = output_format(path)
     directory = path.parent if str(path.parent) else Path(".")
     if not directory.is_dir():

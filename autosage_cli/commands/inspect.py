@@ -10,8 +10,6 @@ from rich.console import Console
 from rich.table import Table
 
 from ..errors import AutosageError
-from ..features import compute_features
-from ..graphs.load import load_graph
 
 
 def _format(value) -> str:
@@ -49,6 +47,11 @@ def command(path, dataset, root, symmetrize, as_json):
     """Load a graph (Matrix Market, .npz, edge list, or --dataset NAME) and show its features."""
     if (path is None) == (dataset is None):
         raise AutosageError("give exactly one of PATH or --dataset NAME")
+    # Imported here, not at module level: they pull in SciPy and pandas, which `autosage --help`
+    # and the other commands do not need.
+    from ..features import compute_features
+    from ..graphs.load import load_graph
+
     err = Console(stderr=True)
     started = time.perf_counter()
     with err.status(f"loading {path or dataset}…", spinner="dots"):

@@ -19,11 +19,17 @@ import hashlib
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-import scipy.sparse as sp
 
 from ..errors import AutosageError
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+
+# SciPy is imported where it is used, not here: every command module imports this one, and
+# `autosage --help` should not pay ~0.2 s for scipy.sparse.
 
 INT32_LIMIT = 2**31 - 1
 FINGERPRINT_VERSION = "csr-sha256-tree-v2"
@@ -98,6 +104,8 @@ class CSRGraph:
         return np.diff(self.indptr).astype(np.int64, copy=False)
 
     def to_scipy(self) -> sp.csr_matrix:
+        import scipy.sparse as sp
+
         return sp.csr_matrix((self.values, self.indices, self.indptr), shape=self.shape)
 
     @functools.cached_property
@@ -152,6 +160,8 @@ def validate(indptr: np.ndarray, indices: np.ndarray, values: np.ndarray,
 def canonical_csr(matrix, source: dict | None = None) -> CSRGraph:
     """Canonical CSR from any SciPy sparse matrix/array: duplicates summed, columns sorted,
     float32 values, int32 indices (int64 from 2**31 nonzeros). Validates once."""
+    import scipy.sparse as sp
+
     if not sp.issparse(matrix):
         raise AutosageError(f"expected a sparse matrix, got {type(matrix).__name__}")
     n_rows, n_cols = (int(s) for s in matrix.shape)

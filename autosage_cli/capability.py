@@ -14,12 +14,10 @@ from .errors import NoGPUError
 def gpu_status() -> tuple[bool, str]:
     """(usable, reason). Never raises."""
     try:
-        import cupy  # noqa: F401
+        import cupy
     except Exception as exc:  # ImportError, or a broken CUDA install
         return False, f"CuPy is not importable ({type(exc).__name__}: {exc})"
     try:
-        import cupy
-
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception as exc:
         return False, f"no CUDA device visible ({type(exc).__name__})"

@@ -202,14 +202,6 @@ def transpose_matches(graph: CSRGraph, degrees: np.ndarray, *, workers: int | No
     return all(_map(compare, tasks, workers))
 
 
-def is_structurally_symmetric(graph: CSRGraph, degrees: np.ndarray, sums: DiagonalSums | None = None,
-                              *, workers: int | None = None) -> bool:
-    """Cheap necessary conditions first (symmetry_prefilter), then the exact transpose check."""
-    sums = sums if sums is not None else diagonal_sums(graph, degrees, workers=workers)
-    verdict = symmetry_prefilter(graph, sums)
-    return verdict if verdict is not None else transpose_matches(graph, degrees, workers=workers)
-
-
 def compute_features(graph: CSRGraph, *, symmetry: bool = True,
                      workers: int | None = None) -> GraphFeatures:
     """Every feature, exact. `symmetry=False` skips only the transpose check: `symmetric` is then

@@ -11,7 +11,7 @@ import numpy as np
 FLOAT = 4          # bytes per float32
 INDEX = 4          # bytes per int32 index
 SECTOR = 32        # bytes per DRAM/L2 sector: the granularity of a gather
-LSU_CYCLES = 3.7   # SM cycles per warp-wide gather load (fitted: see "load path" above)
+LSU_CYCLES = 3.7   # SM cycles per warp-wide gather load (fitted: see "load path" in estimate.py)
 
 
 @dataclass(frozen=True)
@@ -31,10 +31,6 @@ class DeviceModel:
     shuffle_latency_us: float = 0.015  # one warp shuffle step (~30 cycles)
     launch_us: float = 4.0            # back-to-back launch overhead and gap
     lsu_cycles: float = LSU_CYCLES    # SM cycles one warp-wide gather load holds the load path
-
-    @property
-    def resident_threads(self) -> int:
-        return self.sms * self.threads_per_sm
 
 
 H200 = DeviceModel()

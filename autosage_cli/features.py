@@ -12,13 +12,12 @@ On the 2-core CI machine, 115M nonzeros: reddit-like (directed, rejected by the 
 """
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 import scipy.sparse as sp
 
-from .graphs.csr import INT32_LIMIT, CSRGraph, default_workers
+from .graphs.csr import INT32_LIMIT, CSRGraph, default_workers, parallel_map
 from .graphs.edges import row_chunks
 
 DEGREE_KEYS = ("mean", "min", "max", "q50", "q90", "q99", "cv")
@@ -77,15 +76,6 @@ def degree_quantiles(degrees: np.ndarray) -> tuple[float, float, float]:
     return float(q50), float(q90), float(q99)
 
 
-def _map(fn, items: list, workers: int | None) -> list:
-    """fn over items in order, on a thread pool when there is more than one item and worker."""
-    workers = min(default_workers() if workers is None else max(1, int(workers)), len(items))
-    if workers <= 1:
-        return [fn(item) for item in items]
-    with ThreadPoolExecutor(workers) as pool:
-        return list(pool.map(fn, items))
-
-
 def diagonal_sums(graph: CSRGraph, degrees: np.ndarray, chunk: int = PASS_CHUNK,
                   workers: int | None = None) -> DiagonalSums:
     """|col − row| and (col − row) summed over the nonzeros, and the counts below and above the
@@ -108,7 +98,7 @@ def diagonal_sums(graph: CSRGraph, degrees: np.ndarray, chunk: int = PASS_CHUNK,
         np.abs(diff, out=diff)
         return int(diff.sum(dtype=np.int64)), signed, below, above
 
-    parts = _map(one, list(row_chunks(degrees, chunk)), workers)
+    parts = parallel_map(one, list(row_chunks(degrees, chunk)), workers)
     return DiagonalSums(*(sum(p[i] for p in parts) for i in range(4)))
 
 
@@ -174,7 +164,7 @@ def transpose_matches(graph: CSRGraph, degrees: np.ndarray, *, workers: int | No
         t = part.tocsc()
         return t.indptr, t.indices  # column pointers, local row ids sorted within each column
 
-    transposed = _map(transpose, ranges, workers)
+    transposed = parallel_map(transpose, ranges, workers)
     counts = np.zeros(n, dtype=np.int64)
     offsets = []  # where each block's slice of every row starts
     for col_ptr, _ in transposed:
@@ -199,7 +189,7 @@ def transpose_matches(graph: CSRGraph, degrees: np.ndarray, *, workers: int | No
         found -= a
         return bool(np.array_equal(found, rows[p0:p1]))
 
-    return all(_map(compare, tasks, workers))
+    return all(parallel_map(compare, tasks, workers))
 
 
 def compute_features(graph: CSRGraph, *, symmetry: bool = True,

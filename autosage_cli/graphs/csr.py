@@ -46,6 +46,16 @@ def default_workers() -> int:
     return max(1, min(32, n))
 
 
+def parallel_map(fn, items: list, workers: int | None = None) -> list:
+    """fn over items, results in order, on a thread pool when there is more than one item and
+    worker (default workers: default_workers())."""
+    workers = min(default_workers() if workers is None else max(1, int(workers)), len(items))
+    if workers <= 1:
+        return [fn(item) for item in items]
+    with ThreadPoolExecutor(workers) as pool:
+        return list(pool.map(fn, items))
+
+
 def _sha256(chunk) -> bytes:
     return hashlib.sha256(chunk).digest()
 
@@ -62,12 +72,7 @@ def fingerprint_arrays(shape: tuple[int, int], arrays, *, chunk_bytes: int = FIN
     header = "|".join([FINGERPRINT_VERSION, f"{int(shape[0])}x{int(shape[1])}", f"chunk={chunk_bytes}"]
                       + [f"{np.asarray(a).dtype.str}:{v.nbytes}" for a, v in zip(arrays, views)])
     chunks = [v[lo:lo + chunk_bytes] for v in views for lo in range(0, v.nbytes, chunk_bytes)]
-    workers = min(default_workers() if workers is None else max(1, int(workers)), len(chunks))
-    if workers > 1:
-        with ThreadPoolExecutor(workers) as pool:
-            digests = list(pool.map(_sha256, chunks))  # map keeps the chunk order
-    else:
-        digests = [_sha256(c) for c in chunks]
+    digests = parallel_map(_sha256, chunks, workers)  # in chunk order
     final = hashlib.sha256(header.encode() + b"|")
     for d in digests:
         final.update(d)

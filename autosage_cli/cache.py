@@ -27,6 +27,7 @@ from pathlib import Path
 
 import filelock
 
+from .environment import now_iso  # scheduler.tune stamps entries with cache.now_iso
 from .errors import AutosageError
 
 SCHEMA = "autosage-decisions"
@@ -39,10 +40,6 @@ SOFTWARE_FIELDS = ("driver", "cuda_runtime", "cupy", "cusparse", "cuda_sources")
 def default_path() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "autosage" / "decisions.json"
-
-
-def now_iso() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
 def jsonable(obj):

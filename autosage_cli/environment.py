@@ -112,6 +112,11 @@ def git_commit() -> str:
     return f"{commit}-dirty" if status else commit
 
 
+def now_iso() -> str:
+    """The current UTC time to the second, ISO 8601: the stamp on runs, rows and cache entries."""
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
 def environment() -> dict:
     """Device (None without GPU) + software + commit + hostname + UTC timestamp."""
     ok, reason = gpu_status()
@@ -121,5 +126,5 @@ def environment() -> dict:
         "software": software_info(),
         "commit": git_commit(),
         "hostname": socket.gethostname(),
-        "timestamp": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "timestamp": now_iso(),
     }

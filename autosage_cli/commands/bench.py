@@ -20,6 +20,7 @@ from pathlib import Path
 import click
 
 from ..capability import require_gpu
+from ..environment import now_iso
 from ..errors import AutosageError
 from ..bench import report, suites
 from ..bench.harness import Listener, RunOptions, count_cases, make_context, run_suite
@@ -193,8 +194,8 @@ def command(datasets, suite, ops, widths, heads, repeat, flush_l2, oracle, all_s
     out = Path(out_dir) if out_dir is not None else default_out(ctx.gpu)
     old_rows, runs = prior if prior is not None else _prior_run(out)
     runs = runs + [{"command": _command_line(click.get_current_context()),
-                    "suite": chosen.name, "timestamp": _dt.datetime.now(_dt.timezone.utc).isoformat(
-                        timespec="seconds"), "seed": seed, "repeat": options.repeat, "flush_l2": flush_l2,
+                    "suite": chosen.name, "timestamp": now_iso(), "seed": seed, "repeat": options.repeat,
+                    "flush_l2": flush_l2,
                     "oracle": oracle, "copy_tbps": ctx.copy_tbps, "environment": env}]
     created = not out.exists()
     make_dir(out)

@@ -44,12 +44,6 @@ def vendor_names(op: str) -> list[str]:
     raise AutosageError(f"unknown op {op!r}; choose one of {', '.join(OPS)}")
 
 
-def all_vendor_names() -> set[str]:
-    """Every name `prepare_vendor` accepts for some op (gather-dot included even when a cuSPARSE
-    SDDMM provider exists: it can be asked for by name)."""
-    return {n for op in OPS for n in vendor_names(op)} | {SDDMM_VENDOR_NAME, GATHER_DOT_NAME}
-
-
 def vendor_op(name: str) -> str | None:
     """The op a vendor name belongs to, or None if it is not a vendor name."""
     if name in SPMM_NAMES:

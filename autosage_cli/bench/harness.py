@@ -24,13 +24,13 @@ lazily), so the loop itself runs on CPU in tests with a NumPy fake (tests/bench_
 """
 from __future__ import annotations
 
-import datetime as _dt
 import math
 import sys
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
+from ..environment import now_iso
 from .rows import Row, compulsory_bytes, effective_tbps, gather_bytes, speedup
 from .suites import Case, GraphWork
 
@@ -91,10 +91,6 @@ def _one_line(exc: BaseException) -> str:
 
 def _float(value) -> float:
     return math.nan if value is None else float(value)
-
-
-def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
 class CaseRunner:
@@ -280,7 +276,7 @@ class CaseRunner:
                    ms_median=m.ms[0], ms_p20=m.ms[1], ms_p80=m.ms[2], prepare_ms=m.prepare_ms,
                    rel_error=m.rel_error, compulsory_bytes=nbytes,
                    effective_tbps=effective_tbps(nbytes, m.ms[0]), copy_tbps=ctx.copy_tbps,
-                   commit=ctx.commit, gpu=ctx.gpu, timestamp=_now(), status=m.status, error=m.error,
+                   commit=ctx.commit, gpu=ctx.gpu, timestamp=now_iso(), status=m.status, error=m.error,
                    provider=m.provider, n_cols=g.n_cols, gather_bytes=gather_bytes(c.op, g.nnz, c.k, c.heads),
                    repeats=m.repeats, flush_l2=self.opts.flush_l2, seed=self.opts.seed)
 

@@ -123,7 +123,8 @@ class CSRGraph:
         return f"{self.n_rows}x{self.n_cols}, {self.nnz} nonzeros"
 
 
-def _index_dtype(nnz: int, n: int) -> type:
+def index_dtype(nnz: int, n: int) -> type:
+    """The canonical index type: int32 while nnz and every dimension fit, else int64."""
     return np.int32 if max(nnz, n) <= INT32_LIMIT else np.int64
 
 
@@ -175,7 +176,7 @@ def canonical_csr(matrix, source: dict | None = None) -> CSRGraph:
     if csr.nnz and not np.isfinite(csr.data).all():
         raise AutosageError("values contain NaN or Inf")
     csr.sum_duplicates()  # also sorts indices
-    idx_t = _index_dtype(csr.nnz, max(n_rows, n_cols))
+    idx_t = index_dtype(csr.nnz, max(n_rows, n_cols))
     indptr = np.ascontiguousarray(csr.indptr, dtype=idx_t)
     indices = np.ascontiguousarray(csr.indices, dtype=idx_t)
     with np.errstate(over="ignore"):  # a float64 beyond float32's range becomes inf: validate names it
@@ -188,7 +189,7 @@ def from_arrays(indptr, indices, values, shape, source: dict | None = None) -> C
     """Canonical CSR from raw arrays that must already be canonical (validated, not repaired)."""
     n_rows, n_cols = (int(s) for s in shape)
     validate_shape(n_rows, n_cols)
-    idx_t = _index_dtype(len(indices), max(n_rows, n_cols))
+    idx_t = index_dtype(len(indices), max(n_rows, n_cols))
     indices = np.asarray(indices)
     if indices.size and indices.dtype != idx_t:
         # Check before narrowing: an int64 index of 2**32 + 1 would wrap to 1 and pass validation.

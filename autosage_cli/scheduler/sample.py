@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from ..graphs.csr import INT32_LIMIT, CSRGraph
+from ..graphs.csr import CSRGraph, index_dtype
 
 HEAVIEST_ROWS = 8           # always sampled: the rows that break unsplit schedules...
 HEAVY_SHARE_MAX = 0.05      # ...while they hold at most 5% of the sample (the first: always), so
@@ -118,7 +118,7 @@ def take_rows(graph: CSRGraph, rows: np.ndarray, source: dict) -> CSRGraph:
     rows = np.asarray(rows, dtype=np.int64)
     degrees = graph.row_degrees()[rows]
     nnz = int(degrees.sum())
-    idx_t = np.int32 if max(nnz, rows.size, graph.n_cols) <= INT32_LIMIT else np.int64
+    idx_t = index_dtype(nnz, max(rows.size, graph.n_cols))
     indptr = np.zeros(rows.size + 1, dtype=idx_t)
     np.cumsum(degrees, out=indptr[1:])
     breaks = np.flatnonzero(np.diff(rows) != 1) + 1

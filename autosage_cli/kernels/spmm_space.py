@@ -160,25 +160,23 @@ SPLITWARP_SHAPES = ((1, 1), (1, 4), (4, 4), (8, 4), (32, 4))
 DETERMINISTIC_SHAPES = ((1, 1), (4, 4), (32, 4))
 
 
+# The split variants as data: (family, shapes, split threshold, chunk, reduction).
+# - "split": light rows by groups. hub-200k has 4 hubs of 30k among rows of ~0.5 edges; any row
+#   above 256 nonzeros is spread over 256-nonzero chunks (deterministic variants: 1024/1024).
+# - "splitwarp": light rows by warps. reddit-like rows are mostly hundreds to a few thousand long
+#   (q99 3805), a warp each; only the ~1% above 2048 are chunked.
+SPLIT_VARIANTS = (
+    ("split", SPLIT_SHAPES, 256, 256, "atomic"),
+    ("split", DETERMINISTIC_SHAPES, 1024, 1024, "twophase"),
+    ("splitwarp", SPLITWARP_SHAPES, 2048, 512, "atomic"),
+    ("splitwarp", DETERMINISTIC_SHAPES, 2048, 1024, "twophase"),
+)
+
+
 def _split() -> list[Schedule]:
-    out = []
-    # Light rows by groups: hub-200k has 4 hubs of 30k among rows of ~0.5 edges; any row above 256
-    # nonzeros is spread over 256-nonzero chunks.
-    for g, v in SPLIT_SHAPES:
-        out.append(Schedule("spmm", "split", lanes=g, vec=v, threads=THREADS, split=256, chunk=256,
-                            reduce="atomic", unroll=4))
-    for g, v in DETERMINISTIC_SHAPES:
-        out.append(Schedule("spmm", "split", lanes=g, vec=v, threads=THREADS, split=1024, chunk=1024,
-                            reduce="twophase", unroll=4))
-    # Light rows by warps: reddit-like rows are mostly hundreds to a few thousand long (q99 3805),
-    # a warp each; only the ~1% above 2048 are chunked.
-    for g, v in SPLITWARP_SHAPES:
-        out.append(Schedule("spmm", "splitwarp", lanes=g, vec=v, threads=THREADS, split=2048, chunk=512,
-                            reduce="atomic", unroll=4))
-    for g, v in DETERMINISTIC_SHAPES:
-        out.append(Schedule("spmm", "splitwarp", lanes=g, vec=v, threads=THREADS, split=2048, chunk=1024,
-                            reduce="twophase", unroll=4))
-    return out
+    return [Schedule("spmm", family, lanes=g, vec=v, threads=THREADS, split=split, chunk=chunk,
+                     reduce=reduce, unroll=4)
+            for family, shapes, split, chunk, reduce in SPLIT_VARIANTS for g, v in shapes]
 
 
 VECTOR_KMAX = (1, 2, 4, 8)

@@ -70,6 +70,9 @@ class CacheKey:
     k: int
     dtype: str
     heads: int
+    # The settings a decision was made under (tune.decision_settings): checked like the software,
+    # not looked up; None (a lookup that takes any decision, e.g. the API with tuning off) skips it.
+    settings: dict | None = None
 
     def lookup_fields(self) -> dict:
         """Everything that selects an entry: the software part is checked, not looked up."""
@@ -81,12 +84,13 @@ class CacheKey:
         return _digest(self.lookup_fields())
 
     def to_dict(self) -> dict:
-        return {**self.lookup_fields(), "software": self.software}
+        return {**self.lookup_fields(), "software": self.software, "settings": self.settings}
 
     @classmethod
     def from_dict(cls, d: dict) -> "CacheKey":
+        settings = d.get("settings")
         return cls(dict(d["device"]), dict(d["software"]), d["graph"], d["op"], int(d["k"]),
-                   d["dtype"], int(d["heads"]))
+                   d["dtype"], int(d["heads"]), dict(settings) if isinstance(settings, dict) else None)
 
 
 def device_key(info: dict) -> dict:
@@ -101,9 +105,11 @@ def software_key(info: dict, sources_hash: str | None = None) -> dict:
 
 
 def make_key(graph, op: str, k: int, dtype: str = "float32", heads: int = 1, *,
-             device: dict | None = None, software: dict | None = None) -> CacheKey:
+             device: dict | None = None, software: dict | None = None,
+             settings: dict | None = None) -> CacheKey:
     """The key of one tuning question. `device`/`software` default to this machine's
-    (environment.device_info / software_info and the hash of the cuda/ sources)."""
+    (environment.device_info / software_info and the hash of the cuda/ sources); `settings` are
+    the tuning settings the decision must have been made under (None: any)."""
     if device is None:
         from . import environment
         device = environment.device_info()
@@ -114,7 +120,25 @@ def make_key(graph, op: str, k: int, dtype: str = "float32", heads: int = 1, *,
         from .kernels import compile as kcompile
         software = software_key(environment.software_info(), kcompile.sources_hash())
     return CacheKey(device_key(device), software_key(software), graph.fingerprint, op, int(k),
-                    str(dtype), int(heads))
+                    str(dtype), int(heads), None if settings is None else dict(settings))
+
+
+def settings_change(old: dict | None, new: dict) -> str:
+    """'top_k 6 -> 12' for the settings that differ; a decision that predates recorded settings
+    says so."""
+    if not isinstance(old, dict):
+        return "no settings recorded"
+    fields = sorted(set(old) | set(new))
+    return ", ".join(f"{f} {old.get(f)} -> {new.get(f)}" for f in fields if old.get(f) != new.get(f))
+
+
+def replayable_source(source: dict) -> bool:
+    """Whether `autosage replay` can rebuild a graph from its recorded source: a file, a named
+    dataset or a generator preset (with its seed). A graph built in memory (the Python API on
+    arrays) cannot be, and its entries are skipped by replay, not failed."""
+    source = source or {}
+    return bool(source.get("path") or source.get("dataset") or source.get("generator")
+                or (source.get("sample") or {}).get("of"))
 
 
 def software_change(old: dict, new: dict) -> str:
@@ -205,6 +229,9 @@ class DecisionCache:
         if entry.get("software") != key.software:
             change = software_change(entry.get("software") or {}, key.software)
             return Lookup(None, f"cached decision made with other software ({change}); re-tuning")
+        if key.settings is not None and entry.get("settings") != jsonable(key.settings):
+            change = settings_change(entry.get("settings"), key.settings)
+            return Lookup(None, f"cached decision made with other settings ({change}); re-tuning")
         return Lookup(entry)
 
     def lookup(self, key: CacheKey) -> dict | None:

@@ -225,8 +225,25 @@ def test_probe_verifies_times_and_records_every_outcome():
     # against it, before anything is timed.
     assert result.reference == "cusparse-alg1"
     assert all(v.status == "ok" and v.rel_error < 1e-12 for v in result.vendors)
-    assert all(r.repeats >= probe.MIN_REPEATS for r in result.natives + result.vendors if r.status == "ok")
+    # names[4] (0.5 ms) is 1.67x the fastest native after its screening launch: not timed again.
+    survivors = [r for r in result.natives + result.vendors if r.status == "ok" and r.name != names[4]]
+    assert all(r.repeats >= probe.MIN_REPEATS for r in survivors)
+    assert by[names[4]].repeats == 1 and by[names[4]].reason.startswith("screened out: 1.67x")
     assert result.spent_ms > 0 and result.overrun_ms == 0
+
+
+def test_the_screen_keeps_plans_within_its_ratio_of_their_group():
+    cands = spmm_schedules(4)
+    names = [s.name for s, _ in cands]
+    # natives 1.0, 1.25, 1.35, 2.0 ms; vendors 3.0 and 3.8 (1.27x: kept) -- each group on its own.
+    m = FakeMeasurer(vendor_ms={"cusparse-alg1": 3.0, "cusparse-alg2": 3.8},
+                     native_ms=dict(zip(names, (1.0, 1.25, 1.35, 2.0))))
+    result = run_probe(m, cands, budget_ms=1.0)
+    repeats = {r.name: r.repeats for r in result.natives + result.vendors}
+    assert [repeats[n] for n in names] == [probe.MIN_REPEATS, probe.MIN_REPEATS, 1, 1]
+    assert repeats["cusparse-alg1"] == repeats["cusparse-alg2"] == probe.MIN_REPEATS
+    # screened-out plans keep their one measured launch: the decision can still see them
+    assert all(r.status == "ok" and r.ms is not None for r in result.natives)
 
 
 def test_no_candidate_is_dropped_for_budget_and_the_overrun_is_reported():
@@ -240,8 +257,9 @@ def test_no_candidate_is_dropped_for_budget_and_the_overrun_is_reported():
     result = run_probe(m, cands, budget_ms=400.0, progress=messages.append)
     assert [r.status for r in result.natives + result.vendors] == ["ok"] * 10
     assert all(r.repeats >= probe.MIN_REPEATS for r in result.natives + result.vendors)
-    # the minimum: (verify + warm-up + 3 repeats) x (4 x ~50 + 6 x 4.5 ms) ~ 1.14 s
-    assert result.floor_ms == pytest.approx(5 * (sum(vendors.values()) + 6 * 4.5))
+    # the minimum: (verify + warm-up + 1 screening repeat) + (warm-up + 2 repeats) for the
+    # survivors (all of them, equal times) x (4 x ~50 + 6 x 4.5 ms) ~ 1.4 s
+    assert result.floor_ms == pytest.approx(6 * (sum(vendors.values()) + 6 * 4.5))
     assert result.overrun_ms == pytest.approx(result.spent_ms - 400.0) and result.overrun_ms > 700
     assert any("over its 400 ms budget" in msg for msg in messages)
     from autosage_cli.scheduler.select import decide
@@ -250,7 +268,7 @@ def test_no_candidate_is_dropped_for_budget_and_the_overrun_is_reported():
 
 def test_the_budget_only_adds_repeats_shared_equally():
     cands = spmm_schedules(3)
-    vendor = {"cusparse-alg1": 1.0, "cusparse-alg2": 2.0}
+    vendor = {"cusparse-alg1": 1.0, "cusparse-alg2": 1.2}
     tight = run_probe(FakeMeasurer(vendor_ms=vendor, default_native_ms=1.0), cands, budget_ms=1.0)
     assert all(r.repeats == probe.MIN_REPEATS for r in tight.natives + tight.vendors)
     roomy = run_probe(FakeMeasurer(vendor_ms=vendor, default_native_ms=1.0), cands, budget_ms=10_000.0)
@@ -268,7 +286,8 @@ def test_timing_interleaves_vendors_and_natives():
     m = FakeMeasurer(vendor_ms={"cusparse-alg1": 1.0, "cusparse-alg2": 1.0}, default_native_ms=1.0)
     run_probe(m, cands, budget_ms=1.0)
     names = [s.name for s, _ in cands]
-    assert m.timed == ["cusparse-alg1", names[0], "cusparse-alg2", names[1], names[2], names[3]]
+    screen = ["cusparse-alg1", names[0], "cusparse-alg2", names[1], names[2], names[3]]
+    assert m.timed == screen + screen   # the screen, then the survivors' remaining repeats
 
 
 def test_merging_batches_weights_by_repeats():

@@ -57,7 +57,8 @@ def test_tune_probes_decides_and_stores_then_hits_the_cache(tmp_path, graph):
 
 
 def test_a_sample_of_windows_below_half_the_graph_and_the_timings(graph):
-    result = run_tune(graph, None, FakeMeasurer(), sample_nnz=graph.nnz // 4)
+    # A budget too small for any whole-graph work: the sample alone decides (policy.py).
+    result = run_tune(graph, None, FakeMeasurer(), sample_nnz=graph.nnz // 4, budget_ms=1e-6)
     p = result.entry["probe"]
     assert p["graph"] == "sample" and p["target_nnz"] == graph.nnz // 4 and p["window"] >= 1
     assert 0 < p["nnz"] < graph.nnz / 2
@@ -200,9 +201,24 @@ def test_json_output_is_one_object_with_the_decision(tmp_path, fake_tuning):
     assert set(doc["decision"]) >= {"backend", "schedule"} and doc["cache_hit"] is False
     assert sum(c["status"] != "skipped" for c in doc["candidates"]) == 3
     assert "probe" in r.stderr                               # progress goes to stderr
-    again = json.loads(run_cli("tune", "--dataset", "small", "--width", "8", "--cache", cache, "--json").stdout)
+    again = json.loads(run_cli("tune", "--dataset", "small", "--width", "8", "--cache", cache, "--json",
+                               "--top-k", "3").stdout)
     assert again["cache_hit"] is True and again["probes_run"] == 0
     assert again["decision"] == doc["decision"]
+
+
+def test_a_changed_setting_or_retune_tunes_again_with_a_message(tmp_path, fake_tuning):
+    cache = str(tmp_path / "c.json")
+    args = ("tune", "--dataset", "small", "--width", "8", "--cache", cache, "--json")
+    assert json.loads(run_cli(*args, "--top-k", "3").stdout)["cache_hit"] is False
+    assert json.loads(run_cli(*args, "--top-k", "3").stdout)["cache_hit"] is True
+    changed = json.loads(run_cli(*args, "--top-k", "3", "--guardrail", "0.9").stdout)
+    assert changed["cache_hit"] is False
+    assert any("other settings (guardrail 0.95 -> 0.9)" in m for m in changed["messages"])
+    forced = json.loads(run_cli(*args, "--top-k", "3", "--guardrail", "0.9", "--retune").stdout)
+    assert forced["cache_hit"] is False and forced["probes_run"] > 0
+    assert any("--retune" in m for m in forced["messages"])
+    assert len(DecisionCache(cache).entries()) == 1     # replaced, not added
 
 
 def test_table_output_names_candidates_and_decision(tmp_path, fake_tuning):

@@ -60,7 +60,8 @@ def command(cache_file, dry_run, as_json):
     if as_json:
         click.echo(json.dumps({"cache": str(cache.path), "dry_run": dry_run,
                                "entries": [o.to_dict() for o in outcomes],
-                               "failing": len(failing), "ok": not failing}, sort_keys=True))
+                               "failing": len(failing),
+                               "skipped": sum(o.status == "skipped" for o in outcomes), "ok": not failing}, sort_keys=True))
     else:
         render_table(outcomes, dry_run, stdout_console())
         if not outcomes:

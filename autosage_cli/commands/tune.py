@@ -79,14 +79,19 @@ def render_table(result: tune_mod.TuneResult, console: Console) -> None:
 @click.option("--cache", "cache_path", type=click.Path(dir_okay=False),
               help="decision cache file (default: ~/.cache/autosage/decisions.json)")
 @click.option("--top-k", default=tune_mod.DEFAULT_TOP_K, show_default=True, type=int,
-              help="schedules probed, best estimates first")
+              help="most schedules probed, best estimates first (the budget may allow fewer)")
 @click.option("--budget-ms", default=DEFAULT_BUDGET_MS, show_default=True, type=float,
-              help="measured GPU time the probe may spend")
+              help="measured GPU time the probe may spend; it decides whether the candidates "
+                   "are timed on the whole graph or on a sample")
 @click.option("--guardrail", default=DEFAULT_GUARDRAIL, show_default=True, type=float,
               help="choose native only if <= this x the best vendor time")
-@click.option("--full", is_flag=True, help="probe on the whole graph (the oracle), not a sample")
+@click.option("--full", is_flag=True,
+              help="time the top-k on the whole graph whatever the budget (not exhaustive: the "
+                   "bench's --exhaustive times every schedule)")
+@click.option("--retune", is_flag=True, help="ignore a cached decision and tune again (replacing it)")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object on stdout")
-def command(graph, dataset, root, k, op, heads, cache_path, top_k, budget_ms, guardrail, full, as_json):
+def command(graph, dataset, root, k, op, heads, cache_path, top_k, budget_ms, guardrail, full, retune,
+            as_json):
     """Tune OP at width K on GRAPH (or --dataset NAME): estimate, probe, guardrail, cache."""
     tune_mod.validate_options(op, k, heads, top_k, budget_ms, guardrail)
     if (graph is None) == (dataset is None):
@@ -100,7 +105,8 @@ def command(graph, dataset, root, k, op, heads, cache_path, top_k, budget_ms, gu
     progress(f"loading {graph or dataset}")
     g = load_input_graph(graph, dataset, root)
     result = tune_mod.tune(g, op, k, heads, cache=DecisionCache(cache_path), top_k=top_k,
-                           budget_ms=budget_ms, guardrail=guardrail, full=full, progress=progress)
+                           budget_ms=budget_ms, guardrail=guardrail, full=full, progress=progress,
+                           retune=retune)
     for msg in result.messages:
         if msg != "cache hit: no probe run":
             err.print(f"note: {msg}", highlight=False)

@@ -139,6 +139,15 @@ def registry(op: str) -> tuple[Schedule, ...]:
     return tuple(space.SCHEDULES) + tuple(s for s in _EXTRA if s.op == op)
 
 
+def space_version(op: str | None = None) -> str:
+    """A short hash of the registered schedule names (of `op`, or of every op): a decision cached
+    when the space held other schedules may have missed a better one, so it is re-tuned."""
+    import hashlib
+
+    names = sorted(s.name for o in ((op,) if op else OPS) for s in registry(o))
+    return hashlib.blake2b("\n".join(names).encode(), digest_size=6).hexdigest()
+
+
 def all_schedules() -> tuple[Schedule, ...]:
     return tuple(s for op in OPS for s in registry(op))
 

@@ -15,9 +15,11 @@ import numpy as np
 from ..graphs.csr import CSRGraph
 
 REL_TOLERANCE = 1e-4        # BENCHMARK.md rule 4: fp32 with widely different reduction orders
-DEFAULT_BUDGET_MS = 400.0   # measured GPU time across all candidates and vendors (the minimum below
+DEFAULT_BUDGET_MS = 1000.0  # measured GPU time across all candidates and vendors (the minimum below
                             # is spent whatever the budget; the budget only buys more repeats)
-MIN_REPEATS = 3             # every verified candidate and vendor is timed at least this often...
+SCREEN_RATIO = 1.3          # a plan this much slower than the fastest of its group after one timed
+                            # launch is not timed again (one launch's noise is a few %, not 30%)
+MIN_REPEATS = 3             # every plan that survives the screen is timed at least this often...
 MAX_REPEAT = 20             # ...and at most this often, as the budget allows
 WARMUP = 1                  # per timed batch; the verification run before it paid one-time costs
 
@@ -39,6 +41,7 @@ class ProbeRecord:
     rel_error: float | None = None
     prepare_ms: float | None = None
     params: dict = field(default_factory=dict)
+    graph: str = ""             # where it was timed: "full" (the whole graph) or "sample"
 
     @property
     def ok(self) -> bool:
@@ -180,11 +183,12 @@ def probe_candidates(dgraph, op: str, k: int, heads: int, candidates, vendor_nam
        SciPy reference decides), and a vendor that disagrees with it fails.
     2. Each native candidate, in estimate order, is prepared, run once into a NaN-poisoned output and
        compared with the reference (rel. error <= 1e-4, or it fails "mismatch" and is never timed).
-    3. Timing, interleaved vendor / native so no group waits on the other: every verified plan gets
-       one warm-up and MIN_REPEATS timed launches WHATEVER the budget (a candidate is never dropped
-       for budget: that is how the vendor once won by default); what is left of the budget then buys
-       more repeats (up to MAX_REPEAT), shared equally. The result says when the minimum alone
-       overran the budget, and by how much.
+    3. Timing, interleaved vendor / native so no group waits on the other (_time_all): every
+       verified plan gets a warm-up and one timed launch WHATEVER the budget (a candidate is never
+       dropped for budget: that is how the vendor once won by default), those within SCREEN_RATIO
+       of their group's fastest MIN_REPEATS in all; what is left of the budget then buys them more
+       repeats (up to MAX_REPEAT), shared equally. The result says when the minimum alone overran
+       the budget, and by how much.
     Any exception is recorded against its candidate; every plan is closed at the end."""
     measure = measure or GpuMeasurer()
     say = progress or (lambda _msg: None)
@@ -236,12 +240,22 @@ def probe_candidates(dgraph, op: str, k: int, heads: int, candidates, vendor_nam
 
 
 def _time_all(measure, items: list[_Live], inputs, out, budget: _Budget) -> float:
-    """The minimum for every item (in the given, interleaved order), then extra repeats from what is
-    left of the budget, shared equally. Returns the GPU time of the minimum."""
+    """Screen, then time the survivors, then spend what is left of the budget.
+
+    1. Screen: every item (in the given, interleaved order) gets one warm-up and ONE timed launch.
+    2. Survivors, the items within SCREEN_RATIO of the fastest of their group (natives, vendors),
+       get MIN_REPEATS - 1 more; the rest keep their one launch, marked as screened out. On the
+       whole graph of a large input a launch takes milliseconds: timing a candidate that is 1.3x
+       behind three more times buys nothing but budget.
+    3. What is left of the budget buys the survivors more repeats (up to MAX_REPEAT), shared equally.
+    Returns the GPU time of 1 and 2 (the guaranteed minimum)."""
     for it in items:
-        _batch(measure, it, inputs, out, MIN_REPEATS, budget, verify_run=True)
+        _batch(measure, it, inputs, out, 1, budget, verify_run=True)
+    survivors = _survivors([it for it in items if it.batches])
+    for it in survivors:
+        _batch(measure, it, inputs, out, MIN_REPEATS - 1, budget)
     floor_ms = budget.spent
-    timed = [it for it in items if it.batches]
+    timed = [it for it in survivors if it.batches]
     for i, it in enumerate(timed):
         share = max(budget.left, 0.0) / (len(timed) - i)
         extra = min(MAX_REPEAT - MIN_REPEATS, int(share // max(it.median, 1e-6)) - WARMUP)
@@ -253,6 +267,24 @@ def _time_all(measure, items: list[_Live], inputs, out, budget: _Budget) -> floa
             rec.ms, rec.p20_ms, rec.p80_ms, rec.repeats = merge_batches(it.batches)
             rec.status = "ok"
     return floor_ms
+
+
+def _survivors(timed: list[_Live]) -> list[_Live]:
+    """The items within SCREEN_RATIO of the fastest screened item of their group (native or vendor);
+    the others get their reason."""
+    best: dict[bool, float] = {}
+    for it in timed:
+        native = it.rec.backend == "native"
+        best[native] = min(best.get(native, float("inf")), it.batches[0][0])
+    keep = []
+    for it in timed:
+        lead = best[it.rec.backend == "native"]
+        if it.batches[0][0] <= SCREEN_RATIO * lead:
+            keep.append(it)
+        else:
+            it.rec.reason = (f"screened out: {it.batches[0][0] / lead:.2f}x the fastest of its group "
+                             f"after one timed launch")
+    return keep
 
 
 def _batch(measure, it: _Live, inputs, out, repeat: int, budget: _Budget, verify_run: bool = False) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 
+from ..cache import replayable_source
 from ..errors import AutosageError
 from . import probe
 from .tune import plan_for
@@ -26,7 +27,7 @@ class ReplayOutcome:
     heads: int
     backend: str
     schedule: str
-    status: str                       # "ok" | "checked" (dry run) | one of FAILING
+    status: str                       # "ok" | "checked" (dry run) | "skipped" | one of FAILING
     reason: str = ""
     recorded_ms: float | None = None  # the chosen backend's probe time when tuned
     recorded_on: str = ""             # "sample" or "full"
@@ -93,6 +94,10 @@ def replay(cache, dry_run: bool = False, measure=None, progress=None, load=None,
             continue
         outcomes.append(out)
         source = entry["graph"].get("source") or {}
+        if not entry.get("replayable", replayable_source(source)):
+            out.status = "skipped"
+            out.reason = f"not replayable: the graph was built in memory ({graph_label(source)})"
+            continue
         src_key = json.dumps(source, sort_keys=True)
         say(f"replay {out.graph} {out.op} K={out.k}: {out.schedule}")
         if src_key not in graphs:

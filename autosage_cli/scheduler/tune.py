@@ -12,10 +12,13 @@ from dataclasses import dataclass, field
 from .. import cache as cache_mod
 from ..errors import AutosageError
 from ..kernels import schedule as schedule_mod
-from . import estimate, probe, roofline, sample
+from . import estimate, policy, probe, roofline, sample
 from .select import DEFAULT_GUARDRAIL, Decision, decide
 
-DEFAULT_TOP_K = 6
+DEFAULT_TOP_K = 12      # the most candidates a probe times; the budget may allow fewer (policy.py)
+# Bumped when the way a decision is reached changes (sampling, screening, confirmation): a decision
+# cached under another policy is re-tuned, with a message saying so.
+POLICY_VERSION = 2
 DTYPES = ("float32",)
 
 
@@ -113,12 +116,14 @@ def tune(graph, op: str, k: int, heads: int = 1, *, cache=None, top_k: int = DEF
          budget_ms: float = probe.DEFAULT_BUDGET_MS, guardrail: float = DEFAULT_GUARDRAIL,
          full: bool = False, progress=None, measure=None, dtype: str = "float32", seed: int = 0,
          sample_nnz: int | None = None, device_info: dict | None = None,
-         software_info: dict | None = None, features=None) -> TuneResult:
+         software_info: dict | None = None, features=None, device_graph=None,
+         retune: bool = False) -> TuneResult:
     """Decide how to run `op` on `graph` at width k (d for attention) with `heads`.
 
-    `cache` is a cache.DecisionCache (None: no caching). `measure` is the probe's Measurer (the GPU
-    one by default). `device_info`/`software_info` default to this machine's; `features` to
-    compute_features(graph)."""
+    `cache` is a cache.DecisionCache (None: no caching); `retune` ignores a cached entry (and
+    replaces it). `measure` is the probe's Measurer (the GPU one by default). `device_info`/
+    `software_info` default to this machine's; `features` to compute_features(graph);
+    `device_graph` is `graph` already on the device (the bench has it), else it is copied."""
     validate_options(op, k, heads, top_k, budget_ms, guardrail, dtype)
     say = progress or (lambda _msg: None)
     t0 = time.perf_counter()
@@ -127,24 +132,23 @@ def tune(graph, op: str, k: int, heads: int = 1, *, cache=None, top_k: int = DEF
         require_gpu("tuning")
         measure = probe.GpuMeasurer()
     device_info, software_info = _machine(device_info, software_info)
+    settings = decision_settings(top_k, budget_ms, guardrail, sample_nnz, full)
     t = time.perf_counter()
-    key = cache_mod.make_key(graph, op, k, dtype, heads, device=device_info or {}, software=software_info)
+    key = cache_mod.make_key(graph, op, k, dtype, heads, device=device_info or {}, software=software_info,
+                             settings=settings)
     fingerprint_ms = (time.perf_counter() - t) * 1e3   # hashes the whole graph unless already known
     messages: list[str] = []
     cache_path = str(cache.path) if cache is not None else None
 
-    if cache is not None:
+    if cache is not None and not retune:
         found = cache.find(key)
-        lookup_ms = (time.perf_counter() - t0) * 1e3
         if found.entry is not None:
-            say(f"cache hit ({cache.path}): no probe run")
-            e = found.entry
-            return TuneResult(Decision.from_dict(e["decision"]), True, e.get("candidates", []),
-                              e.get("vendor", []), {"lookup_ms": lookup_ms, "total_ms": lookup_ms},
-                              e, key.id, cache_path, ["cache hit: no probe run"])
+            return _cache_hit(found.entry, key, cache, (time.perf_counter() - t0) * 1e3, say)
         if found.stale:
             messages.append(found.stale)
             say(found.stale)
+    elif retune:
+        messages.append("--retune: the cached decision (if any) is ignored and replaced")
 
     t = time.perf_counter()
     say("computing graph features")
@@ -152,65 +156,144 @@ def tune(graph, op: str, k: int, heads: int = 1, *, cache=None, top_k: int = DEF
     features_ms = (time.perf_counter() - t) * 1e3
 
     t = time.perf_counter()
-    ranked = estimate.rank(features, op, k, heads, roofline.device_model(device_info))
+    dev = roofline.device_model(device_info)
+    ranked = estimate.rank(features, op, k, heads, dev)
     if not ranked:
         messages.append(f"no registered {op} schedule supports K={k}, heads={heads}")
-    top = estimate.shortlist(ranked, top_k)
+    vendor_names = measure.vendor_names(op)
+    target = sample.default_target_nnz(graph) if sample_nnz is None else int(sample_nnz)
+    pplan = policy.plan_probe(ranked, top_k, budget_ms, estimate.estimate_vendor_ms(features, op, k, heads, dev),
+                              len(vendor_names), full_forced=full,
+                              whole_is_sample=_whole_graph_reason(graph, target))
     estimate_ms = (time.perf_counter() - t) * 1e3
+    say(pplan.why)
 
     t = time.perf_counter()
-    target = sample.default_target_nnz(graph) if sample_nnz is None else int(sample_nnz)
-    if full:
-        probe_graph, probe_info = graph, {"graph": "full", "rows": graph.n_rows, "nnz": graph.nnz}
-    elif sample.probes_whole_graph(graph, target):
-        probe_graph, probe_info = graph, {"graph": "full", "rows": graph.n_rows, "nnz": graph.nnz,
-                                          "target_nnz": target,
-                                          "why": f"a sample of {target} nonzeros would hold >= "
-                                                 f"{sample.WHOLE_GRAPH_SHARE:.0%} of the graph"}
-    else:
-        say("sampling windows of whole rows")
-        probe_graph, _rows = sample.sample_rows(graph, target, seed)
-        info = probe_graph.source["sample"]
-        probe_info = {"graph": "sample",
-                      **{f: info[f] for f in ("rows", "nnz", "target_nnz", "window", "seed")}}
-    sample_ms = (time.perf_counter() - t) * 1e3
-    dgraph = measure.to_device(probe_graph)
-    result = probe.probe_candidates(dgraph, op, k, heads, top, measure.vendor_names(op), budget_ms,
-                                    measure=measure, seed=seed, progress=say)
+    outcome = _run_probe(graph, device_graph, op, k, heads, pplan, vendor_names, target, budget_ms,
+                         measure, seed, say)
     probe_ms = (time.perf_counter() - t) * 1e3
 
-    if result.overrun_ms > 0:
-        messages.append(f"probe overran its {budget_ms:g} ms budget by {result.overrun_ms:.0f} ms of GPU "
-                        f"time (every verified candidate and vendor is timed {probe.MIN_REPEATS} times)")
-    decision = decide(result.natives, result.vendors, guardrail)
+    if outcome.overrun_ms > 0:
+        messages.append(f"probe overran its {budget_ms:g} ms budget by {outcome.overrun_ms:.0f} ms of GPU "
+                        f"time (every verified candidate and vendor is screened with one timed launch)")
+    decision = decide(outcome.natives, outcome.vendors, guardrail)
     say(f"decision: {decision.schedule} ({decision.reason})")
-    probed = {s.name for s, _ in top}
-    candidates = [r.to_dict() for r in result.natives] + [
-        _not_probed(s, ms, i + 1, top_k) for i, (s, ms) in enumerate(ranked) if s.name not in probed]
-    vendor = [r.to_dict() for r in result.vendors]
+    probed = {r.name for r in outcome.natives + outcome.sample_natives}
+    candidates = [r.to_dict() for r in outcome.natives + outcome.sample_natives] + [
+        _not_probed(s, ms, i + 1, len(pplan.candidates)) for i, (s, ms) in enumerate(ranked)
+        if s.name not in probed]
+    vendor = [r.to_dict() for r in outcome.vendors]
     total_ms = (time.perf_counter() - t0) * 1e3
     # tune_ms: the tuning itself (estimate, sample, probe, decide, store), without hashing the graph
     # and computing its features, which a caller that has them (the benchmark: once per graph)
     # does not pay per tune.
     timings = {"fingerprint_ms": fingerprint_ms, "features_ms": features_ms, "estimate_ms": estimate_ms,
-               "sample_ms": sample_ms, "probe_ms": probe_ms, "probe_gpu_ms": result.spent_ms,
+               "sample_ms": outcome.sample_ms, "probe_ms": probe_ms, "probe_gpu_ms": outcome.spent_ms,
                "tune_ms": total_ms - fingerprint_ms - features_ms, "total_ms": total_ms}
     entry = {
         "graph": {"fingerprint": graph.fingerprint, "source": dict(graph.source),
                   "n_rows": graph.n_rows, "n_cols": graph.n_cols, "nnz": graph.nnz},
-        "op": op, "k": int(k), "dtype": dtype, "heads": int(heads),
+        "replayable": cache_mod.replayable_source(graph.source),
+        "op": op, "k": int(k), "dtype": dtype, "heads": int(heads), "settings": settings,
         "decision": decision.to_dict(), "reason": decision.reason,
-        "candidates": candidates, "vendor": vendor, "reference": result.reference,
-        "probe": {**probe_info, "budget_ms": budget_ms, "top_k": top_k, "guardrail": guardrail,
-                  "spent_ms": result.spent_ms, "floor_ms": result.floor_ms,
-                  "overrun_ms": result.overrun_ms, "min_repeats": probe.MIN_REPEATS},
+        "candidates": candidates, "vendor": vendor, "reference": outcome.reference,
+        "probe": {**outcome.info, "plan": pplan.to_dict(), "budget_ms": budget_ms, "top_k": top_k,
+                  "guardrail": guardrail, "spent_ms": outcome.spent_ms, "floor_ms": outcome.floor_ms,
+                  "overrun_ms": outcome.overrun_ms, "min_repeats": probe.MIN_REPEATS,
+                  "screen_ratio": probe.SCREEN_RATIO},
         "features": _features_dict(features), "timings": timings, "tuned_at": cache_mod.now_iso(),
     }
     if cache is not None:
-        records = [dict(r, role="native") for r in candidates[:len(result.natives)]]
+        records = [dict(r, role="native") for r in candidates if r.get("status") != "skipped"]
         records += [dict(r, role="vendor") for r in vendor]
         entry = cache.store(key, entry, probe_records=records)
     return TuneResult(decision, False, candidates, vendor, timings, entry, key.id, cache_path, messages)
+
+
+def _whole_graph_reason(graph, target: int) -> str | None:
+    if not sample.probes_whole_graph(graph, target):
+        return None
+    return (f"small graph: a sample of {target} nonzeros would hold >= "
+            f"{sample.WHOLE_GRAPH_SHARE:.0%} of the graph")
+
+
+def decision_settings(top_k: int, budget_ms: float, guardrail: float, sample_nnz: int | None,
+                      full: bool) -> dict:
+    """Every setting that can change a decision, as the cache key records it: a cached decision
+    made under other settings is stale (and says which setting changed)."""
+    return {"top_k": int(top_k), "budget_ms": float(budget_ms), "guardrail": float(guardrail),
+            "sample_nnz": None if sample_nnz is None else int(sample_nnz), "full": bool(full),
+            "policy": POLICY_VERSION, "space": schedule_mod.space_version()}
+
+
+def _cache_hit(e: dict, key, cache, lookup_ms: float, say) -> TuneResult:
+    say(f"cache hit ({cache.path}): no probe run")
+    return TuneResult(Decision.from_dict(e["decision"]), True, e.get("candidates", []),
+                      e.get("vendor", []), {"lookup_ms": lookup_ms, "total_ms": lookup_ms},
+                      e, key.id, str(cache.path), ["cache hit: no probe run"])
+
+
+@dataclass
+class _Outcome:
+    """The probe's records: `natives` and `vendors` are those the decision is made from (on the
+    whole graph when it was timed there), `sample_natives` the sample's when it was confirmed."""
+    natives: list
+    vendors: list
+    sample_natives: list
+    reference: str
+    spent_ms: float
+    floor_ms: float
+    overrun_ms: float
+    sample_ms: float
+    info: dict
+
+
+def _tag(records, where: str):
+    for r in records:
+        r.graph = where
+    return records
+
+
+def _run_probe(graph, device_graph, op, k, heads, pplan, vendor_names, target, budget_ms, measure,
+               seed, say) -> _Outcome:
+    """Run the probe `pplan` describes: the candidates on the whole graph, or on a sample and then
+    its best `pplan.confirm` natives with every vendor on the whole graph."""
+    whole = {"graph": "full", "rows": graph.n_rows, "nnz": graph.nnz, "why": pplan.why}
+    dgraph = device_graph if device_graph is not None else None
+
+    def on_whole(cands, budget):
+        nonlocal dgraph
+        dgraph = dgraph if dgraph is not None else measure.to_device(graph)
+        return probe.probe_candidates(dgraph, op, k, heads, cands, vendor_names, budget, measure=measure,
+                                      seed=seed, progress=say)
+
+    if pplan.where == "full":
+        r = on_whole(pplan.candidates, budget_ms)
+        return _Outcome(_tag(r.natives, "full"), _tag(r.vendors, "full"), [], r.reference, r.spent_ms,
+                        r.floor_ms, r.overrun_ms, 0.0, whole)
+    t = time.perf_counter()
+    say("sampling windows of whole rows")
+    probe_graph, _rows = sample.sample_rows(graph, target, seed)
+    sample_ms = (time.perf_counter() - t) * 1e3
+    s_info = probe_graph.source["sample"]
+    info = {"graph": "sample", **{f: s_info[f] for f in ("rows", "nnz", "target_nnz", "window", "seed")},
+            "why": pplan.why}
+    rs = probe.probe_candidates(measure.to_device(probe_graph), op, k, heads, pplan.candidates, vendor_names,
+                                budget_ms, measure=measure, seed=seed, progress=say)
+    best = sorted((r for r in rs.natives if r.ok), key=lambda r: r.ms)[:pplan.confirm]
+    if not best and pplan.confirm == 0 or not pplan.confirm:
+        return _Outcome(_tag(rs.natives, "sample"), _tag(rs.vendors, "sample"), [], rs.reference, rs.spent_ms,
+                        rs.floor_ms, rs.overrun_ms, sample_ms, info)
+    by_name = {s.name: (s, est) for s, est in pplan.candidates}
+    confirm = [by_name[r.name] for r in best]
+    say(f"confirming the sample's best {len(confirm)} on the whole graph")
+    rf = on_whole(confirm, max(budget_ms - rs.spent_ms, 0.0))
+    confirmed = {r.name for r in rf.natives}
+    rest = [r for r in rs.natives if r.name not in confirmed]
+    return _Outcome(_tag(rf.natives, "full"), _tag(rf.vendors, "full"), _tag(rest, "sample"), rf.reference,
+                    rs.spent_ms + rf.spent_ms, rs.floor_ms + rf.floor_ms,
+                    max(0.0, rs.spent_ms + rf.spent_ms - budget_ms), sample_ms,
+                    {**info, "confirmed_on": "full", "confirmed": len(confirm)})
 
 
 def vendor_default(op: str, measure=None) -> Decision:

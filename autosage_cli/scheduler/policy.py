@@ -1,0 +1,114 @@
+"""Where the probe runs, and how many candidates it times: the whole graph whenever that fits the
+budget, else a sample whose best few are confirmed on the whole graph.
+
+Why the whole graph first. On the H200 (scripts/scale_study.py: every schedule timed on the full
+graph and on the 4% sample, 62 SpMM/SDDMM cases on graphs of 16M-124M nonzeros) the sample's ranking
+was the problem, not the estimate's: the sample keeps the heaviest rows, and a kernel that gives one
+group to a row then waits on that hub in a launch 25x shorter than the full graph's, where it would
+have overlapped thousands of other rows. Choosing from the sample landed within 5% of the exhaustive
+best in 71% of those cases (worst 2.2x); taking the estimate's top 12 and timing them on the whole
+graph reached it in all 62. Re-timing the sample's best 3 on the whole graph did not rescue the
+sample (82%): the right schedule was rarely among them. So the sample is kept only for inputs where
+timing the top candidates on the whole graph would cost more than the budget (attention with many
+heads on 100M-edge graphs), and its best few are confirmed on the whole graph when that fits.
+
+Cost of a whole-graph probe, predicted before anything runs. The estimate's absolute times ran
+0.6-0.85x the measured full-graph times in that study, so a launch is predicted at
+estimate x NATIVE_CALIBRATION; vendors at their rough estimate x VENDOR_CALIBRATION. Every vendor
+pays VERIFY + WARMUP + MIN_REPEATS launches; every native candidate a screening pass (verify,
+warm-up, one timed launch) and the survivors of the screen MIN_REPEATS - 1 more.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import estimate
+
+NATIVE_CALIBRATION = 1.6      # measured full-graph ms / estimate_ms, upper quartile, H200 study
+VENDOR_CALIBRATION = 2.0      # the vendor estimate is rougher (no per-algorithm model)
+SCREEN_LAUNCHES = 3           # verify + warm-up + one timed launch, every candidate
+SURVIVORS = 3                 # natives expected to pass the screen...
+VENDOR_SURVIVORS = 2          # ...and vendors (cuSPARSE's default is one of its algorithms)
+SURVIVOR_LAUNCHES = 3         # a survivor's second batch: warm-up + MIN_REPEATS - 1 timed launches
+CONFIRM_LAUNCHES = SCREEN_LAUNCHES + SURVIVOR_LAUNCHES
+MIN_FULL_CANDIDATES = 4       # fewer than this on the whole graph: sample instead
+CONFIRM = 3                   # sample path: the sample's best natives re-timed on the whole graph
+
+
+@dataclass
+class ProbePlan:
+    """What the probe will do: `where` is "full" (the candidates timed on the whole graph) or
+    "sample" (timed on a sample; the best `confirm` natives and every vendor then re-timed on the
+    whole graph, 0 when even that does not fit)."""
+    where: str
+    candidates: list                 # [(Schedule, estimate_ms)] in estimate order
+    confirm: int
+    predicted_ms: float              # predicted GPU time of the whole-graph part
+    why: str
+    costs: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {"where": self.where, "candidates": len(self.candidates), "confirm": self.confirm,
+                "predicted_full_ms": round(self.predicted_ms, 3), "why": self.why}
+
+
+def native_launch_ms(est_ms: float) -> float:
+    return est_ms * NATIVE_CALIBRATION
+
+
+def vendor_cost_ms(vendor_est_ms: float, n_vendors: int) -> float:
+    launches = n_vendors * SCREEN_LAUNCHES + min(VENDOR_SURVIVORS, n_vendors) * SURVIVOR_LAUNCHES
+    return launches * vendor_est_ms * VENDOR_CALIBRATION
+
+
+def full_probe_cost_ms(chosen, vendor_est_ms: float, n_vendors: int) -> float:
+    """Predicted GPU ms of timing `chosen` [(Schedule, est)] and every vendor on the whole graph."""
+    if not chosen:
+        return vendor_cost_ms(vendor_est_ms, n_vendors)
+    screen = sum(SCREEN_LAUNCHES * native_launch_ms(ms) for _, ms in chosen)
+    fastest = min(ms for _, ms in chosen)
+    survivors = min(SURVIVORS, len(chosen)) * SURVIVOR_LAUNCHES * native_launch_ms(fastest)
+    return vendor_cost_ms(vendor_est_ms, n_vendors) + screen + survivors
+
+
+def confirm_cost_ms(ranked, vendor_est_ms: float, n_vendors: int) -> float:
+    """Predicted GPU ms of re-timing CONFIRM natives (priced at the slowest of the estimate's top
+    CONFIRM, with every launch of a survivor) and every vendor on the whole graph."""
+    head = ranked[:CONFIRM]
+    if not head:
+        return vendor_cost_ms(vendor_est_ms, n_vendors)
+    per = max(native_launch_ms(ms) for _, ms in head)
+    return vendor_cost_ms(vendor_est_ms, n_vendors) + len(head) * CONFIRM_LAUNCHES * per
+
+
+def plan_probe(ranked, top_k: int, budget_ms: float, vendor_est_ms: float, n_vendors: int,
+               full_forced: bool = False, whole_is_sample: str | None = None) -> ProbePlan:
+    """The probe for `ranked` [(Schedule, est)] (fastest first): the most candidates, up to
+    `top_k` (estimate.shortlist's picks), whose whole-graph probe fits `budget_ms`; a sample when
+    fewer than MIN_FULL_CANDIDATES fit. `full_forced` (tune --full) takes the top k on the whole
+    graph whatever it costs; so does `whole_is_sample` (the reason a sample would save nothing:
+    it would hold most of a small graph)."""
+    shortlist = estimate.shortlist(ranked, top_k)
+    cost = full_probe_cost_ms(shortlist, vendor_est_ms, n_vendors)
+    if full_forced or whole_is_sample:
+        why = "--full: the top-k timed on the whole graph" if full_forced else whole_is_sample
+        return ProbePlan("full", shortlist, 0, cost, why)
+    fits = 0
+    for n in range(len(shortlist), 0, -1):
+        if full_probe_cost_ms(shortlist[:n], vendor_est_ms, n_vendors) <= budget_ms:
+            fits = n
+            break
+    if fits >= min(MIN_FULL_CANDIDATES, len(shortlist)) and fits > 0:
+        chosen = estimate.shortlist(ranked, fits)
+        cost = full_probe_cost_ms(chosen, vendor_est_ms, n_vendors)
+        why = (f"whole graph: {fits} candidates fit the {budget_ms:g} ms budget "
+               f"(predicted {cost:.0f} ms)")
+        return ProbePlan("full", chosen, 0, cost, why)
+    confirm = confirm_cost_ms(ranked, vendor_est_ms, n_vendors)
+    if confirm <= budget_ms:
+        return ProbePlan("sample", shortlist, CONFIRM, confirm,
+                         f"sample: the whole graph would cost ~{cost:.0f} ms for {len(shortlist)} "
+                         f"candidates; the sample's best {CONFIRM} are confirmed on it (~{confirm:.0f} ms)")
+    return ProbePlan("sample", shortlist, 0, confirm,
+                     f"sample only: confirming on the whole graph would cost ~{confirm:.0f} ms "
+                     f"(> {budget_ms:g} ms budget)")

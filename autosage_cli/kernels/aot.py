@@ -28,7 +28,7 @@ from . import compile as kcompile
 # The target when no GPU is visible: sm_90 (H100/H200), the architecture the kernels are tuned for.
 DEFAULT_ARCH = "90"
 CACHE_SUFFIXES = (".cubin", ".ltoir", ".hsaco")
-_ARCH = re.compile(r"^(?:sm_|compute_)?(\d)\.?(\d+)([af]?)$")
+_ARCH = re.compile(r"^(?:sm_|compute_)?(\d+)(?:\.(\d))?([af]?)$")
 
 
 def kernel_cache_dir() -> Path:
@@ -63,7 +63,7 @@ def normalize_arch(arch: str) -> str:
     m = _ARCH.match(str(arch).strip())
     if not m:
         raise AutosageError(f"--arch must look like 90, sm_90 or 9.0, got {arch!r}")
-    return m.group(1) + m.group(2) + m.group(3)
+    return m.group(1) + (m.group(2) or "") + m.group(3)
 
 
 def device_arch() -> str | None:

@@ -10,6 +10,7 @@ import click
 
 from ..errors import AutosageError
 from ..kernels import compile as kcompile
+from .progress import StderrBar
 
 OPS = ("spmm", "sddmm", "attention")
 
@@ -29,29 +30,13 @@ def c_type(dtype: str) -> str:
     return kcompile.C_TYPES[dtype]
 
 
-class Progress:
+class Progress(StderrBar):
     """Progress on stderr: a rich bar on a terminal, else a plain line every tenth of the work."""
 
     def __init__(self, total: int):
-        self.total, self.done, self.failed, self.bar = total, 0, 0, None
+        super().__init__(total, "compiling kernels")
+        self.total, self.done, self.failed = total, 0, 0
         self.step = max(1, total // 10)
-        if sys.stderr.isatty():
-            from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress as Bar, TimeElapsedColumn
-
-            self.bar = Bar("compiling kernels", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                           console=Console(stderr=True), transient=True)
-            self.task = self.bar.add_task("compile", total=total)
-
-    def __enter__(self):
-        if self.bar:
-            self.bar.start()
-        return self
-
-    def __exit__(self, *exc):
-        if self.bar:
-            self.bar.stop()
-        return False
 
     def __call__(self, record: kcompile.CompileRecord) -> None:
         self.done += 1

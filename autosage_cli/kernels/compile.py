@@ -123,9 +123,11 @@ class ModuleMemo:
         t0 = time.perf_counter()
         try:
             fn = self.build(ref, device_id)
-        except Exception as exc:
+        except BaseException as exc:   # settle the future whatever happens: others wait on it
             record = CompileRecord(ref, (time.perf_counter() - t0) * 1e3, one_line(exc))
             fut.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
         else:
             record = CompileRecord(ref, (time.perf_counter() - t0) * 1e3)
             fut.set_result(fn)
@@ -175,7 +177,7 @@ class ModuleMemo:
 
 def _current_device() -> int | None:
     """The calling thread's CUDA device (worker threads make it theirs), or None where CuPy or a
-    device is not usable (the builder then runs on the calling thread)."""
+    device is not usable (the build then fails with the reason, or needs no device)."""
     try:
         import cupy
 
@@ -185,10 +187,6 @@ def _current_device() -> int | None:
 
 
 _memo = ModuleMemo()
-
-
-def memo() -> ModuleMemo:
-    return _memo
 
 
 def get_function(filename: str, name_expression: str):

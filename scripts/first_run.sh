@@ -9,6 +9,8 @@
 #   GRAPHS   graphs to tune, space-separated: a file, or dataset:NAME
 #            (default: datasets/bcsstk16.mtx.gz dataset:er-200k, 0.29M and 0.8M nonzeros)
 #   AUTOSAGE the command to run (default: autosage; e.g. "python3 -m autosage_cli.cli")
+#   PROFILE=1 also profiles one cache-hit tune (cProfile, top 30 by cumulative time) into
+#            OUT.hit-profile.txt: where a hit's wall time goes (imports, CUDA init, graph load)
 # Needs a GPU; a minute or two on an H200. Progress and per-run wall times go to stderr.
 set -euo pipefail
 out=${1:?usage: scripts/first_run.sh OUT.csv}
@@ -69,6 +71,18 @@ for graph in $graphs; do
     tune "$graph" "$op" "$k" "$heads" "$kdir" "$work/second-$tag.json" warm hit
   done
 done
+
+if [[ ${PROFILE:-0} == 1 ]]; then
+  read -r graph _ <<<"$graphs"
+  source=("$graph")
+  [[ $graph == dataset:* ]] && source=(--dataset "${graph#dataset:}")
+  tag=spmm-${graph//[^A-Za-z0-9]/_}
+  python3 -m cProfile -o "$work/hit.prof" -m autosage_cli.cli tune "${source[@]}" --op spmm --width 64 \
+      --cache "$work/second-$tag.json" --json >/dev/null 2>&1 || true
+  python3 -c "import pstats, sys; pstats.Stats(sys.argv[1], stream=sys.stdout).sort_stats('cumulative').print_stats(30)" \
+      "$work/hit.prof" >"${out%.csv}.hit-profile.txt"
+  echo "wrote ${out%.csv}.hit-profile.txt" >&2
+fi
 
 # Every kernel of every op, ahead of time, into an empty cache.
 mkdir -p "$work/kernels-aot"

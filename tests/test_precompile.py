@@ -107,10 +107,12 @@ def test_attention_candidates_bring_their_second_kernels_and_sub_steps(recorder)
     assert built == expected
 
 
-def test_int64_graphs_get_long_long_attention_kernels(recorder):
+def test_int64_graphs_get_long_long_attention_kernels_and_no_int32_only_ones(recorder):
     s = next(x for x in sched.candidates("attention", 64, 1) if x.family == "fused")
-    native.compile_plans(SimpleNamespace(indices=np.zeros(2, dtype=np.int64)), [s], 64)
+    spmm = sched.candidates("spmm", 64)[0]
+    outcome = native.compile_plans(SimpleNamespace(indices=np.zeros(2, dtype=np.int64)), [s, spmm], 64)
     assert recorder.built == [KernelRef(s.source_file, attention_space.fused_expression(s, "float", "long long"))]
+    assert set(outcome) == {s.name}                     # native.prepare refuses SpMM on int64 indices
 
 
 def test_a_schedule_that_cannot_run_is_not_compiled(recorder):

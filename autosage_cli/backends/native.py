@@ -68,11 +68,13 @@ def compile_plans(dgraph: DeviceGraph, schedules, k: int, heads: int = 1,
     """Build the kernels of every schedule that can run (k, heads) on `dgraph`, all at once on a
     thread pool. Returns schedule name -> (ms, error): ms is what building its kernels took (a
     kernel shared by several schedules counts for each), error the first failure's one line, or
-    None. Schedules that cannot run are left out (prepare refuses them with the reason)."""
+    None. Schedules that cannot run are left out (prepare refuses them with the reason), and so
+    are SpMM and SDDMM schedules on an int64-index graph (their kernels take int32)."""
     from .native_attention import index_type
 
     index = index_type(dgraph)
-    wanted = {s.name: kernel_refs(s, k, index) for s in schedules if s.supports(k, heads) is None}
+    wanted = {s.name: kernel_refs(s, k, index) for s in schedules
+              if s.supports(k, heads) is None and (index == "int" or s.op == "attention")}
     records = kcompile.compile_kernels(r for refs in wanted.values() for r in refs)
     outcome = {}
     for name, refs in wanted.items():

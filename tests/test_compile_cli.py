@@ -140,3 +140,34 @@ def test_real_nvrtc_fills_the_cache_and_a_second_run_finds_it(tmp_path):
     second = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert second.returncode == 0 and sorted(os.listdir(tmp_path)) == before
     assert json.loads(second.stdout)["wall_s"] < doc["wall_s"]
+
+
+def test_on_the_gpu_compile_also_warms_cupys_kernels_unless_kernels_only(fake_nvrtc, monkeypatch):
+    from autosage_cli.scheduler import warmup
+    warmed = []
+    real = aot.compile_ahead
+
+    def on_device(refs, arch, workers, on_done):
+        result = real(refs, arch, workers, on_done)
+        result.on_device = True
+        return result
+    monkeypatch.setattr(aot, "compile_ahead", on_device)
+    monkeypatch.setattr(warmup, "warm_up", lambda ops: warmed.append(list(ops)) or {op: 0.5 for op in ops})
+    doc = json.loads(run_cli("compile", "--op", "spmm,sddmm", "--json").stdout)
+    assert warmed == [["spmm", "sddmm"]] and doc["warm_up_s"] == {"spmm": 0.5, "sddmm": 0.5}
+    doc = json.loads(run_cli("compile", "--op", "spmm", "--json", "--kernels-only").stdout)
+    assert len(warmed) == 1 and doc["warm_up_s"] is None
+
+
+def test_warm_up_tunes_a_tiny_graph_once_per_op_probing_every_candidate(monkeypatch):
+    from autosage_cli.kernels import schedule as sched
+    from autosage_cli.scheduler import tune as tune_mod
+    from autosage_cli.scheduler import warmup
+    calls = []
+    monkeypatch.setattr(tune_mod, "tune", lambda g, op, k, heads, **kw: calls.append((g, op, k, heads, kw)))
+    seconds = warmup.warm_up(["spmm", "attention"])
+    assert set(seconds) == {"spmm", "attention"}
+    assert [(op, k, h) for _, op, k, h, _ in calls] == [("spmm", 64, 1), ("attention", 64, 4)]
+    graph, kw = calls[0][0], calls[0][4]
+    assert graph.nnz < 100_000 and kw["cache"] is None
+    assert kw["top_k"] >= len(sched.registry("spmm")) + len(sched.registry("attention"))

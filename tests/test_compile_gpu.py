@@ -84,12 +84,17 @@ def test_a_cache_compiled_without_the_gpu_is_the_one_the_gpu_finds(tmp_path):
     assert cache_files(tmp_path) == before              # every module was a disk-cache hit
 
 
-def test_compile_on_the_gpu_then_info_counts_the_cache(tmp_path):
+def test_compile_on_the_gpu_leaves_a_first_tune_nothing_to_compile(tmp_path):
     doc = run_fresh(tmp_path, "compile", "--op", "spmm", "--json")
-    assert doc["on_device"] is True and doc["failed"] == 0
+    assert doc["on_device"] is True and doc["failed"] == 0 and doc["warm_up_s"]["spmm"] > 0
     info = run_fresh(tmp_path, "info", "--json")
     assert info["kernel_cache"]["path"] == str(tmp_path)
     assert info["kernel_cache"]["kernels"] >= doc["kernels"]
+    before = cache_files(tmp_path)
+    tuned = run_fresh(tmp_path, "tune", "--dataset", "cora", "--root", str(DATASETS), "--width", "64",
+                      "--cache", str(tmp_path / "decisions.json"), "--json")
+    assert not tuned["cache_hit"]
+    assert cache_files(tmp_path) == before              # autosage's kernels and CuPy's: all cached
 
 
 def test_a_plan_reports_the_compile_part_of_its_prepare(tmp_path):

@@ -1,5 +1,6 @@
 """`autosage compile`: build kernels ahead of time into CuPy's kernel cache (for images, containers
-and clusters), so that no later tune or run compiles. Works without a GPU wherever NVRTC loads."""
+and clusters), so that no later tune or run compiles. Works without a GPU wherever NVRTC loads; on
+a GPU it also warms CuPy's own kernels that tuning launches (scheduler/warmup.py)."""
 from __future__ import annotations
 
 import json
@@ -55,8 +56,10 @@ class Progress(StderrBar):
 @click.option("--arch", default=None, help="target architecture, e.g. 90 or sm_90 (default: the visible "
               "GPU's; without one, sm_90)")
 @click.option("--workers", type=int, default=None, help="compiler threads (default: one per CPU, at most 32)")
+@click.option("--kernels-only", is_flag=True, help="skip the warm-up tune that caches CuPy's own kernels "
+              "(done only where the target GPU is visible)")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object on stdout")
-def command(ops, dtype, arch, workers, as_json):
+def command(ops, dtype, arch, workers, kernels_only, as_json):
     """Compile every kernel variant of the chosen ops into CuPy's kernel cache, ahead of time."""
     from ..kernels import aot
 
@@ -70,11 +73,17 @@ def command(ops, dtype, arch, workers, as_json):
     with Progress(len(refs)) as progress:
         result = aot.compile_ahead(refs, target, workers, progress)
     wall_s = time.perf_counter() - t0
+    warmed = None
+    if result.on_device and not kernels_only and not result.failed:
+        from ..scheduler.warmup import warm_up
+
+        click.echo(f"warming CuPy's own kernels: a tiny tune of {', '.join(chosen)}", err=True)
+        warmed = {op: round(s, 3) for op, s in warm_up(chosen).items()}
     stats = aot.cache_stats()
     summary = {"ops": list(chosen), "dtype": dtype, "arch": f"sm_{result.arch}", "on_device": result.on_device,
                "kernels": len(result.records), "failed": len(result.failed), "wall_s": round(wall_s, 3),
                "compile_s": round(sum(r.ms for r in result.records.values()) / 1e3, 3),
-               "cache": stats.to_dict(),
+               "warm_up_s": warmed, "cache": stats.to_dict(),
                "failures": [{"file": r.ref.source_file, "expression": r.ref.expression, "error": r.error}
                             for r in result.failed]}
     if as_json:
@@ -84,6 +93,8 @@ def command(ops, dtype, arch, workers, as_json):
         click.echo(f"compiled {summary['kernels']} kernels for {', '.join(chosen)} ({dtype}, "
                    f"{summary['arch']}) {where} in {wall_s:.1f} s ({summary['compile_s']:.1f} s of compiler "
                    f"time on {workers or kcompile.default_workers()} threads)")
+        if warmed:
+            click.echo(f"warmed CuPy's own kernels in {sum(warmed.values()):.1f} s (a tiny tune of each op)")
         click.echo(f"kernel cache: {stats.path} ({stats.kernels} kernels, {stats.bytes / 2**20:.1f} MiB)")
         for f in summary["failures"]:
             click.echo(f"failed: {f['file']} {f['expression']}: {f['error']}", err=True)

@@ -16,7 +16,7 @@ import click
 from .errors import AutosageError
 
 # Module names under autosage_cli/commands/; each exposes `command` (a click.Command).
-COMMAND_MODULES = ("info", "inspect", "gen", "tune", "replay", "bench", "plot")
+COMMAND_MODULES = ("info", "inspect", "gen", "tune", "compile", "replay", "bench", "plot")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

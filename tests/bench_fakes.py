@@ -51,6 +51,7 @@ class FakePlan:
         self.backend, self.schedule, self.ms = backend, schedule, ms
         self.wrong, self.explode = wrong, explode
         self.prepare_ms, self.provider = 0.25, f"fake {backend}"
+        self.compile_ms = 30.0 if backend == "native" else 0.0   # natives build a kernel module
 
     def alloc_out(self):
         return np.empty((self.graph.n_rows, self.k), dtype=np.float32)
@@ -127,7 +128,8 @@ class FakeToolkit:
         hit = cache is not None and (self.cache_hit or (op, k, heads) in self.cached)
         if cache is not None:
             self.cached.add((op, k, heads))
-        return FakeTuneResult(FakeDecision(backend, choice), cache_hit=hit)
+        timings = {"graph_features_ms": 7.0, **({} if hit else {"compile_ms": 40.0})}
+        return FakeTuneResult(FakeDecision(backend, choice), cache_hit=hit, timings=timings)
 
     def plan_for(self, dgraph, decision, k, heads):
         if decision.backend == "native":

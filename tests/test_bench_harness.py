@@ -8,7 +8,7 @@ import pytest
 from bench_fakes import FakeSpec, FakeToolkit
 from autosage_cli.bench import harness
 from autosage_cli.bench.report import agreement
-from autosage_cli.bench.rows import SCHEMA_COLUMNS
+from autosage_cli.bench.rows import EXTRA_COLUMNS, SCHEMA_COLUMNS
 from autosage_cli.bench.suites import Case, GraphWork
 
 
@@ -87,6 +87,16 @@ def test_tuning_overheads_are_recorded():
     tk = FakeToolkit()
     rows, _ = run(tk, cache=None)  # no cache: nothing to be warm from
     assert math.isnan(by_backend(rows, "probe")["autosage"].warm_tune_ms) and len(tk.tune_calls) == 1
+
+
+def test_compile_time_is_a_column_apart_from_prepare_and_tune():
+    rows, _ = run(FakeToolkit(), all_schedules=("spmm",))
+    fixed = {r.schedule: r for r in rows if r.decision == "fixed"}
+    assert fixed["spmm.good"].compile_ms == 30.0 and fixed["cusparse-alg1"].compile_ms == 0.0
+    assert by_backend(rows, "probe")["autosage"].compile_ms == 40.0 + 30.0   # tune + the chosen plan
+    hit = by_backend(run(FakeToolkit(cache_hit=True), cache="c.json")[0], "cache")["autosage"]
+    assert hit.compile_ms == 30.0                                             # a cache hit compiles nothing
+    assert "compile_ms" in EXTRA_COLUMNS
 
 
 def test_vendor_that_disagrees_is_marked_and_never_best():

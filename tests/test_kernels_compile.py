@@ -1,8 +1,9 @@
 """Every registered schedule of every op compiles for sm_90 with nvcc, from the same source text and
 options NVRTC gets at run time, without local-memory spills (CPU only; nvcc must be on PATH).
 
-Each kernel file is compiled once with all its instantiations (as the runtime compiles one module
-per file); the files compile concurrently. A space module may list extra instantiations a schedule
+Each kernel file is compiled once with all its instantiations (the runtime compiles each
+instantiation as its own module; one nvcc run per file checks them all faster); the files compile
+concurrently. A space module may list extra instantiations a schedule
 needs beyond its name expression (e.g. a second kernel, or int64 index variants) through
 `file_expressions(source_file, dtype[, index])`; they are checked too.
 """

@@ -106,9 +106,8 @@ class UnfusedAttentionPlan(Plan):
             self.sddmm = native.prepare(dgraph, self.sddmm_schedule, d) if dgraph.nnz else None
             self.spmm = native.prepare(dgraph, self.spmm_schedule, d) if dgraph.nnz else None
             index = index_type(dgraph)
-            self.softmax = kernel(space.SOFTMAX_SOURCE, space.softmax_expression(schedule, index), index)
-            self.softmax_heavy = kernel(space.SOFTMAX_SOURCE,
-                                        space.softmax_heavy_expression(schedule, index), index)
+            self.softmax = kernel(space.SOFTMAX_SOURCE, space.softmax_expression(schedule, index))
+            self.softmax_heavy = kernel(space.SOFTMAX_SOURCE, space.softmax_heavy_expression(schedule, index))
             self.heavy = heavy_rows(dgraph, schedule.split)
             self.n_heavy = int(self.heavy.shape[0])
             self.grid, self.block = schedule.launch(dgraph.n_rows * heads, d)

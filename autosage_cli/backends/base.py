@@ -17,6 +17,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
 from ..graphs.csr import CSRGraph
+from ..kernels.compile import compile_ms_total
 
 
 @dataclass(eq=False)
@@ -82,6 +83,7 @@ class Plan(ABC):
     k: int
     heads: int = 1
     prepare_ms: float = 0.0
+    compile_ms: float = 0.0   # of prepare_ms: building kernel modules (0 when they were built before)
 
     def __init__(self, graph: DeviceGraph, op: str, k: int, heads: int = 1):
         self.graph, self.op, self.k, self.heads = graph, op, k, heads
@@ -103,13 +105,14 @@ class Plan(ABC):
 
 class PrepareTimer:
     """`with PrepareTimer(plan): ...` records the wall time of preparation (synchronized) in
-    plan.prepare_ms."""
+    plan.prepare_ms, and how much of it went into building kernel modules in plan.compile_ms."""
 
     def __init__(self, plan: Plan):
         self.plan = plan
 
     def __enter__(self):
         self.t0 = time.perf_counter()
+        self.compiled0 = compile_ms_total()
         return self
 
     def __exit__(self, *exc):
@@ -117,4 +120,5 @@ class PrepareTimer:
 
         cupy.cuda.get_current_stream().synchronize()
         self.plan.prepare_ms = (time.perf_counter() - self.t0) * 1e3
+        self.plan.compile_ms = compile_ms_total() - self.compiled0
         return False

@@ -4,10 +4,15 @@ Dispatches on schedule.op: "spmm" to native_spmm, "sddmm" to native_sddmm, "atte
 native_attention (imported only when asked for). `schedule` is a Schedule or a registered name.
 A schedule that cannot run width k says why (Schedule.supports) and is refused here with that
 reason, before anything is compiled; so is an int64-index graph (the kernels take int32).
+
+`compile_plans(dgraph, schedules, k, heads)` builds, in parallel, the kernels the plans of several
+schedules will launch (the tuner calls it before it prepares its candidates one by one), and
+`kernel_refs` lists them for one schedule.
 """
 from __future__ import annotations
 
 from ..errors import AutosageError
+from ..kernels import compile as kcompile
 from ..kernels.schedule import Schedule, get
 from .base import DeviceGraph, Plan
 
@@ -40,3 +45,39 @@ def prepare(dgraph: DeviceGraph, schedule: Schedule | str, k: int, heads: int = 
 
         return prepare_attention(dgraph, schedule, k, heads, scale, **attention_options)
     raise AutosageError(f"no native backend for op {schedule.op!r}")
+
+
+def kernel_refs(schedule: Schedule, k: int, index: str = "int") -> tuple[kcompile.KernelRef, ...]:
+    """Every kernel instantiation a plan of `schedule` at width k launches: its own, plus, for the
+    unfused attention pipeline, those of the SDDMM and SpMM sub-step schedules it picks for d = k
+    (none when no sub-step fits: prepare then says why)."""
+    refs = kcompile.schedule_kernels(schedule, "float", index)
+    if schedule.op == "attention" and schedule.family == "unfused":
+        from .attention_unfused import substep_schedules
+
+        try:
+            steps = substep_schedules(schedule, k)
+        except ValueError:
+            steps = ()
+        refs += tuple(r for step in steps for r in kcompile.schedule_kernels(step))
+    return tuple(dict.fromkeys(refs))
+
+
+def compile_plans(dgraph: DeviceGraph, schedules, k: int, heads: int = 1,
+                  workers: int | None = None) -> dict[str, tuple[float, str | None]]:
+    """Build the kernels of every schedule that can run (k, heads) on `dgraph`, all at once on a
+    thread pool. Returns schedule name -> (ms, error): ms is what building its kernels took (a
+    kernel shared by several schedules counts for each), error the first failure's one line, or
+    None. Schedules that cannot run are left out (prepare refuses them with the reason), and so
+    are SpMM and SDDMM schedules on an int64-index graph (their kernels take int32)."""
+    from .native_attention import index_type
+
+    index = index_type(dgraph)
+    wanted = {s.name: kernel_refs(s, k, index) for s in schedules
+              if s.supports(k, heads) is None and (index == "int" or s.op == "attention")}
+    records = kcompile.compile_kernels(r for refs in wanted.values() for r in refs)
+    outcome = {}
+    for name, refs in wanted.items():
+        errors = [f"{r.expression}: {records[r].error}" for r in refs if records[r].error]
+        outcome[name] = (sum(records[r].ms for r in refs), errors[0] if errors else None)
+    return outcome

@@ -44,11 +44,9 @@ def index_type(dgraph: DeviceGraph) -> str:
     return space.INDEX_TYPES["int64" if dgraph.indices.dtype == np.int64 else "int32"]
 
 
-def kernel(source_file: str, expression: str, index: str):
-    """A compiled kernel; every registered instantiation of the file with this index type is
-    compiled into the same module, so one compile serves all attention schedules."""
-    siblings = space.file_expressions(source_file, "float", index)
-    return get_function(source_file, expression, siblings)
+def kernel(source_file: str, expression: str):
+    """A compiled kernel: its own module, built on first use (or found in CuPy's disk cache)."""
+    return get_function(source_file, expression)
 
 
 def check_inputs(plan: Plan, inputs: tuple, out, vec: int = 1) -> None:
@@ -84,7 +82,7 @@ class FusedAttentionPlan(Plan):
         self.provider = "attention_fused.cu"
         with PrepareTimer(self):
             index = index_type(dgraph)
-            self.fn = kernel(space.FUSED_SOURCE, space.fused_expression(schedule, "float", index), index)
+            self.fn = kernel(space.FUSED_SOURCE, space.fused_expression(schedule, "float", index))
             self.grid, self.block = schedule.launch(dgraph.n_rows * heads, d)
             self.bias = values_arg(dgraph, use_values)
 
@@ -141,8 +139,8 @@ class SplitAttentionPlan(FusedAttentionPlan):
 
         with PrepareTimer(self):
             index = index_type(dgraph)
-            self.fn = kernel(space.FUSED_SOURCE, space.fused_expression(schedule, "float", index), index)
-            self.combine = kernel(space.FUSED_SOURCE, space.combine_expression("float", index), index)
+            self.fn = kernel(space.FUSED_SOURCE, space.fused_expression(schedule, "float", index))
+            self.combine = kernel(space.FUSED_SOURCE, space.combine_expression("float", index))
             key = ("attention_segments", schedule.split, schedule.chunk)
             if key not in dgraph.derived:
                 host = split_segments(dgraph.host.indptr, schedule.split, schedule.chunk)

@@ -1,4 +1,4 @@
-"""What the native SpMM and SDDMM plans share: the kernel lookup (one compile per source file), the
+"""What the native SpMM and SDDMM plans share: the kernel lookup (one module per instantiation), the
 int32 index check, the all-ones values check, and the host-side checks of dense operands that keep
 a mis-laid array from being read as garbage (shape, stride, dtype, alignment for vector loads)."""
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 
 from ..errors import AutosageError
 from ..kernels.compile import get_function
-from ..kernels.schedule import Schedule, registry
+from ..kernels.schedule import Schedule
 from .base import DeviceGraph
 
 FLOAT_BYTES = 4
@@ -15,11 +15,9 @@ NULL = np.uint64(0)  # a null device pointer, passed by value (8 zero bytes)
 
 
 def kernel_for(schedule: Schedule, dtype: str = "float"):
-    """The compiled kernel of `schedule`. Every registered instantiation of the same source file is
-    compiled into one module with it, so one NVRTC compile per file serves the whole registry."""
-    siblings = tuple(sorted({s.name_expression(dtype) for s in registry(schedule.op)
-                             if s.source_file == schedule.source_file}))
-    return get_function(schedule.source_file, schedule.name_expression(dtype), siblings)
+    """The compiled kernel of `schedule`: its own module, built on first use (or found in CuPy's
+    disk cache), so a plan compiles only what it launches."""
+    return get_function(schedule.source_file, schedule.name_expression(dtype))
 
 
 def require_int32(dgraph: DeviceGraph) -> None:

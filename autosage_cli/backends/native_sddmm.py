@@ -1,6 +1,6 @@
 """Native SDDMM plans: out[e] = a_e * <X[row_e], Y[col_e]> with our kernels (cuda/sddmm_*.cu).
 
-prepare (once per input and K): kernel lookup (one NVRTC compile per source file), the all-ones
+prepare (once per input and K): kernel lookup (its own module, compiled on first use), the all-ones
 check of A's values (then they are not read: `plan.values_all_ones`), and, shared by plans of the
 same graph through dgraph.derived, the work lists the family needs:
   rowgroup, chunk = 0   none: group i takes row i.

@@ -1,6 +1,6 @@
 """Native SpMM plans: C = A @ B with our kernels (cuda/spmm_*.cu), one schedule each.
 
-prepare (once per input and K): kernel lookup (one NVRTC compile per source file), the all-ones
+prepare (once per input and K): kernel lookup (its own module, compiled on first use), the all-ones
 check of A's values (then the kernels skip reading them: `plan.values_all_ones`), and for the split
 families the row partition (backends/row_partition.py, shared by plans of the same graph through
 dgraph.derived) uploaded to the device, plus the split scratch and tickets. Grids are computed here

@@ -78,6 +78,7 @@ class Measured:
     ms: tuple[float, float, float] = (math.nan, math.nan, math.nan)
     repeats: int = 0
     prepare_ms: float = math.nan
+    compile_ms: float = math.nan
     rel_error: float = math.nan
     error: str = ""
     provider: str = ""
@@ -115,6 +116,7 @@ class CaseRunner:
         schedule = getattr(plan, "schedule", name)
         m = Measured(name, str(getattr(schedule, "name", schedule)), "ok",
                      prepare_ms=_float(getattr(plan, "prepare_ms", None)),
+                     compile_ms=_float(getattr(plan, "compile_ms", None)),
                      provider=str(getattr(plan, "provider", "") or ""))
         try:
             out = self.tk.run_once(plan, self.inputs)
@@ -217,6 +219,8 @@ class CaseRunner:
         row.chosen_backend, row.tune_ms = choice[0], tune_ms
         row.reason = " ".join(str(getattr(result.decision, "reason", "")).split())
         row.features_ms = _float(features_ms)
+        row.compile_ms = math.fsum(x for x in (_float(result.timings.get("compile_ms")), m.compile_ms)
+                                   if math.isfinite(x))
         if not full and o.cache is not None:
             row.warm_tune_ms = self._warm_tune_ms()
         return row, choice
@@ -274,7 +278,7 @@ class CaseRunner:
         return Row(graph=self.label, n_rows=g.n_rows, nnz=g.nnz, op=c.op, k=c.k, heads=c.heads,
                    dtype="float32", backend=m.backend, schedule=m.schedule, decision=decision,
                    ms_median=m.ms[0], ms_p20=m.ms[1], ms_p80=m.ms[2], prepare_ms=m.prepare_ms,
-                   rel_error=m.rel_error, compulsory_bytes=nbytes,
+                   rel_error=m.rel_error, compile_ms=m.compile_ms, compulsory_bytes=nbytes,
                    effective_tbps=effective_tbps(nbytes, m.ms[0]), copy_tbps=ctx.copy_tbps,
                    commit=ctx.commit, gpu=ctx.gpu, timestamp=now_iso(), status=m.status, error=m.error,
                    provider=m.provider, n_cols=g.n_cols, gather_bytes=gather_bytes(c.op, g.nnz, c.k, c.heads),

@@ -73,6 +73,8 @@ class Row:
     tune_ms: float = math.nan       # wall time of the tune() call (a cache hit is cheap)
     features_ms: float = math.nan   # the graph's features + fingerprint, computed once per graph
     warm_tune_ms: float = math.nan  # a second tune() right after the first: a cache hit
+    compile_ms: float = math.nan    # building kernel modules during this row's prepare (and, for
+                                    # autosage rows, its tune); ~0 when precompiled before the run
     provider: str = ""              # which implementation a vendor plan used (e.g. sddmm's)
     n_cols: int = 0
     gather_bytes: int = 0

@@ -25,6 +25,7 @@ from ..errors import AutosageError
 from ..bench import report, suites
 from ..bench.harness import Listener, RunOptions, count_cases, make_context, run_suite
 from ..bench.toolkit import GpuToolkit
+from .progress import StderrBar
 
 
 def parse_int_list(text: str | None, what: str, minimum: int = 1) -> tuple[int, ...]:
@@ -91,32 +92,14 @@ def _on_sigterm(signum, frame):
     raise _Terminated()
 
 
-class SuiteProgress:
+class SuiteProgress(StderrBar):
     """Progress on stderr: a rich bar on a terminal; one line per case otherwise (logs of a batch
     run then show how far it got, what each case gave and how long it took)."""
 
     def __init__(self, total: int):
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        self.console = Console(stderr=True)
+        super().__init__(total, "bench")
         self.total, self.done, self.label, self.t0 = total, 0, "", time.perf_counter()
-        self.bar = None
-        if self.console.is_terminal:
-            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                TimeElapsedColumn(), console=self.console)
-            self.task = self.bar.add_task("bench", total=total)
         self.listener = Listener(on_graph=self._on_graph, on_case=self._on_case)
-
-    def __enter__(self):
-        if self.bar:
-            self.bar.start()
-        return self
-
-    def __exit__(self, *exc):
-        if self.bar:
-            self.bar.stop()
-        return False
 
     def _say(self, text: str) -> None:
         if self.bar:

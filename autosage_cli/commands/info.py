@@ -1,5 +1,6 @@
 """`autosage info [--json]`: the environment results and cache keys record — GPU, driver, CUDA
-runtime, CuPy and cuSPARSE versions, commit — or plainly "no CUDA device visible"."""
+runtime, CuPy and cuSPARSE versions, commit — or plainly "no CUDA device visible"; and where
+compiled kernels are cached and how many are there."""
 from __future__ import annotations
 
 import json
@@ -9,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..environment import environment
+from ..kernels.aot import cache_stats
 
 
 @click.command("info")
@@ -16,8 +18,9 @@ from ..environment import environment
 def command(as_json):
     """Show the GPU and software autosage would run with."""
     env = environment()
+    kernels = cache_stats()
     if as_json:
-        click.echo(json.dumps(env))
+        click.echo(json.dumps({**env, "kernel_cache": kernels.to_dict()}))
         return
     console = Console()
     device = env["device"]
@@ -36,6 +39,8 @@ def command(as_json):
         table.add_row("L2 cache", f"{device['l2_bytes'] / 2**20:.0f} MiB")
     for key, value in env["software"].items():
         table.add_row(key.replace("_", " "), "-" if value is None else str(value))
+    table.add_row("kernel cache", f"{kernels.path} ({kernels.kernels} compiled kernels, "
+                                  f"{kernels.bytes / 2**20:.1f} MiB)")
     table.add_row("commit", env["commit"])
     table.add_row("host", env["hostname"])
     console.print(table)

@@ -41,7 +41,8 @@ def render_table(result: tune_mod.TuneResult, console: Console) -> None:
     probed = [c for c in result.candidates if not str(c.get("reason", "")).startswith("not probed")]
     title = "cached decision (no probe run)" if result.cache_hit else "candidates"
     table = Table(title=title)
-    for col in ("candidate", "backend", "estimate ms", "probe ms", "vs best vendor", "rel error", "status"):
+    for col in ("candidate", "backend", "estimate ms", "compile ms", "probe ms", "vs best vendor", "rel error",
+                "status"):
         table.add_column(col, justify="right" if "ms" in col or col in ("vs best vendor", "rel error")
                          else "left")
     for rec in probed + result.vendor:
@@ -51,7 +52,7 @@ def render_table(result: tune_mod.TuneResult, console: Console) -> None:
             status += f" ({rec['reason']})"
         mark = " *" if rec["name"] == result.decision.schedule else ""
         table.add_row(rec["name"] + mark, rec.get("backend", ""), _num(rec.get("estimate_ms")),
-                      _num(rec.get("ms")), _num(speedup, "{:.2f}x"), _num(rec.get("rel_error"), "{:.1e}"),
+                      _num(rec.get("compile_ms"), "{:.0f}"), _num(rec.get("ms")), _num(speedup, "{:.2f}x"), _num(rec.get("rel_error"), "{:.1e}"),
                       status)
     console.print(table)
     not_probed = len(result.candidates) - len(probed)
@@ -62,9 +63,9 @@ def render_table(result: tune_mod.TuneResult, console: Console) -> None:
     console.print(f"[bold]reason:[/bold] {d.reason}")
     t = result.timings
     console.print("cache hit: no probe run" if result.cache_hit else
-                  "tuning: features {:.0f} ms, estimate {:.0f} ms, probe {:.0f} ms, total {:.0f} ms".format(
-                      t.get("features_ms", 0), t.get("estimate_ms", 0), t.get("probe_ms", 0),
-                      t.get("total_ms", 0)))
+                  "tuning: features {:.0f} ms, estimate {:.0f} ms, compile {:.0f} ms, probe {:.0f} ms, "
+                  "total {:.0f} ms".format(t.get("features_ms", 0), t.get("estimate_ms", 0),
+                                           t.get("compile_ms", 0), t.get("probe_ms", 0), t.get("total_ms", 0)))
     if result.cache_path:
         console.print(f"cache: {result.cache_path}")
 

@@ -1,21 +1,28 @@
-"""Kernel compilation: CuPy RawModule with name_expressions at run time (memoized per process, and
-on disk by CuPy's kernel cache), and the CPU-side check CI runs with nvcc on the *same* source text
-and options.
+"""Kernel compilation: one CuPy RawModule per kernel instantiation (a source file and one NVRTC name
+expression), memoized per process and on disk by CuPy's kernel cache, compiled only when a plan
+asks for it, or ahead of time in parallel (`compile_kernels`); and the CPU-side check CI runs with
+nvcc on the *same* source text and options.
 
-One module per kernel file holds every registered instantiation of that file, so a process compiles
-each file once.
+Why one module per instantiation: CuPy's disk cache keys a module on its source, options and name
+expressions, so a module holding exactly one instantiation is found again by any later process
+that needs that instantiation, whichever other kernels it probes; a tune compiles only the
+candidates it probes. NVRTC releases the GIL while it compiles, so a thread pool compiles
+independent modules in parallel.
 """
 from __future__ import annotations
 
-import functools
 import hashlib
+import importlib
 import os
 import re
 import subprocess
 import tempfile
+import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Iterable, NamedTuple
 
 from ..errors import AutosageError
 
@@ -23,6 +30,9 @@ CUDA_DIR = Path(os.environ.get("AUTOSAGE_CUDA_DIR", Path(__file__).resolve().par
 ARCH = "sm_90"
 # The options NVRTC gets at run time; the nvcc check passes the same ones.
 COMPILE_OPTIONS = ("-std=c++17",)
+# Element types the kernels are instantiated for: the dtype names the CLI takes -> the C++ type.
+C_TYPES = {"float32": "float"}
+MAX_WORKERS = 32
 
 
 def kernel_source(filename: str) -> str:
@@ -46,34 +56,181 @@ def runtime_options() -> tuple[str, ...]:
     return COMPILE_OPTIONS + (f"-I{CUDA_DIR}",)
 
 
-@functools.lru_cache(maxsize=None)
-def _module(filename: str, name_expressions: tuple[str, ...]):
+def default_workers() -> int:
+    try:
+        n = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        n = os.cpu_count() or 1
+    return max(1, min(MAX_WORKERS, n))
+
+
+# ---------------------------------------------------------------- instantiations and modules
+
+class KernelRef(NamedTuple):
+    """One kernel instantiation: its file under cuda/ and its NVRTC name expression."""
+    source_file: str
+    expression: str
+
+
+@dataclass(frozen=True)
+class CompileRecord:
+    """How building one module went: milliseconds (compiling, or loading from CuPy's disk cache),
+    and the one-line error when it failed."""
+    ref: KernelRef
+    ms: float
+    error: str | None = None
+
+
+def one_line(exc: BaseException, limit: int = 300) -> str:
+    text = " ".join(f"{type(exc).__name__}: {exc}".split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def build_module(ref: KernelRef, device_id: int | None = None):
+    """Compile (or load from CuPy's disk cache) the module of one instantiation and return its
+    kernel. On a worker thread, `device_id` is the caller's device, made current first (it also
+    makes that device's context current, which loading a module needs)."""
     import cupy
 
-    return cupy.RawModule(code=kernel_source(filename), options=runtime_options(),
-                          name_expressions=list(name_expressions), backend="nvrtc")
+    if device_id is not None:
+        cupy.cuda.Device(device_id).use()
+    module = cupy.RawModule(code=kernel_source(ref.source_file), options=runtime_options(),
+                            name_expressions=[ref.expression], backend="nvrtc")
+    return module.get_function(ref.expression)   # RawModule compiles on first use
 
 
-def get_function(filename: str, name_expression: str, siblings: tuple[str, ...] = ()):
-    """The compiled kernel for one instantiation. `siblings` are the other instantiations of the
-    same file compiled into the same module (pass the registry's, so one compile serves them all)."""
-    exprs = tuple(sorted(set(siblings) | {name_expression}))
-    return _module(filename, exprs).get_function(name_expression)
+class ModuleMemo:
+    """The modules built in this process: one future per instantiation, so a module is built once
+    even when several threads ask for it at the same time, and a failed build is remembered (a
+    kernel that does not compile fails again at once, with the same error)."""
+
+    def __init__(self, build: Callable = build_module):
+        self.build = build
+        self._futures: dict[KernelRef, Future] = {}
+        self._lock = threading.Lock()
+        self.log: list[CompileRecord] = []
+        self.total_ms = 0.0
+
+    def _claim(self, ref: KernelRef) -> tuple[Future, bool]:
+        with self._lock:
+            fut = self._futures.get(ref)
+            if fut is not None:
+                return fut, False
+            fut = self._futures[ref] = Future()
+            return fut, True
+
+    def _build(self, ref: KernelRef, fut: Future, device_id: int | None) -> CompileRecord:
+        t0 = time.perf_counter()
+        try:
+            fn = self.build(ref, device_id)
+        except BaseException as exc:   # settle the future whatever happens: others wait on it
+            record = CompileRecord(ref, (time.perf_counter() - t0) * 1e3, one_line(exc))
+            fut.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+        else:
+            record = CompileRecord(ref, (time.perf_counter() - t0) * 1e3)
+            fut.set_result(fn)
+        with self._lock:
+            self.log.append(record)
+            self.total_ms += record.ms
+        return record
+
+    def get(self, ref: KernelRef):
+        """The kernel of `ref`, built on this thread if no one has built it yet."""
+        fut, mine = self._claim(ref)
+        if mine:
+            self._build(ref, fut, None)
+        return fut.result()
+
+    def compile(self, refs: Iterable[KernelRef], workers: int | None = None,
+                on_done: Callable[[CompileRecord], None] | None = None) -> dict[KernelRef, CompileRecord]:
+        """Build every module of `refs` not built yet, on up to `workers` threads; {ref: record},
+        in the order of `refs`. A module built before (or by another thread) records 0 ms: this
+        call did not pay for it. `on_done(record)` is called as each build this call made ends."""
+        refs = list(dict.fromkeys(refs))
+        claimed = [(ref, fut) for ref in refs for fut, mine in [self._claim(ref)] if mine]
+        records: dict[KernelRef, CompileRecord] = {}
+
+        def finished(record: CompileRecord) -> None:
+            records[record.ref] = record
+            if on_done:
+                on_done(record)
+
+        if claimed:
+            device_id = _current_device()
+            threads = min(workers or default_workers(), len(claimed))
+            if threads <= 1:
+                for ref, fut in claimed:
+                    finished(self._build(ref, fut, device_id))
+            else:
+                with ThreadPoolExecutor(threads) as pool:
+                    jobs = [pool.submit(self._build, ref, fut, device_id) for ref, fut in claimed]
+                    for job in as_completed(jobs):
+                        finished(job.result())
+        for ref in refs:
+            if ref not in records:   # built earlier or elsewhere: wait for it, no cost to this call
+                exc = self._futures[ref].exception()
+                records[ref] = CompileRecord(ref, 0.0, one_line(exc) if exc else None)
+        return {ref: records[ref] for ref in refs}
 
 
-# ---------------------------------------------------------------- compiling ahead
+def _current_device() -> int | None:
+    """The calling thread's CUDA device (worker threads make it theirs), or None where CuPy or a
+    device is not usable (the build then fails with the reason, or needs no device)."""
+    try:
+        import cupy
+
+        return int(cupy.cuda.runtime.getDevice())
+    except Exception:
+        return None
+
+
+_memo = ModuleMemo()
+
+
+def get_function(filename: str, name_expression: str):
+    """The compiled kernel of one instantiation (its module built on first use)."""
+    return _memo.get(KernelRef(filename, name_expression))
+
+
+def compile_kernels(refs: Iterable[KernelRef], workers: int | None = None,
+                    on_done: Callable[[CompileRecord], None] | None = None) -> dict[KernelRef, CompileRecord]:
+    """Build the modules of `refs` in parallel (into this process's memo and CuPy's disk cache)."""
+    return _memo.compile(refs, workers, on_done)
+
+
+def compile_ms_total() -> float:
+    """Milliseconds this process has spent building modules so far (a clock for callers that
+    want to know how much of a step was compilation)."""
+    return _memo.total_ms
+
+
+def compiled_log() -> list[CompileRecord]:
+    return list(_memo.log)
+
+
+# ---------------------------------------------------------------- which instantiations
 
 # Ops whose plans launch other ops' kernels: attention's unfused pipeline runs native SDDMM and SpMM.
 RUNS_KERNELS_OF = {"attention": ("sddmm", "spmm")}
 
 
-def module_sets(ops=None, dtype: str = "float", index: str = "int") -> dict[str, tuple[str, ...]]:
-    """kernel file -> the name expressions its runtime module is compiled with, for every file the
-    plans of `ops` (None: every op) may launch. These are the sets the backends pass to get_function
-    (the registry's instantiations of the file, or the space module's `file_expressions` where it
-    has one), so a module compiled from them is the one get_function finds memoized."""
-    import importlib
+def schedule_kernels(schedule, dtype: str = "float", index: str = "int") -> tuple[KernelRef, ...]:
+    """The instantiations a plan of `schedule` launches itself: its name expression, or every
+    expression its space module's `expressions(schedule, dtype, index)` lists (a schedule with a
+    second kernel). Sub-steps run through other schedules are theirs."""
+    from .schedule import SPACE_MODULES
 
+    listed = getattr(importlib.import_module(SPACE_MODULES[schedule.op]), "expressions", None)
+    exprs = listed(schedule, dtype, index) if callable(listed) else (schedule.name_expression(dtype),)
+    return tuple(KernelRef(schedule.source_file, e) for e in exprs)
+
+
+def module_sets(ops=None, dtype: str = "float", index: str = "int") -> dict[str, tuple[str, ...]]:
+    """kernel file -> every name expression of it that the plans of `ops` (None: every op) may
+    launch: the registry's instantiations of the file, or the space module's `file_expressions`
+    where it has one (a file whose schedules launch more than one kernel)."""
     from .schedule import OPS, SPACE_MODULES, registry
 
     chosen = list(OPS if ops is None else ops)
@@ -92,16 +249,26 @@ def module_sets(ops=None, dtype: str = "float", index: str = "int") -> dict[str,
     return sets
 
 
-def precompile(ops=None) -> dict[str, float]:
-    """Compile (NVRTC, or load from CuPy's disk cache) and load the module of every kernel file the
-    plans of `ops` (None: every op) may launch, once per process; returns file -> seconds (about 0
-    for a module already compiled in this process). Timing code calls it first, so the compile is
-    not charged to whatever it times."""
+def instantiations(ops=None, dtype: str = "float", index: str = "int") -> list[KernelRef]:
+    """Every instantiation the plans of `ops` may launch, one module each."""
+    return [KernelRef(f, e) for f, exprs in module_sets(ops, dtype, index).items() for e in exprs]
+
+
+def precompile(ops=None, workers: int | None = None) -> dict[str, float]:
+    """Build every module the plans of `ops` (None: every op) may launch, in parallel, so that
+    timing code that calls it first does not charge compilation to what it times. Returns kernel
+    file -> seconds spent on its modules (about 0 for modules built before in this process).
+    Raises RuntimeError naming the first failure if any module fails (the failure is remembered:
+    the plans that need that kernel fail when prepared)."""
+    records = compile_kernels(instantiations(ops), workers)
     seconds: dict[str, float] = {}
-    for filename, exprs in module_sets(ops).items():
-        t0 = time.perf_counter()
-        _module(filename, exprs).get_function(exprs[0])   # RawModule compiles on first use
-        seconds[filename] = time.perf_counter() - t0
+    for record in records.values():
+        seconds[record.ref.source_file] = seconds.get(record.ref.source_file, 0.0) + record.ms / 1e3
+    failed = [r for r in records.values() if r.error]
+    if failed:
+        first = failed[0]
+        raise RuntimeError(f"{len(failed)} of {len(records)} kernels failed to compile; first "
+                           f"{first.ref.source_file} {first.ref.expression}: {first.error}")
     return seconds
 
 

@@ -195,8 +195,9 @@ class Graph:
 
     def with_weights(self, weight: torch.Tensor) -> "Graph":
         """The same structure with other canonical edge values (fixed, no gradient); shares the
-        transpose permutation. The user's order is kept."""
-        g = Graph(self.rowptr, self.row, self.col, weight.detach().to(torch.float32), self.shape,
+        transpose permutation. The user's order is kept. Float64 values stay float64 for the
+        reference path; the CUDA path and the decision cache use them as float32."""
+        g = Graph(self.rowptr, self.row, self.col, weight.detach(), self.shape,
                   user_to_canon=self.user_to_canon, user_weight=None, **self._options())
         g._structure_of = self
         return g
@@ -255,7 +256,7 @@ class Graph:
         weights, or the pattern (all ones). Same object when the graph has no weights."""
         which = "weighted" if weighted and self.weight is not None else "pattern"
         if which not in self._host:
-            values = (self.weight.cpu().numpy() if which == "weighted"
+            values = (self.weight.float().cpu().numpy() if which == "weighted"
                       else np.ones(self.nnz, dtype=np.float32))
             self._host[which] = from_arrays(self.rowptr.cpu().numpy(), self.col.cpu().numpy(),
                                             values, self.shape, {"api": "autosage_cli.torch.Graph"})

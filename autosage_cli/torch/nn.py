@@ -79,7 +79,10 @@ class GCNConv(nn.Module):
         if not self.normalize:
             out = spmm(g, h, edge_weight)
         elif edge_weight is None:
-            out = spmm(gcn_graph(g, add_self_loops=self.add_self_loops, improved=self.improved), h)
+            # PyG (2.x) gives added self-loops weight 2 under `improved` only when the edges
+            # carry weights; without any, every edge and loop weighs 1. Kept for equal outputs.
+            improved = self.improved and g.user_weight is not None
+            out = spmm(gcn_graph(g, add_self_loops=self.add_self_loops, improved=improved), h)
         else:
             target, values = gcn_values(g, edge_weight.to(h.device), add_self_loops=self.add_self_loops,
                                         fill=2.0 if self.improved else 1.0, dtype=h.dtype)
@@ -151,12 +154,13 @@ class TransformerConv(nn.Module):
         self.heads = _int_channels("heads", heads)
         self.concat, self.beta, self.root_weight, self.dropout = concat, beta, root_weight, dropout
         width = heads * out_channels
-        self.lin_key = nn.Linear(in_channels, width)
-        self.lin_query = nn.Linear(in_channels, width)
-        self.lin_value = nn.Linear(in_channels, width)
+        self.lin_key = nn.Linear(in_channels, width, bias=bias)
+        self.lin_query = nn.Linear(in_channels, width, bias=bias)
+        self.lin_value = nn.Linear(in_channels, width, bias=bias)
         out_width = width if concat else out_channels
-        self.lin_skip = nn.Linear(in_channels, out_width, bias=bias) if root_weight else None
-        self.lin_beta = nn.Linear(3 * out_width, 1, bias=False) if root_weight and beta else None
+        # made even when unused (root_weight=False), as PyG does, so state dicts load both ways
+        self.lin_skip = nn.Linear(in_channels, out_width, bias=bias)
+        self.lin_beta = nn.Linear(3 * out_width, 1, bias=False) if beta else None
 
     def forward(self, x: torch.Tensor, edge_index):
         g = as_graph(edge_index, x.shape[0])
@@ -166,7 +170,7 @@ class TransformerConv(nn.Module):
         value = self.lin_value(x).view(-1, H, C)
         out = attention(g, query, key, value, scale=1.0 / math.sqrt(C))
         out = out.reshape(-1, H * C) if self.concat else out.mean(dim=1)
-        if self.lin_skip is not None:
+        if self.root_weight:
             x_r = self.lin_skip(x)
             if self.lin_beta is not None:
                 gate = self.lin_beta(torch.cat([out, x_r, out - x_r], dim=-1)).sigmoid()

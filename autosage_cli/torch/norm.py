@@ -63,7 +63,7 @@ def gcn_graph(g: Graph, *, add_self_loops: bool = True, improved: bool = False) 
     key = ("gcn", add_self_loops, improved)
     if key not in g.derived:
         target, values = gcn_values(g, None, add_self_loops=add_self_loops,
-                                    fill=2.0 if improved else 1.0)
+                                    fill=2.0 if improved else 1.0, dtype=torch.float64)
         g.derived[key] = target.with_weights(values)
     return g.derived[key]
 
@@ -73,9 +73,9 @@ def mean_graph(g: Graph) -> Graph:
     key = ("mean",)
     if key not in g.derived:
         if g.user_to_canon is None:
-            count = torch.ones(g.nnz, device=g.device)
+            count = torch.ones(g.nnz, dtype=torch.float64, device=g.device)
         else:
-            count = torch.bincount(g.user_to_canon, minlength=g.nnz).to(torch.float32)
+            count = torch.bincount(g.user_to_canon, minlength=g.nnz).to(torch.float64)
         degree = count.new_zeros(g.n_rows).index_add(0, g.row, count)
         g.derived[key] = g.with_weights(count / degree[g.row])
     return g.derived[key]

@@ -120,12 +120,12 @@ def test_self_loops_and_normalised_graphs():
     assert with_self_loops(g)[0] is looped  # built once
     # mean: row i holds 1 / in-degree(i); node 2 has no in-edges
     m = mean_graph(g)
-    assert torch.allclose(m.weight, torch.tensor([0.5, 0.5, 0.5, 0.5]))
+    assert torch.allclose(m.weight, torch.tensor([0.5, 0.5, 0.5, 0.5], dtype=torch.float64))
     ng = gcn_graph(g)
     assert gcn_graph(g) is ng and ng.nnz == looped.nnz
-    dense = torch.zeros(3, 3)
+    dense = torch.zeros(3, 3, dtype=torch.float64)
     dense[ng.row, ng.col] = ng.weight
-    a = torch.tensor([[1.0, 1, 1], [1, 1, 0], [0, 0, 1]])  # A + I for the missing loops
+    a = torch.tensor([[1.0, 1, 1], [1, 1, 0], [0, 0, 1]], dtype=torch.float64)  # A + I for the missing loops
     d = a.sum(1).rsqrt()
     assert torch.allclose(dense, d[:, None] * a * d[None, :])
 

@@ -115,8 +115,8 @@ def test_host_csr_is_weighted_or_pattern():
 def test_self_loops_and_normalised_graphs():
     ei = torch.tensor([[1, 2, 0, 1], [0, 0, 1, 1]])  # node 1 has a loop; nodes 0, 2 do not
     g = Graph.from_edge_index(ei, 3)
-    looped, missing = with_self_loops(g)
-    assert missing.tolist() == [0, 2] and looped.nnz == g.nnz + 2
+    looped, keep = with_self_loops(g)
+    assert keep.tolist() == [True, True, True, False] and looped.nnz == g.nnz + 2
     assert with_self_loops(g)[0] is looped  # built once
     # mean: row i holds 1 / in-degree(i); node 2 has no in-edges
     m = mean_graph(g)

@@ -40,6 +40,8 @@ def _check_parity(ours, theirs, x, *graph_args, ours_graph=None, tol=1e-10):
 @pytest.fixture(scope="module")
 def data():
     edges = random_edge_index(N, seed=4)
+    loops = torch.tensor([[3, 3, 4], [3, 3, 4]])  # a duplicated self-loop and a single one
+    edges = torch.cat([edges, loops], 1)
     x = torch.randn(N, IN, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     return edges, x
 

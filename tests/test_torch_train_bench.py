@@ -15,6 +15,7 @@ pytest.importorskip("torch_geometric", reason="torch_geometric is not installed:
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "train_bench.py"
 
 
+@pytest.mark.slow
 def test_cpu_smoke_run_writes_matching_losses(tmp_path):
     out = tmp_path / "train.csv"
     run = subprocess.run([sys.executable, str(SCRIPT), "--device", "cpu", "--graphs", "cora",

@@ -1,8 +1,8 @@
 """Normalised graphs for the layers, made once per Graph and kept in `graph.derived`.
 
-  with_self_loops(g)             g plus a self-loop on every node that has none (structure only)
+  with_self_loops(g)             g's edges without self-loops plus one loop per node (structure only)
   gcn_values(g, edge_weight)     (graph, canonical values) of D^-1/2 (A + fill·I) D^-1/2, as PyG's
-                                 gcn_norm computes it: existing self-loops keep their weight, the
+                                 gcn_norm computes it: a node's own loop keeps its weight, the
                                  degree is the weighted in-degree (row sum), isolated nodes get 0
   gcn_graph(g, ...)              the same with fixed values, as a weighted Graph (tuned as its own
                                  input: the layer's hot path)
@@ -22,36 +22,52 @@ def _require_square(g: Graph, what: str) -> None:
         raise AutosageError(f"{what} needs a square graph (one node set), got {g.n_rows}x{g.n_cols}")
 
 
+def user_edges(g: Graph) -> tuple[torch.Tensor, torch.Tensor]:
+    """(row, col) of every edge in the user's order (duplicates included)."""
+    u2c = g.user_to_canon
+    return (g.row, g.col) if u2c is None else (g.row[u2c], g.col[u2c])
+
+
 def with_self_loops(g: Graph) -> tuple[Graph, torch.Tensor]:
-    """(g with the missing self-loops added, the nodes that got one); g's canonical edges come
-    first in the new graph's input order, then the added loops."""
+    """(the graph PyG's add_remaining_self_loops makes, the user edges it keeps): g's edges that
+    are not self-loops (duplicates kept) followed by one self-loop per node, in that input order."""
     key = ("self_loops",)
     if key not in g.derived:
         _require_square(g, "adding self-loops")
-        has_loop = torch.zeros(g.n_rows, dtype=torch.bool, device=g.device)
-        has_loop[g.row[g.row == g.col]] = True
-        missing = torch.nonzero(~has_loop).squeeze(1)
-        looped = Graph.from_coo(torch.cat([g.row, missing]), torch.cat([g.col, missing]), None,
+        row, col = user_edges(g)
+        keep = row != col
+        nodes = torch.arange(g.n_rows, device=g.device)
+        looped = Graph.from_coo(torch.cat([row[keep], nodes]), torch.cat([col[keep], nodes]), None,
                                 g.shape, **g._options())
-        g.derived[key] = (looped, missing)
+        g.derived[key] = (looped, keep)
     return g.derived[key]
+
+
+def _user_values(g: Graph, edge_weight, dtype) -> torch.Tensor:
+    if edge_weight is not None:
+        return edge_weight.to(dtype)
+    if g.user_weight is not None:
+        return g.user_weight.to(dtype)
+    if g.weight is not None and getattr(g, "_structure_of", None) is not None:
+        return g.to_user(g.weight.to(dtype))  # weights given to the structure (with_weights)
+    # no weights: every listed edge weighs 1 (a duplicate's canonical weight is its count)
+    return torch.ones(g.num_user_edges, dtype=dtype, device=g.device)
 
 
 def gcn_values(g: Graph, edge_weight=None, *, add_self_loops: bool = True, fill: float = 1.0,
                dtype=torch.float32) -> tuple[Graph, torch.Tensor]:
     """(graph, canonical values) of the symmetric GCN normalisation; differentiable in
-    `edge_weight` (user order; None: the graph's weights)."""
-    if edge_weight is not None:
-        values = g.to_canonical(edge_weight.to(dtype))
-    elif g.weight is not None:
-        values = g.weight.to(dtype)
-    else:
-        values = torch.ones(g.nnz, dtype=dtype, device=g.device)
+    `edge_weight` (user order; None: the graph's weights). As PyG: every node gets one self-loop
+    weighing `fill`, or the weight of its last self-loop edge when it has any."""
+    values = _user_values(g, edge_weight, dtype)
     target = g
     if add_self_loops:
-        target, missing = with_self_loops(g)
-        loops = torch.full((missing.numel(),), float(fill), dtype=dtype, device=values.device)
-        values = target.to_canonical(torch.cat([values, loops]))
+        target, keep = with_self_loops(g)
+        row, _ = user_edges(g)
+        loops = torch.full((g.n_rows,), float(fill), dtype=dtype, device=values.device)
+        loops = loops.index_put((row[~keep],), values[~keep])
+        values = torch.cat([values[keep], loops])
+    values = target.to_canonical(values)
     row, col = target.on("row", values.device), target.on("col", values.device)
     degree = values.new_zeros(target.n_rows).index_add(0, row, values)
     inv_sqrt = degree.pow(-0.5).masked_fill(degree == 0, 0.0)

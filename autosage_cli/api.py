@@ -192,6 +192,17 @@ def _prepare_tuned(graph: CSRGraph, dgraph, op: str, k: int, heads: int, scale, 
     return vendor.prepare_vendor(dgraph, name, k, heads=heads, scale=scale)
 
 
+def prepare_plan(graph: CSRGraph, dgraph, op: str, k: int, heads: int = 1, *, schedule=None,
+                 scale=None, cache=None, tune: bool = True):
+    """A Plan for `op` at width k on `dgraph` (the device copy of `graph`), not memoized: a fixed
+    `schedule` (checked by resolve_schedule) or, for None, the cached decision / tuning as the ops
+    do. For callers that keep their own device graphs and plans (autosage_cli.torch)."""
+    resolved = resolve_schedule(op, schedule, k, heads)
+    if resolved is None:
+        return _prepare_tuned(graph, dgraph, op, k, heads, scale, cache, tune)
+    return _prepare_named(dgraph, op, resolved, k, heads, scale)
+
+
 def _plan(graph: CSRGraph, op: str, k: int, heads: int, resolved, scale, cache, tune: bool):
     # The cache file only matters when the scheduler decides; a fixed schedule ignores it.
     if resolved is None:

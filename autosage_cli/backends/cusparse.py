@@ -181,6 +181,10 @@ class CusparseSpMMPlan(Plan):
     def run(self, inputs: tuple, out) -> None:
         self.spmm.launch(inputs[0], out)
 
+    def run_values(self, values, B, out) -> None:
+        """out = A(values) @ B with per-call edge values (CSR order) instead of the graph's."""
+        self.spmm.launch(B, out, values)
+
     def close(self) -> None:
         self.spmm.close()
 

@@ -118,6 +118,11 @@ class NativeSpmmPlan(Plan):
         values = None if self.values_all_ones else self.graph.values
         self.launch(values, B, out, self.k, self.k)
 
+    def run_values(self, values, B, out) -> None:
+        """out = A(values) @ B: the same pattern with per-call edge values (CSR order), e.g.
+        gradients or attention probabilities."""
+        self.launch(values, B, out, self.k, self.k)
+
 
 def prepare(dgraph: DeviceGraph, schedule: Schedule, k: int) -> NativeSpmmPlan:
     return NativeSpmmPlan(dgraph, schedule, k)

@@ -1,0 +1,19 @@
+"""autosage for PyTorch: differentiable `spmm`, `sddmm`, `attention` on torch tensors, the `Graph`
+handle they run on, and PyG-style layers (`GCNConv`, `SAGEConv`, `TransformerConv`).
+
+    import autosage_cli.torch as at
+    g = at.Graph.from_edge_index(edge_index, num_nodes)
+    out = at.spmm(g, x)                     # CUDA: tuned kernels, zero-copy; CPU: torch reference
+    layer = at.GCNConv(602, 256).cuda()
+
+Importing this package imports torch; `import autosage_cli` never does, and installing autosage
+does not require torch. Submodules: graph (Graph), functions (ops and autograd), kernels (device
+dispatch), cuda (the CUDA path), norm (normalised graphs), nn (layers).
+"""
+from __future__ import annotations
+
+from .functions import attention, sddmm, spmm
+from .graph import Graph
+from .nn import GCNConv, SAGEConv, TransformerConv
+
+__all__ = ["Graph", "spmm", "sddmm", "attention", "GCNConv", "SAGEConv", "TransformerConv"]

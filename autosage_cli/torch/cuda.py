@@ -1,0 +1,146 @@
+"""The CUDA path: torch tensors through autosage's tuned plans, zero-copy, on torch's stream.
+
+Every operand is shared with CuPy through DLPack (no copy) and every output is allocated by torch
+(its caching allocator), then written in place by the plan. CuPy runs on torch's current stream of
+the tensors' device (`cupy.cuda.ExternalStream`), so kernels, cuSPARSE and torch's own work are
+ordered without any synchronisation.
+
+Per Graph and device this module keeps (in `graph.gpu`): the device graph (a `DeviceGraph` whose
+arrays are DLPack views of the Graph's own index tensors, so nothing is uploaded twice) and one
+prepared plan per (op, width, heads, scale). Plans come from `api.prepare_plan`: a fixed schedule
+from `graph.schedules`, else the decision cache, tuning on a miss (`graph.tune`, `graph.cache`).
+Two device graphs may exist: "weighted" (the graph's weights: SpMM, which also takes per-call
+values) and "pattern" (all ones: SDDMM and attention, whose kernels must not scale by weights).
+A graph without weights has one.
+"""
+from __future__ import annotations
+
+import torch
+
+from ..errors import AutosageError
+from .graph import Graph
+
+_ALIGN = 16  # bytes: the widest vector load a kernel may use
+_streams: dict = {}
+
+
+def _stream(device: torch.device):
+    """A CuPy stream object for torch's current stream on `device`."""
+    import cupy
+
+    ptr = torch.cuda.current_stream(device).cuda_stream
+    if ptr == 0:
+        return cupy.cuda.Stream.null
+    stream = _streams.get(ptr)
+    if stream is None:
+        stream = _streams[ptr] = cupy.cuda.ExternalStream(ptr, device.index)
+    return stream
+
+
+class _on_torch_stream:
+    """`with _on_torch_stream(device):` CuPy work goes to torch's current stream on that device."""
+
+    def __init__(self, device: torch.device):
+        import cupy
+
+        self.device = cupy.cuda.Device(device.index)
+        self.stream = _stream(device)
+
+    def __enter__(self):
+        self.device.__enter__()
+        self.stream.__enter__()
+
+    def __exit__(self, *exc):
+        self.stream.__exit__(*exc)
+        self.device.__exit__(*exc)
+        return False
+
+
+def operand(name: str, t: torch.Tensor) -> torch.Tensor:
+    """A float32, C-contiguous, 16-byte aligned tensor (copied only when it is not one)."""
+    if t.dtype != torch.float32:
+        raise AutosageError(f"{name}: the CUDA ops take float32, got {str(t.dtype).replace('torch.', '')}")
+    t = t.detach()
+    if not t.is_contiguous() or t.data_ptr() % _ALIGN:
+        t = t.clone(memory_format=torch.contiguous_format)
+    return t
+
+
+def _cupy(t: torch.Tensor):
+    import cupy
+
+    return cupy.from_dlpack(t)
+
+
+def device_graph(graph: Graph, weighted: bool, device: torch.device):
+    """The DeviceGraph of `graph` on `device` (weights, or the all-ones pattern), made once."""
+    from ..backends.base import DeviceGraph
+
+    which = "weighted" if weighted and graph.weight is not None else "pattern"
+    key = ("dgraph", which, device.index)
+    if key not in graph.gpu:
+        host = graph.host_csr(weighted=which == "weighted")
+        index = torch.int32 if host.indptr.dtype.itemsize == 4 else torch.int64
+        rowptr = graph.on("rowptr", device).to(index).contiguous()
+        col = graph.on("col", device).to(index).contiguous()
+        values = (graph.on("weight", device).float().contiguous() if which == "weighted"
+                  else torch.ones(graph.nnz, dtype=torch.float32, device=device))
+        # the torch tensors stay referenced here: the CuPy views borrow their memory
+        graph.gpu[key + ("tensors",)] = (rowptr, col, values)
+        graph.gpu[key] = DeviceGraph(host, _cupy(rowptr), _cupy(col), _cupy(values))
+    return graph.gpu[key]
+
+
+def plan(graph: Graph, op: str, k: int, device: torch.device, *, heads: int = 1, scale=None,
+         weighted: bool = False):
+    """The prepared plan for (op, k, heads, scale) on `graph`, made (and tuned if needed) once."""
+    from .. import api
+
+    key = ("plan", op, k, heads, scale, weighted and graph.weight is not None, device.index)
+    if key not in graph.gpu:
+        dgraph = device_graph(graph, weighted, device)
+        graph.gpu[key] = api.prepare_plan(dgraph.host, dgraph, op, k, heads,
+                                          schedule=graph.schedules.get(op), scale=scale,
+                                          cache=graph.cache, tune=graph.tune)
+    return graph.gpu[key]
+
+
+def spmm(graph: Graph, values, B: torch.Tensor) -> torch.Tensor:
+    B = operand("B", B)
+    k = int(B.shape[1])
+    out = torch.empty((graph.n_rows, k), dtype=torch.float32, device=B.device)
+    if graph.nnz == 0:
+        return out.zero_()
+    with _on_torch_stream(B.device):
+        p = plan(graph, "spmm", k, B.device, weighted=True)
+        if values is None:
+            p.run((_cupy(B),), _cupy(out))
+        else:
+            run_values = getattr(p, "run_values", None)
+            if run_values is None:
+                raise AutosageError(f"SpMM plan {p.schedule} cannot take per-call edge values")
+            run_values(_cupy(operand("values", values)), _cupy(B), _cupy(out))
+    return out
+
+
+def sddmm(graph: Graph, X: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:
+    X, Y = operand("X", X), operand("Y", Y)
+    out = torch.empty(graph.nnz, dtype=torch.float32, device=X.device)
+    if graph.nnz == 0:
+        return out
+    with _on_torch_stream(X.device):
+        p = plan(graph, "sddmm", int(X.shape[1]), X.device)
+        p.run((_cupy(X), _cupy(Y)), _cupy(out))
+    return out
+
+
+def attention(graph: Graph, Q, K, V, scale: float) -> torch.Tensor:
+    Q, K, V = operand("Q", Q), operand("K", K), operand("V", V)
+    heads, d = int(Q.shape[1]), int(Q.shape[2])
+    out = torch.empty((graph.n_rows, heads, d), dtype=torch.float32, device=Q.device)
+    if graph.nnz == 0:
+        return out.zero_()
+    with _on_torch_stream(Q.device):
+        p = plan(graph, "attention", d, Q.device, heads=heads, scale=float(scale))
+        p.run((_cupy(Q), _cupy(K), _cupy(V)), _cupy(out))
+    return out

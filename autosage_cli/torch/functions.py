@@ -1,0 +1,200 @@
+"""Differentiable ops: `spmm`, `sddmm`, `attention` on torch tensors, with autograd.
+
+Backward passes are the same kernels on the transposed graph (built once per Graph, tuned as its
+own input, since its structure differs):
+  spmm       C = A(v) B:         dB = Aᵀ(v) dC;  dv = SDDMM(dC, B) (only when v requires grad)
+  sddmm      s_e = <X_i, Y_j>:   dX = A(ds) Y;   dY = Aᵀ(ds) X   (SpMM with the edge gradients as values)
+  attention  O = softmax(S) V, S = scale <Q_i, K_j> per head, row softmax over each row's edges:
+             the probabilities P are *recomputed* in backward (one SDDMM and one row softmax per
+             head), then dV = Pᵀ dO, dP = SDDMM(dO, V), dS = P (dP - <dO_i, O_i>),
+             dQ = scale A(dS) K, dK = scale Aᵀ(dS) Q.
+  Memory kept from forward to backward: Q, K, V and O (4 · n · H · d floats) — the fused forward
+  never materialises P. Saving P instead would keep nnz · H floats alive for the whole step (3.7 GB
+  on reddit-like with 8 heads) to save one SDDMM and a softmax. Flash attention keeps only the row
+  max and sum (2 · n · H floats) and rebuilds P from them; our fused kernel does not write those
+  statistics out, so backward recomputes them with the softmax. Backward itself needs two
+  nnz · H buffers (P, then dP reused for dS) while it runs.
+
+Every op works under torch.no_grad() and torch.inference_mode(), and is hidden from torch.compile
+(torch.compiler.disable): a compiled model breaks its graph cleanly around each call.
+
+Edge order: `edge_weight` inputs and `sddmm` outputs follow the order in which the graph's edges
+were given (edge_index columns, a CSR's stored order); Graph.to_canonical / to_user map them.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch.autograd.function import once_differentiable
+
+from ..errors import AutosageError
+from . import kernels
+from .graph import Graph
+
+
+def _heads(T: torch.Tensor, h: int) -> torch.Tensor:
+    return T[:, h].contiguous()
+
+
+class SpMMFunction(torch.autograd.Function):
+    """C = A(values) @ B in canonical edge order; values None = the graph's own (fixed) weights."""
+
+    @staticmethod
+    def forward(ctx, graph: Graph, values, B):
+        ctx.graph = graph
+        ctx.save_for_backward(values, B if ctx.needs_input_grad[1] else None)
+        return kernels.spmm(graph, values, B)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dC):
+        values, B = ctx.saved_tensors
+        g, dC = ctx.graph, dC.contiguous()
+        d_values = d_B = None
+        if ctx.needs_input_grad[2]:
+            t_values = None if values is None else values.index_select(0, g.on("t_perm", dC.device))
+            d_B = kernels.spmm(g.T, t_values, dC)
+        if ctx.needs_input_grad[1]:
+            d_values = kernels.sddmm(g, dC, B.contiguous())
+        return None, d_values, d_B
+
+
+class SDDMMFunction(torch.autograd.Function):
+    """s[e] = <X[i], Y[j]> for every edge e = (i, j), canonical order."""
+
+    @staticmethod
+    def forward(ctx, graph: Graph, X, Y):
+        ctx.graph = graph
+        ctx.save_for_backward(X if ctx.needs_input_grad[2] else None,
+                              Y if ctx.needs_input_grad[1] else None)
+        return kernels.sddmm(graph, X, Y)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, d_s):
+        X, Y = ctx.saved_tensors
+        g, d_s = ctx.graph, d_s.contiguous()
+        d_X = kernels.spmm(g, d_s, Y.contiguous()) if ctx.needs_input_grad[1] else None
+        d_Y = None
+        if ctx.needs_input_grad[2]:
+            d_Y = kernels.spmm(g.T, d_s.index_select(0, g.on("t_perm", d_s.device)), X.contiguous())
+        return None, d_X, d_Y
+
+
+def _attention_backward(g: Graph, Q, K, V, O, dO, scale: float, needs: tuple):
+    """(dQ, dK, dV), None where not needed; probabilities recomputed (see the module docstring)."""
+    heads, dev = Q.shape[1], Q.device
+    t_perm, row = g.on("t_perm", dev), g.on("row", dev)
+    scores = torch.stack([kernels.sddmm(g, _heads(Q, h), _heads(K, h)) for h in range(heads)], 1)
+    probs = kernels.edge_softmax(g, scores.mul_(scale))
+    del scores
+    d_V = None
+    if needs[2]:
+        d_V = torch.stack([kernels.spmm(g.T, probs[:, h].index_select(0, t_perm), _heads(dO, h))
+                           for h in range(heads)], 1)
+    if not (needs[0] or needs[1]):
+        return None, None, d_V
+    d_scores = torch.stack([kernels.sddmm(g, _heads(dO, h), _heads(V, h)) for h in range(heads)], 1)
+    row_dot = (dO * O).sum(-1)                                    # (n_rows, H) = sum_e P_e dP_e
+    d_scores.sub_(row_dot.index_select(0, row)).mul_(probs).mul_(scale)
+    del probs
+    d_Q = d_K = None
+    if needs[0]:
+        d_Q = torch.stack([kernels.spmm(g, d_scores[:, h].contiguous(), _heads(K, h))
+                           for h in range(heads)], 1)
+    if needs[1]:
+        d_K = torch.stack([kernels.spmm(g.T, d_scores[:, h].index_select(0, t_perm), _heads(Q, h))
+                           for h in range(heads)], 1)
+    return d_Q, d_K, d_V
+
+
+class AttentionFunction(torch.autograd.Function):
+    """O = per-head row-softmax attention over the graph's edges (fused forward)."""
+
+    @staticmethod
+    def forward(ctx, graph: Graph, Q, K, V, scale: float):
+        O = kernels.attention(graph, Q, K, V, scale)
+        ctx.graph, ctx.scale = graph, scale
+        ctx.save_for_backward(Q, K, V, O)
+        return O
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dO):
+        Q, K, V, O = ctx.saved_tensors
+        grads = _attention_backward(ctx.graph, Q, K, V, O, dO.contiguous(), ctx.scale,
+                                    ctx.needs_input_grad[1:4])
+        return (None, *grads, None)
+
+
+# ------------------------------------------------------------------------------------ checks
+def _check(name: str, t, dims: int, rows: int, like: torch.Tensor | None = None) -> None:
+    if not isinstance(t, torch.Tensor):
+        raise AutosageError(f"{name}: expected a torch tensor, got {type(t).__name__}")
+    if t.dim() != dims or t.shape[0] != rows:
+        raise AutosageError(f"{name}: expected {dims} dimensions with {rows} rows, got shape {tuple(t.shape)}")
+    if any(s < 1 for s in t.shape[1:]):
+        raise AutosageError(f"{name}: feature dimensions must be >= 1, got shape {tuple(t.shape)}")
+    if not t.dtype.is_floating_point:
+        raise AutosageError(f"{name}: expected a floating-point tensor, got {t.dtype}")
+    if like is not None and (t.device != like.device or t.dtype != like.dtype):
+        raise AutosageError(f"{name}: expected {like.dtype} on {like.device}, got {t.dtype} on {t.device}")
+
+
+def _edge_values(g: Graph, edge_weight, like: torch.Tensor):
+    """Canonical values from user-order edge weights (None stays None: the graph's weights)."""
+    if edge_weight is None:
+        return None
+    _check("edge_weight", edge_weight, 1, g.num_user_edges)
+    return g.to_canonical(edge_weight.to(device=like.device, dtype=like.dtype))
+
+
+# ------------------------------------------------------------------------------------ ops
+@torch.compiler.disable
+def spmm(graph, B: torch.Tensor, edge_weight: torch.Tensor | None = None) -> torch.Tensor:
+    """out[i] = sum over edges (i, j) of w_e B[j]: `graph @ B` with the graph's weights, or with
+    `edge_weight` (one per edge, in the graph's input order; duplicates summed) instead."""
+    g = Graph.coerce(graph)
+    _check("B", B, 2, g.n_cols)
+    return SpMMFunction.apply(g, _edge_values(g, edge_weight, B), B)
+
+
+@torch.compiler.disable
+def sddmm(graph, X: torch.Tensor, Y: torch.Tensor, edge_weight: torch.Tensor | None = None):
+    """out[e] = w_e <X[i], Y[j]> for every edge e = (i, j), in the graph's input order; w is
+    `edge_weight`, else the graph's weights (all ones for a pattern)."""
+    g = Graph.coerce(graph)
+    _check("X", X, 2, g.n_rows)
+    _check("Y", Y, 2, g.n_cols, like=X)
+    if Y.shape[1] != X.shape[1]:
+        raise AutosageError(f"Y: expected width {X.shape[1]} (X's), got {Y.shape[1]}")
+    dots = g.to_user(SDDMMFunction.apply(g, X, Y))
+    if edge_weight is not None:
+        _check("edge_weight", edge_weight, 1, g.num_user_edges)
+        return dots * edge_weight.to(device=X.device, dtype=X.dtype)
+    weight = g.on("user_weight", X.device)
+    if weight is None and g.weight is not None:
+        weight = g.to_user(g.on("weight", X.device))
+    return dots if weight is None else dots * weight.to(X.dtype)
+
+
+@torch.compiler.disable
+def attention(graph, Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, scale: float | None = None):
+    """O[i, h] = sum over edges (i, j) of softmax_j(scale <Q[i,h], K[j,h]>) V[j, h], shapes
+    Q (n_rows, H, d), K and V (n_cols, H, d); rows without edges give zeros; scale defaults to
+    1/sqrt(d). The graph's weights are not used; duplicate edges are refused."""
+    g = Graph.coerce(graph)
+    _check("Q", Q, 3, g.n_rows)
+    _check("K", K, 3, g.n_cols, like=Q)
+    _check("V", V, 3, g.n_cols, like=Q)
+    if K.shape[1:] != Q.shape[1:] or V.shape[1:] != Q.shape[1:]:
+        raise AutosageError(f"Q, K, V must share (heads, d); got {tuple(Q.shape[1:])}, "
+                            f"{tuple(K.shape[1:])}, {tuple(V.shape[1:])}")
+    if g.num_user_edges != g.nnz:
+        raise AutosageError("attention over a graph with duplicate edges: coalesce the edges first "
+                            "(each edge would count once)")
+    value = 1.0 / math.sqrt(Q.shape[2]) if scale is None else float(scale)
+    if not math.isfinite(value):
+        raise AutosageError(f"scale must be finite, got {scale!r}")
+    return AttentionFunction.apply(g, Q, K, V, value)

@@ -1,0 +1,268 @@
+"""`Graph`: one sparse graph, held once, for every op and layer that runs on it.
+
+A Graph keeps the canonical CSR (rows sorted, columns sorted and unique per row, duplicates summed)
+as torch tensors on the device it was built on, and lazily:
+  * its transpose (`graph.T`, itself a Graph) and `t_perm`, the map between the two edge orders
+    (edge e of the transpose is edge t_perm[e] of the graph), used by every backward pass;
+  * `user_to_canon`, the canonical position of each edge as the user listed it (edge_index order,
+    or a SciPy / torch CSR's stored order), so edge weights go in and per-edge outputs come out in
+    the user's order;
+  * derived graphs (GCN- and mean-normalised, with self-loops), built once per graph;
+  * per-device copies of its index tensors, and (kept by autosage_cli.torch.cuda) the device graph,
+    the tuned decision and the prepared plan for every (op, width, heads) it has run.
+
+Orientation follows PyG's message flow (source -> target): for `edge_index = [src, dst]`, row i of
+the CSR lists the sources j of the edges j -> i, so `spmm(graph, X)[i] = sum_j w_ji X[j]`. A CSR
+adjacency (torch sparse CSR, SciPy, CSRGraph) is used as given: `spmm(graph, X) = A @ X`.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..errors import AutosageError
+from ..graphs.csr import CSRGraph, from_arrays
+
+
+def _check_index(name: str, idx: torch.Tensor, bound: int) -> None:
+    if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= bound):
+        raise AutosageError(f"{name}: index out of range [0, {bound})")
+
+
+def _canonical_order(row: torch.Tensor, col: torch.Tensor, n_cols: int):
+    """(unique row-major keys, canonical position of every input edge, whether the input already
+    was canonical) — one stable sort on the edges' device."""
+    key = row * n_cols + col
+    sorted_key, order = torch.sort(key, stable=True)
+    unique_key, inverse_sorted = torch.unique_consecutive(sorted_key, return_inverse=True)
+    user_to_canon = torch.empty_like(order)
+    user_to_canon[order] = inverse_sorted
+    identity = unique_key.numel() == key.numel() and torch.equal(
+        user_to_canon, torch.arange(key.numel(), device=key.device))
+    return unique_key, user_to_canon, identity
+
+
+def _rowptr(row: torch.Tensor, n_rows: int) -> torch.Tensor:
+    counts = torch.bincount(row, minlength=n_rows)
+    return torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)])
+
+
+class Graph:
+    """A canonical sparse graph with its transpose, edge-order maps and tuned plans.
+
+    Build it with `from_edge_index`, `from_sparse_csr`, `from_scipy` or `from_csr_graph` (or
+    `Graph.coerce`, which takes any of them). `cache` (a decision-cache path or DecisionCache, None
+    for the default file) and `tune` (False: never probe, use a cached decision or the vendor
+    default) apply to every GPU op run on it. `schedules` maps an op to a fixed schedule name."""
+
+    def __init__(self, rowptr, row, col, weight, shape, *, user_to_canon=None, user_weight=None,
+                 cache=None, tune: bool = True, schedules=None):
+        self.rowptr, self.row, self.col = rowptr, row, col
+        self.weight = weight            # canonical float32 edge values; None means all ones
+        self.shape = (int(shape[0]), int(shape[1]))
+        self.user_to_canon = user_to_canon  # None: the user's order is the canonical one
+        self.user_weight = user_weight      # the weights as given, in the user's order (or None)
+        self.cache, self.tune, self.schedules = cache, tune, dict(schedules or {})
+        self.derived: dict = {}         # normalised graphs, keyed by what made them
+        self.gpu: dict = {}             # owned by autosage_cli.torch.cuda: device graphs, plans
+        self._moved: dict = {}
+        self._transpose = None
+        self._t_perm = None
+        self._host: dict = {}
+
+    # ------------------------------------------------------------------------------ builders
+    @classmethod
+    def from_coo(cls, row, col, weight, shape, **options) -> "Graph":
+        """From edges (row[e], col[e], weight[e]) in the user's order; duplicates are summed."""
+        n_rows, n_cols = (int(s) for s in shape)
+        if n_rows < 1 or n_cols < 1:
+            raise AutosageError(f"graph dimensions must be positive, got {n_rows}x{n_cols}")
+        row, col = row.to(torch.int64), col.to(torch.int64)
+        _check_index("row", row, n_rows)
+        _check_index("col", col, n_cols)
+        if weight is not None:
+            weight = weight.detach().to(torch.float32)
+            if weight.shape != row.shape:
+                raise AutosageError(f"edge weights: expected shape {tuple(row.shape)}, got {tuple(weight.shape)}")
+            if not bool(torch.isfinite(weight).all()):
+                raise AutosageError("edge weights contain NaN or Inf")
+        keys, user_to_canon, identity = _canonical_order(row, col, n_cols)
+        canon_row, canon_col = keys // n_cols, keys % n_cols
+        nnz = keys.numel()
+        if weight is not None:
+            canon_weight = weight.new_zeros(nnz).index_add_(0, user_to_canon, weight)
+        elif nnz != row.numel():  # duplicates without weights count once each
+            canon_weight = torch.zeros(nnz, device=row.device).index_add_(
+                0, user_to_canon, torch.ones(row.numel(), device=row.device))
+        else:
+            canon_weight = None
+        if canon_weight is not None and bool((canon_weight == 1).all()):
+            canon_weight = None  # a pattern: kernels then skip reading values
+        return cls(_rowptr(canon_row, n_rows), canon_row, canon_col, canon_weight, (n_rows, n_cols),
+                   user_to_canon=None if identity else user_to_canon, user_weight=weight, **options)
+
+    @classmethod
+    def from_edge_index(cls, edge_index, num_nodes: int | None = None, edge_weight=None,
+                        **options) -> "Graph":
+        """From a PyG `edge_index` (2, E) of source -> target edges; `num_nodes` defaults to the
+        largest id + 1."""
+        if not isinstance(edge_index, torch.Tensor) or edge_index.dim() != 2 or edge_index.shape[0] != 2:
+            raise AutosageError(f"edge_index: expected a (2, E) tensor, got "
+                                f"{tuple(getattr(edge_index, 'shape', ())) or type(edge_index).__name__}")
+        if edge_index.dtype.is_floating_point or edge_index.dtype == torch.bool:
+            raise AutosageError(f"edge_index: expected integer ids, got {edge_index.dtype}")
+        if num_nodes is None:
+            num_nodes = int(edge_index.max()) + 1 if edge_index.numel() else 1
+        return cls.from_coo(edge_index[1], edge_index[0], edge_weight, (num_nodes, num_nodes), **options)
+
+    @classmethod
+    def from_sparse_csr(cls, adj: torch.Tensor, **options) -> "Graph":
+        """From a torch sparse CSR tensor (`adj @ X` semantics), in its stored edge order."""
+        if adj.layout != torch.sparse_csr:
+            raise AutosageError(f"expected a torch sparse CSR tensor, got layout {adj.layout}")
+        crow, col = adj.crow_indices().to(torch.int64), adj.col_indices().to(torch.int64)
+        row = torch.repeat_interleave(torch.arange(adj.shape[0], device=crow.device), crow.diff())
+        return cls.from_coo(row, col, adj.values(), tuple(adj.shape), **options)
+
+    @classmethod
+    def from_scipy(cls, matrix, device=None, **options) -> "Graph":
+        """From any SciPy sparse matrix, in its stored edge order (COO order after .tocoo())."""
+        coo = matrix.tocoo()
+        as_t = lambda a, dt: torch.as_tensor(np.asarray(a), dtype=dt, device=device)  # noqa: E731
+        return cls.from_coo(as_t(coo.row, torch.int64), as_t(coo.col, torch.int64),
+                            as_t(coo.data, torch.float32), coo.shape, **options)
+
+    @classmethod
+    def from_csr_graph(cls, graph: CSRGraph, device=None, **options) -> "Graph":
+        """From an autosage CSRGraph (already canonical: its order is the user's order)."""
+        g = cls.from_scipy(graph.to_scipy(), device=device, **options)
+        g._host["weighted" if g.weight is not None else "pattern"] = graph
+        return g
+
+    @classmethod
+    def coerce(cls, A, num_nodes: int | None = None) -> "Graph":
+        """A Graph from a Graph, an edge_index (2, E), a torch sparse CSR tensor, a CSRGraph or a
+        SciPy sparse matrix."""
+        if isinstance(A, Graph):
+            return A
+        if isinstance(A, CSRGraph):
+            return cls.from_csr_graph(A)
+        if isinstance(A, torch.Tensor):
+            if A.layout == torch.sparse_csr:
+                return cls.from_sparse_csr(A)
+            return cls.from_edge_index(A, num_nodes)
+        import scipy.sparse as sp
+
+        if sp.issparse(A):
+            return cls.from_scipy(A)
+        raise AutosageError(f"expected a Graph, an edge_index tensor, a torch sparse CSR tensor, a "
+                            f"CSRGraph or a SciPy sparse matrix, got {type(A).__name__}")
+
+    # ------------------------------------------------------------------------------ structure
+    @property
+    def n_rows(self) -> int:
+        return self.shape[0]
+
+    @property
+    def n_cols(self) -> int:
+        return self.shape[1]
+
+    @property
+    def nnz(self) -> int:
+        return int(self.col.numel())
+
+    @property
+    def num_user_edges(self) -> int:
+        return self.nnz if self.user_to_canon is None else int(self.user_to_canon.numel())
+
+    @property
+    def device(self) -> torch.device:
+        return self.col.device
+
+    def _options(self) -> dict:
+        return {"cache": self.cache, "tune": self.tune, "schedules": self.schedules}
+
+    def on(self, name: str, device) -> torch.Tensor | None:
+        """Attribute `name` (row, col, rowptr, weight, t_perm, user_to_canon, ...) on `device`,
+        copied once per device."""
+        value = getattr(self, name)
+        if value is None or value.device == torch.device(device):
+            return value
+        key = (name, str(device))
+        if key not in self._moved:
+            self._moved[key] = value.to(device)
+        return self._moved[key]
+
+    def with_weights(self, weight: torch.Tensor) -> "Graph":
+        """The same structure with other canonical edge values (fixed, no gradient); shares the
+        transpose permutation. The user's order is kept. Float64 values stay float64 for the
+        reference path; the CUDA path and the decision cache use them as float32."""
+        g = Graph(self.rowptr, self.row, self.col, weight.detach(), self.shape,
+                  user_to_canon=self.user_to_canon, user_weight=None, **self._options())
+        g._structure_of = self
+        return g
+
+    def _transposed_structure(self):
+        """(t_perm, transposed rowptr, row, col), made once per structure."""
+        parent = getattr(self, "_structure_of", None)
+        if parent is not None:
+            return parent._transposed_structure()
+        if self._t_perm is None:
+            key = self.col * self.n_rows + self.row
+            self._t_perm = torch.argsort(key, stable=True)
+            t_row, t_col = self.col[self._t_perm], self.row[self._t_perm]
+            self._t_struct = (_rowptr(t_row, self.n_cols), t_row, t_col)
+        return (self._t_perm, *self._t_struct)
+
+    @property
+    def t_perm(self) -> torch.Tensor:
+        return self._transposed_structure()[0]
+
+    @property
+    def T(self) -> "Graph":
+        """The transposed graph (its canonical CSR), built once; `T.T is self`."""
+        if self._transpose is None:
+            t_perm, rowptr, row, col = self._transposed_structure()
+            weight = None if self.weight is None else self.weight[t_perm]
+            t = Graph(rowptr, row, col, weight, (self.n_cols, self.n_rows), **self._options())
+            t._t_perm = torch.empty_like(t_perm)
+            t._t_perm[t_perm] = torch.arange(t_perm.numel(), device=t_perm.device)
+            t._t_struct = (self.rowptr, self.row, self.col)
+            t._transpose, self._transpose = self, t
+        return self._transpose
+
+    # ------------------------------------------------------------------------------ edge orders
+    def to_canonical(self, edge_values: torch.Tensor) -> torch.Tensor:
+        """Per-edge values in the user's order -> canonical order (duplicates summed);
+        differentiable."""
+        if edge_values.shape[0] != self.num_user_edges:
+            raise AutosageError(f"edge values: expected {self.num_user_edges} entries (one per edge), "
+                                f"got {edge_values.shape[0]}")
+        u2c = self.on("user_to_canon", edge_values.device)
+        if u2c is None:
+            return edge_values
+        out = edge_values.new_zeros((self.nnz, *edge_values.shape[1:]))
+        return out.index_add(0, u2c, edge_values)
+
+    def to_user(self, edge_values: torch.Tensor) -> torch.Tensor:
+        """Per-edge values in canonical order -> the user's order (a duplicate edge gets its
+        canonical edge's value); differentiable."""
+        u2c = self.on("user_to_canon", edge_values.device)
+        return edge_values if u2c is None else edge_values.index_select(0, u2c)
+
+    # ------------------------------------------------------------------------------ host CSR
+    def host_csr(self, weighted: bool = True) -> CSRGraph:
+        """The canonical CSR on the host (for tuning and the decision cache): with the graph's
+        weights, or the pattern (all ones). Same object when the graph has no weights."""
+        which = "weighted" if weighted and self.weight is not None else "pattern"
+        if which not in self._host:
+            values = (self.weight.float().cpu().numpy() if which == "weighted"
+                      else np.ones(self.nnz, dtype=np.float32))
+            self._host[which] = from_arrays(self.rowptr.cpu().numpy(), self.col.cpu().numpy(),
+                                            values, self.shape, {"api": "autosage_cli.torch.Graph"})
+        return self._host[which]
+
+    def describe(self) -> str:
+        return f"Graph({self.n_rows}x{self.n_cols}, {self.nnz} edges, {self.device})"
+
+    __repr__ = describe

@@ -1,0 +1,183 @@
+"""GNN layers in PyG's idiom, on autosage's ops: same constructor arguments, parameter names and
+outputs as torch_geometric.nn's layer of the same name (so `ours.load_state_dict(pyg.state_dict())`
+gives the same function), fp32-equal.
+
+`forward(x, graph)` takes a `Graph` (fastest: its normalised graphs, transposes and plans are
+built once and kept), or an `edge_index` (2, E) of source -> target edges, or a torch sparse CSR
+adjacency; the Graph made from an edge_index tensor is remembered while that tensor lives and is
+not modified in place.
+
+Not supported (refused when asked for): bipartite (tuple) inputs, SAGE aggregations other than
+mean, attention dropout and edge features in TransformerConv.
+"""
+from __future__ import annotations
+
+import math
+import weakref
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..errors import AutosageError
+from .functions import SpMMFunction, attention, spmm
+from .graph import Graph
+from .norm import gcn_graph, gcn_values, mean_graph
+
+_GRAPH_MEMO_SLOTS = 8
+_graph_memo: list = []  # (weakref to the edge_index tensor, its _version, num_nodes, Graph)
+
+
+def as_graph(edge_index, num_nodes: int) -> Graph:
+    """A Graph for a layer input; an edge_index tensor maps to the same Graph while it lives
+    unchanged, so the layer's derived graphs and plans are built once."""
+    if isinstance(edge_index, Graph):
+        return edge_index
+    if isinstance(edge_index, torch.Tensor) and edge_index.layout == torch.strided:
+        for ref, version, n, graph in _graph_memo:
+            if ref() is edge_index and version == edge_index._version and n == num_nodes:
+                return graph
+        graph = Graph.from_edge_index(edge_index, num_nodes)
+        _graph_memo.append((weakref.ref(edge_index), edge_index._version, num_nodes, graph))
+        del _graph_memo[:-_GRAPH_MEMO_SLOTS]
+        return graph
+    return Graph.coerce(edge_index, num_nodes)
+
+
+def _int_channels(name: str, value) -> int:
+    if not isinstance(value, int) or value < 1:
+        raise AutosageError(f"{name} must be a positive int (bipartite inputs are not supported), got {value!r}")
+    return value
+
+
+class GCNConv(nn.Module):
+    """x' = D^-1/2 (A + I) D^-1/2 x W + b (PyG's GCNConv). `cached` is accepted for compatibility:
+    the normalised graph is always kept on the Graph when no edge_weight is given."""
+
+    def __init__(self, in_channels: int, out_channels: int, improved: bool = False,
+                 cached: bool = False, add_self_loops: bool | None = None, normalize: bool = True,
+                 bias: bool = True):
+        super().__init__()
+        self.in_channels = _int_channels("in_channels", in_channels)
+        self.out_channels = _int_channels("out_channels", out_channels)
+        self.improved, self.cached, self.normalize = improved, cached, normalize
+        self.add_self_loops = normalize if add_self_loops is None else add_self_loops
+        if self.add_self_loops and not normalize:
+            raise AutosageError("GCNConv: add_self_loops=True needs normalize=True")
+        self.lin = nn.Linear(in_channels, out_channels, bias=False)
+        self.bias = nn.Parameter(torch.empty(out_channels)) if bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        nn.init.xavier_uniform_(self.lin.weight)
+        if self.bias is not None:
+            nn.init.zeros_(self.bias)
+
+    def forward(self, x: torch.Tensor, edge_index, edge_weight: torch.Tensor | None = None):
+        g = as_graph(edge_index, x.shape[0])
+        h = self.lin(x)
+        if not self.normalize:
+            out = spmm(g, h, edge_weight)
+        elif edge_weight is None:
+            # PyG (2.x) gives added self-loops weight 2 under `improved` only when the edges
+            # carry weights; without any, every edge and loop weighs 1. Kept for equal outputs.
+            improved = self.improved and g.user_weight is not None
+            out = spmm(gcn_graph(g, add_self_loops=self.add_self_loops, improved=improved), h)
+        else:
+            target, values = gcn_values(g, edge_weight.to(h.device), add_self_loops=self.add_self_loops,
+                                        fill=2.0 if self.improved else 1.0, dtype=h.dtype)
+            out = SpMMFunction.apply(target, values, h)
+        return out if self.bias is None else out + self.bias
+
+    def extra_repr(self) -> str:
+        return f"{self.in_channels}, {self.out_channels}"
+
+
+class SAGEConv(nn.Module):
+    """x'_i = W_l mean_{j -> i} x_j + b + W_r x_i (PyG's SAGEConv, mean aggregation). When the
+    output is narrower than the input the product with W_l runs before the aggregation (the same
+    function: a mean is linear and the bias is added after), so the SpMM moves fewer columns."""
+
+    def __init__(self, in_channels: int, out_channels: int, aggr: str = "mean",
+                 normalize: bool = False, root_weight: bool = True, project: bool = False,
+                 bias: bool = True):
+        super().__init__()
+        if aggr != "mean":
+            raise AutosageError(f"SAGEConv: only aggr='mean' is supported, got {aggr!r}")
+        self.in_channels = _int_channels("in_channels", in_channels)
+        self.out_channels = _int_channels("out_channels", out_channels)
+        self.aggr, self.normalize, self.root_weight, self.project = aggr, normalize, root_weight, project
+        if project:
+            self.lin = nn.Linear(in_channels, in_channels, bias=True)
+        self.lin_l = nn.Linear(in_channels, out_channels, bias=bias)
+        if root_weight:
+            self.lin_r = nn.Linear(in_channels, out_channels, bias=False)
+
+    def reset_parameters(self) -> None:
+        for lin in (getattr(self, "lin", None), self.lin_l, getattr(self, "lin_r", None)):
+            if lin is not None:
+                lin.reset_parameters()
+
+    def forward(self, x: torch.Tensor, edge_index):
+        g = mean_graph(as_graph(edge_index, x.shape[0]))
+        x_src = self.lin(x).relu() if self.project else x
+        if self.out_channels < self.in_channels:
+            out = spmm(g, F.linear(x_src, self.lin_l.weight))
+            if self.lin_l.bias is not None:
+                out = out + self.lin_l.bias
+        else:
+            out = self.lin_l(spmm(g, x_src))
+        if self.root_weight:
+            out = out + self.lin_r(x)
+        return F.normalize(out, p=2.0, dim=-1) if self.normalize else out
+
+    def extra_repr(self) -> str:
+        return f"{self.in_channels}, {self.out_channels}, aggr={self.aggr}"
+
+
+class TransformerConv(nn.Module):
+    """Dot-product graph attention (PyG's TransformerConv): per head, softmax over the edges into
+    i of <W_q x_i, W_k x_j> / sqrt(C), weighting W_v x_j; heads concatenated or averaged; plus the
+    skip W_s x_i (optionally gated by beta). Runs on the fused attention kernel."""
+
+    def __init__(self, in_channels: int, out_channels: int, heads: int = 1, concat: bool = True,
+                 beta: bool = False, dropout: float = 0.0, edge_dim: int | None = None,
+                 bias: bool = True, root_weight: bool = True):
+        super().__init__()
+        if dropout:
+            raise AutosageError("TransformerConv: attention dropout is not supported (the fused "
+                                "kernel never stores per-edge probabilities); use dropout=0")
+        if edge_dim is not None:
+            raise AutosageError("TransformerConv: edge features (edge_dim) are not supported")
+        self.in_channels = _int_channels("in_channels", in_channels)
+        self.out_channels = _int_channels("out_channels", out_channels)
+        self.heads = _int_channels("heads", heads)
+        self.concat, self.beta, self.root_weight, self.dropout = concat, beta, root_weight, dropout
+        width = heads * out_channels
+        self.lin_key = nn.Linear(in_channels, width, bias=bias)
+        self.lin_query = nn.Linear(in_channels, width, bias=bias)
+        self.lin_value = nn.Linear(in_channels, width, bias=bias)
+        out_width = width if concat else out_channels
+        # made even when unused (root_weight=False), as PyG does, so state dicts load both ways
+        self.lin_skip = nn.Linear(in_channels, out_width, bias=bias)
+        self.lin_beta = nn.Linear(3 * out_width, 1, bias=False) if beta else None
+
+    def forward(self, x: torch.Tensor, edge_index):
+        g = as_graph(edge_index, x.shape[0])
+        H, C = self.heads, self.out_channels
+        query = self.lin_query(x).view(-1, H, C)
+        key = self.lin_key(x).view(-1, H, C)
+        value = self.lin_value(x).view(-1, H, C)
+        out = attention(g, query, key, value, scale=1.0 / math.sqrt(C))
+        out = out.reshape(-1, H * C) if self.concat else out.mean(dim=1)
+        if self.root_weight:
+            x_r = self.lin_skip(x)
+            if self.lin_beta is not None:
+                gate = self.lin_beta(torch.cat([out, x_r, out - x_r], dim=-1)).sigmoid()
+                out = gate * x_r + (1 - gate) * out
+            else:
+                out = out + x_r
+        return out
+
+    def extra_repr(self) -> str:
+        return f"{self.in_channels}, {self.out_channels}, heads={self.heads}"

@@ -1,0 +1,97 @@
+"""Normalised graphs for the layers, made once per Graph and kept in `graph.derived`.
+
+  with_self_loops(g)             g's edges without self-loops plus one loop per node (structure only)
+  gcn_values(g, edge_weight)     (graph, canonical values) of D^-1/2 (A + fill·I) D^-1/2, as PyG's
+                                 gcn_norm computes it: a node's own loop keeps its weight, the
+                                 degree is the weighted in-degree (row sum), isolated nodes get 0
+  gcn_graph(g, ...)              the same with fixed values, as a weighted Graph (tuned as its own
+                                 input: the layer's hot path)
+  mean_graph(g)                  A with 1/deg in each row (edge multiplicity counted), PyG's mean
+                                 aggregation; rows without edges aggregate to 0
+"""
+from __future__ import annotations
+
+import torch
+
+from ..errors import AutosageError
+from .graph import Graph
+
+
+def _require_square(g: Graph, what: str) -> None:
+    if g.n_rows != g.n_cols:
+        raise AutosageError(f"{what} needs a square graph (one node set), got {g.n_rows}x{g.n_cols}")
+
+
+def user_edges(g: Graph) -> tuple[torch.Tensor, torch.Tensor]:
+    """(row, col) of every edge in the user's order (duplicates included)."""
+    u2c = g.user_to_canon
+    return (g.row, g.col) if u2c is None else (g.row[u2c], g.col[u2c])
+
+
+def with_self_loops(g: Graph) -> tuple[Graph, torch.Tensor]:
+    """(the graph PyG's add_remaining_self_loops makes, the user edges it keeps): g's edges that
+    are not self-loops (duplicates kept) followed by one self-loop per node, in that input order."""
+    key = ("self_loops",)
+    if key not in g.derived:
+        _require_square(g, "adding self-loops")
+        row, col = user_edges(g)
+        keep = row != col
+        nodes = torch.arange(g.n_rows, device=g.device)
+        looped = Graph.from_coo(torch.cat([row[keep], nodes]), torch.cat([col[keep], nodes]), None,
+                                g.shape, **g._options())
+        g.derived[key] = (looped, keep)
+    return g.derived[key]
+
+
+def _user_values(g: Graph, edge_weight, dtype) -> torch.Tensor:
+    if edge_weight is not None:
+        return edge_weight.to(dtype)
+    if g.user_weight is not None:
+        return g.user_weight.to(dtype)
+    if g.weight is not None and getattr(g, "_structure_of", None) is not None:
+        return g.to_user(g.weight.to(dtype))  # weights given to the structure (with_weights)
+    # no weights: every listed edge weighs 1 (a duplicate's canonical weight is its count)
+    return torch.ones(g.num_user_edges, dtype=dtype, device=g.device)
+
+
+def gcn_values(g: Graph, edge_weight=None, *, add_self_loops: bool = True, fill: float = 1.0,
+               dtype=torch.float32) -> tuple[Graph, torch.Tensor]:
+    """(graph, canonical values) of the symmetric GCN normalisation; differentiable in
+    `edge_weight` (user order; None: the graph's weights). As PyG: every node gets one self-loop
+    weighing `fill`, or the weight of its last self-loop edge when it has any."""
+    values = _user_values(g, edge_weight, dtype)
+    target = g
+    if add_self_loops:
+        target, keep = with_self_loops(g)
+        row, _ = user_edges(g)
+        loops = torch.full((g.n_rows,), float(fill), dtype=dtype, device=values.device)
+        loops = loops.index_put((row[~keep],), values[~keep])
+        values = torch.cat([values[keep], loops])
+    values = target.to_canonical(values)
+    row, col = target.on("row", values.device), target.on("col", values.device)
+    degree = values.new_zeros(target.n_rows).index_add(0, row, values)
+    inv_sqrt = degree.pow(-0.5).masked_fill(degree == 0, 0.0)
+    return target, inv_sqrt[row] * values * inv_sqrt[col]
+
+
+def gcn_graph(g: Graph, *, add_self_loops: bool = True, improved: bool = False) -> Graph:
+    """The GCN-normalised graph with fixed weights, built once per (g, options)."""
+    key = ("gcn", add_self_loops, improved)
+    if key not in g.derived:
+        target, values = gcn_values(g, None, add_self_loops=add_self_loops,
+                                    fill=2.0 if improved else 1.0, dtype=torch.float64)
+        g.derived[key] = target.with_weights(values)
+    return g.derived[key]
+
+
+def mean_graph(g: Graph) -> Graph:
+    """Row-normalised A (each edge 1/deg(i), duplicates counted), built once."""
+    key = ("mean",)
+    if key not in g.derived:
+        if g.user_to_canon is None:
+            count = torch.ones(g.nnz, dtype=torch.float64, device=g.device)
+        else:
+            count = torch.bincount(g.user_to_canon, minlength=g.nnz).to(torch.float64)
+        degree = count.new_zeros(g.n_rows).index_add(0, g.row, count)
+        g.derived[key] = g.with_weights(count / degree[g.row])
+    return g.derived[key]

@@ -1,0 +1,147 @@
+"""autosage_cli.torch.Graph on the CPU: canonical order, edge-order maps, transpose, builders,
+derived graphs, bad input."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+torch = pytest.importorskip("torch", reason="torch is not installed: the autosage_cli.torch tests need it")
+
+from autosage_cli.errors import AutosageError  # noqa: E402
+from autosage_cli.graphs.csr import canonical_csr  # noqa: E402
+from autosage_cli.torch import Graph  # noqa: E402
+from autosage_cli.torch.norm import gcn_graph, mean_graph, with_self_loops  # noqa: E402
+from torch_helpers import random_edge_index  # noqa: E402
+
+
+def _scipy_of(edge_index, n, weight=None):
+    w = np.ones(edge_index.shape[1]) if weight is None else weight.numpy()
+    return sp.coo_matrix((w, (edge_index[1].numpy(), edge_index[0].numpy())), shape=(n, n)).tocsr()
+
+
+def test_importing_autosage_does_not_import_torch():
+    code = "import sys, autosage_cli, autosage_cli.api; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_canonical_csr_matches_scipy_and_maps_user_order(seed):
+    n = 40
+    ei = random_edge_index(n, seed)
+    w = torch.rand(ei.shape[1], generator=torch.Generator().manual_seed(seed)) + 0.5
+    g = Graph.from_edge_index(ei, n, edge_weight=w)
+    ref = canonical_csr(_scipy_of(ei, n, w))
+    assert g.nnz == ref.nnz < ei.shape[1]  # the duplicates were merged
+    np.testing.assert_array_equal(g.rowptr.numpy(), ref.indptr)
+    np.testing.assert_array_equal(g.col.numpy(), ref.indices)
+    np.testing.assert_allclose(g.weight.numpy(), ref.values, rtol=1e-6)
+    # every user edge lands on the canonical edge with its (row, col)
+    u2c = g.user_to_canon
+    assert torch.equal(g.row[u2c], ei[1]) and torch.equal(g.col[u2c], ei[0])
+    # to_canonical sums duplicates; to_user reads back the canonical value
+    np.testing.assert_allclose(g.to_canonical(w.double()).numpy(), ref.values, rtol=1e-6)
+    assert torch.equal(g.to_user(g.weight), g.weight[u2c])
+
+
+def test_canonical_input_keeps_identity_order_and_no_weights():
+    ei = torch.tensor([[1, 2, 0, 2], [0, 0, 1, 2]])  # already sorted by (target, source)
+    g = Graph.from_edge_index(ei, 3)
+    assert g.user_to_canon is None and g.weight is None
+    x = torch.arange(4.0)
+    assert g.to_user(x) is x and g.to_canonical(x) is x
+
+
+def test_duplicates_without_weights_count_twice():
+    ei = torch.tensor([[1, 1, 2], [0, 0, 0]])
+    g = Graph.from_edge_index(ei, 3)
+    assert g.nnz == 2
+    assert g.weight.tolist() == [2.0, 1.0]
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_transpose_is_the_canonical_transpose(weighted):
+    n = 30
+    ei = random_edge_index(n, 3, duplicates=False)
+    w = torch.rand(ei.shape[1]) + 0.5 if weighted else None
+    g = Graph.from_edge_index(ei, n, edge_weight=w)
+    t = g.T
+    ref = canonical_csr(_scipy_of(ei, n, w).T.tocsr())
+    np.testing.assert_array_equal(t.rowptr.numpy(), ref.indptr)
+    np.testing.assert_array_equal(t.col.numpy(), ref.indices)
+    if weighted:
+        np.testing.assert_allclose(t.weight.numpy(), ref.values, rtol=1e-6)
+    assert t.T is g and g.T is t
+    # t_perm: edge e of the transpose is edge t_perm[e] of the graph, and back
+    assert torch.equal(t.row, g.col[g.t_perm]) and torch.equal(t.col, g.row[g.t_perm])
+    assert torch.equal(g.t_perm[t.t_perm], torch.arange(g.nnz))
+
+
+def test_with_weights_shares_the_transposed_structure():
+    g = Graph.from_edge_index(random_edge_index(25, 4), 25)
+    h = g.with_weights(torch.rand(g.nnz))
+    assert h.t_perm is g.t_perm
+    assert torch.equal(h.T.weight, h.weight[g.t_perm])
+
+
+def test_builders_agree():
+    n = 20
+    ei = random_edge_index(n, 5, duplicates=False)
+    w = torch.rand(ei.shape[1]) + 0.5
+    a = Graph.from_edge_index(ei, n, edge_weight=w)
+    m = _scipy_of(ei, n, w)
+    b = Graph.from_scipy(m)
+    c = Graph.from_csr_graph(canonical_csr(m))
+    csr = torch.sparse_csr_tensor(torch.from_numpy(m.indptr).long(), torch.from_numpy(m.indices).long(),
+                                  torch.from_numpy(m.data).float(), (n, n), check_invariants=True)
+    d = Graph.from_sparse_csr(csr)
+    for other in (b, c, d):
+        assert torch.equal(other.rowptr, a.rowptr) and torch.equal(other.col, a.col)
+        assert torch.allclose(other.weight, a.weight)
+    assert Graph.coerce(m).nnz == a.nnz and Graph.coerce(a) is a
+
+
+def test_host_csr_is_weighted_or_pattern():
+    g = Graph.from_edge_index(torch.tensor([[1, 2], [0, 0]]), 3, edge_weight=torch.tensor([2.0, 3.0]))
+    assert g.host_csr().values.tolist() == [2.0, 3.0]
+    assert g.host_csr(weighted=False).values.tolist() == [1.0, 1.0]
+    assert g.host_csr().fingerprint != g.host_csr(weighted=False).fingerprint
+
+
+def test_self_loops_and_normalised_graphs():
+    ei = torch.tensor([[1, 2, 0, 1], [0, 0, 1, 1]])  # node 1 has a loop; nodes 0, 2 do not
+    g = Graph.from_edge_index(ei, 3)
+    looped, keep = with_self_loops(g)
+    assert keep.tolist() == [True, True, True, False] and looped.nnz == g.nnz + 2
+    assert with_self_loops(g)[0] is looped  # built once
+    # mean: row i holds 1 / in-degree(i); node 2 has no in-edges
+    m = mean_graph(g)
+    assert torch.allclose(m.weight, torch.tensor([0.5, 0.5, 0.5, 0.5], dtype=torch.float64))
+    ng = gcn_graph(g)
+    assert gcn_graph(g) is ng and ng.nnz == looped.nnz
+    dense = torch.zeros(3, 3, dtype=torch.float64)
+    dense[ng.row, ng.col] = ng.weight
+    a = torch.tensor([[1.0, 1, 1], [1, 1, 0], [0, 0, 1]], dtype=torch.float64)  # A + I for the missing loops
+    d = a.sum(1).rsqrt()
+    assert torch.allclose(dense, d[:, None] * a * d[None, :])
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: Graph.from_edge_index(torch.zeros(3, 4, dtype=torch.long), 5), r"edge_index: expected a \(2, E\)"),
+    (lambda: Graph.from_edge_index(torch.zeros(2, 4), 5), "expected integer ids"),
+    (lambda: Graph.from_edge_index(torch.tensor([[0, 7], [1, 2]]), 5), "index out of range"),
+    (lambda: Graph.from_edge_index(torch.tensor([[0], [1]]), 2, edge_weight=torch.tensor([float("nan")])),
+     "NaN or Inf"),
+    (lambda: Graph.from_edge_index(torch.tensor([[0], [1]]), 2, edge_weight=torch.ones(2)),
+     "edge weights: expected shape"),
+    (lambda: Graph.coerce("graph.txt"), "expected a Graph"),
+    (lambda: Graph.from_edge_index(torch.tensor([[0], [1]]), 2).to_canonical(torch.ones(3)),
+     "expected 1 entries"),
+])
+def test_bad_input_names_the_problem(make, message):
+    with pytest.raises(AutosageError, match=message):
+        make()

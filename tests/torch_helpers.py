@@ -1,0 +1,42 @@
+"""Random graphs and dense float64 references for the autosage_cli.torch tests (CPU and GPU)."""
+from __future__ import annotations
+
+import torch
+
+
+def random_edge_index(n: int, seed: int, *, avg_degree: int = 4, hubs: int = 2, hub_degree: int | None = None,
+                      empty_every: int = 5, duplicates: bool = True) -> torch.Tensor:
+    """A (2, E) source -> target edge_index in random order: every `empty_every`-th node receives
+    no edge (empty CSR rows), `hubs` nodes receive edges from most nodes (hub rows), and with
+    `duplicates` some edges appear twice."""
+    gen = torch.Generator().manual_seed(seed)
+    n_edges = n * avg_degree
+    dst = torch.randint(0, n, (n_edges,), generator=gen)
+    src = torch.randint(0, n, (n_edges,), generator=gen)
+    hub_degree = hub_degree or max(1, (3 * n) // 4)
+    hub_ids = torch.arange(1, 1 + hubs)
+    dst = torch.cat([dst, hub_ids.repeat_interleave(hub_degree)])
+    src = torch.cat([src, torch.randint(0, n, (hubs * hub_degree,), generator=gen)])
+    keep = dst % empty_every != 0
+    dst, src = dst[keep], src[keep]
+    edges = torch.stack([src, dst])
+    edges = torch.unique(edges, dim=1)  # no duplicates yet
+    if duplicates:
+        edges = torch.cat([edges, edges[:, : edges.shape[1] // 10]], 1)
+    return edges[:, torch.randperm(edges.shape[1], generator=gen)]
+
+
+def dense_adjacency(edge_index: torch.Tensor, n: int, weight=None, dtype=torch.float64) -> torch.Tensor:
+    """A[i, j] = sum of the weights of the edges j -> i (PyG's flow), differentiable in weight."""
+    w = torch.ones(edge_index.shape[1], dtype=dtype) if weight is None else weight
+    flat = (edge_index[1] * n + edge_index[0]).to(w.device)
+    return torch.zeros(n * n, dtype=w.dtype, device=w.device).index_add(0, flat, w).view(n, n)
+
+
+def dense_attention(A: torch.Tensor, Q, K, V, scale: float) -> torch.Tensor:
+    """Masked softmax attention per head over A's nonzeros; rows without edges give zeros."""
+    mask = A != 0
+    scores = torch.einsum("ihd,jhd->hij", Q, K) * scale
+    scores = scores.masked_fill(~mask, float("-inf"))
+    probs = torch.softmax(scores, dim=-1).nan_to_num(0.0)  # empty rows: all -inf -> NaN -> 0
+    return torch.einsum("hij,jhd->ihd", probs, V)

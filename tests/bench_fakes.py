@@ -121,7 +121,7 @@ class FakeToolkit:
         self.features_calls += 1
         return {"n_rows": graph.n_rows}, 7.0
 
-    def tune(self, graph, op, k, heads, *, cache, top_k, budget_ms, guardrail, full, seed=0):
+    def tune(self, graph, op, k, heads, *, cache, top_k, budget_ms, guardrail, full, seed=0, dgraph=None):
         self.tune_calls.append({"cache": cache, "full": full, "top_k": top_k})
         choice = self.oracle_choice if full else self.probe_choice
         backend = "native" if choice.startswith("spmm.") else choice

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from bench_fakes import FakeSpec, FakeToolkit
+from bench_fakes import FakeSchedule, FakeSpec, FakeToolkit
 from autosage_cli.bench import harness
 from autosage_cli.bench.report import agreement
 from autosage_cli.bench.rows import EXTRA_COLUMNS, SCHEMA_COLUMNS
@@ -204,3 +204,48 @@ def test_a_kernel_file_that_does_not_compile_is_reported_and_the_suite_goes_on()
     assert lines == ["kernel precompile failed (RuntimeError: nvrtc: error in spmm_split.cu line 2); "
                      "plans compile as they are prepared"]
     assert by_backend(rows, "probe")["autosage"].status == "ok"
+
+
+class ExhaustiveToolkit(FakeToolkit):
+    """Natives good 1.0, fast 0.98, slow 1.5 ms, plus a wrong and a broken one."""
+
+    def schedules(self, op, k, heads):
+        return [FakeSchedule(n) for n in ("spmm.slow", "spmm.good", "spmm.fast", "spmm.wrong", "spmm.broken")]
+
+
+def test_exhaustive_screens_every_schedule_and_times_contenders_in_full():
+    from autosage_cli.bench.targets import exhaustive_cases
+
+    rows, _ = run(ExhaustiveToolkit(probe_choice="spmm.good"), exhaustive=True)
+    fixed = {r.schedule: r for r in rows if r.backend == "native"}
+    assert set(fixed) == {"spmm.slow", "spmm.good", "spmm.fast", "spmm.wrong", "spmm.broken"}
+    # autosage's choice ran at 1.0 ms first: slow (1.5x) is screened out after one launch, the
+    # others within 1.3x are timed with the run's repeats
+    assert fixed["spmm.slow"].repeats == 1 and fixed["spmm.slow"].reason.startswith("screened: one launch, 1.50x")
+    assert fixed["spmm.good"].repeats == fixed["spmm.fast"].repeats == 10
+    assert fixed["spmm.wrong"].status == "wrong" and fixed["spmm.broken"].status == "failed"
+    [case] = exhaustive_cases(rows)
+    assert (case.best, case.best_ms, case.choice, case.choice_ms) == ("spmm.fast", 0.98, "spmm.good", 1.0)
+    assert case.within and case.ratio == pytest.approx(0.98)
+
+
+def test_exhaustive_best_includes_vendors_and_a_choice_far_behind_misses():
+    from autosage_cli.bench.targets import evaluate_targets, exhaustive_cases
+
+    rows, _ = run(ExhaustiveToolkit(probe_choice="spmm.slow", vendor_ms={"cusparse-alg1": 0.9}), exhaustive=True)
+    [case] = exhaustive_cases(rows)
+    assert (case.best, case.best_ms, case.choice_ms) == ("cusparse-alg1", 0.9, 1.5)
+    assert not case.within and case.ratio == pytest.approx(0.6)
+    t = {x.name: x for x in evaluate_targets(rows)}
+    overall = t["Choice within 5% of the exhaustive best (all graphs)"]
+    assert overall.value == 0.0 and overall.verdict == "MISSED" and "fake-50 spmm K=8 0.60x" in overall.detail
+    # the fake graph is small: no case at scale, and the target says so rather than passing
+    assert t["Choice within 5% of the exhaustive best (>= 10M nonzeros)"].verdict == "NOT MEASURED"
+    assert t["Choice vs the exhaustive best, worst case"].value == pytest.approx(0.6)
+
+
+def test_without_exhaustive_rows_there_is_no_exhaustive_case():
+    from autosage_cli.bench.targets import exhaustive_cases
+
+    rows, _ = run(FakeToolkit())
+    assert exhaustive_cases(rows) == []

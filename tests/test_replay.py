@@ -130,3 +130,23 @@ def test_malformed_entry_is_reported_not_fatal(tuned):
     cache.path.write_text(json.dumps(doc))
     outcomes = replay_mod.replay(cache, dry_run=True)
     assert sorted(o.status for o in outcomes) == ["checked", "invalid"]
+
+
+def test_an_in_memory_graph_is_skipped_not_failed(tmp_path):
+    from autosage_cli.cache import replayable_source
+    from autosage_cli.scheduler import replay as replay_mod
+
+    assert replayable_source({"path": "g.mtx"}) and replayable_source({"generator": "er", "seed": 1})
+    assert not replayable_source({"api": "csr_matrix"}) and not replayable_source({})
+
+    class OneEntry:
+        def entries(self):
+            return [{"id": "x", "op": "spmm", "k": 8, "heads": 1, "replayable": False,
+                     "graph": {"source": {"api": "csr_matrix"}, "fingerprint": "f"},
+                     "decision": {"backend": "native", "schedule": "spmm.s", "native_ms": 1.0}}]
+
+    def must_not_load(source):
+        raise AssertionError("an in-memory graph must not be loaded")
+
+    [out] = replay_mod.replay(OneEntry(), load=must_not_load)
+    assert out.status == "skipped" and not out.failing and "built in memory" in out.reason

@@ -228,3 +228,27 @@ def test_table_output_names_candidates_and_decision(tmp_path, fake_tuning):
     assert "probe ms" in r.stdout and "vs best vendor" in r.stdout
     r2 = run_cli("tune", "--dataset", "small", "--width", "8", "--cache", str(tmp_path / "c.json"))
     assert "cache hit: no probe run" in r2.stdout
+
+
+def test_a_sample_probe_confirms_its_best_on_the_whole_graph(monkeypatch, graph):
+    from autosage_cli.scheduler import policy
+
+    real = policy.plan_probe
+
+    def sample_then_confirm(ranked, top_k, *a, **kw):
+        plan = real(ranked, top_k, *a, **kw)
+        return policy.ProbePlan("sample", plan.candidates, 2, 1.0, "test: sample, confirm 2")
+
+    monkeypatch.setattr(policy, "plan_probe", sample_then_confirm)
+    ranked = tune_mod.estimate.rank(features_of(graph), "spmm", 8)
+    names = [s.name for s, _ in ranked[:5]]
+    m = FakeMeasurer(native_ms=dict(zip(names, (0.5, 0.4, 0.3, 0.45, 0.6))))
+    result = run_tune(graph, None, m, top_k=5, sample_nnz=graph.nnz // 4)
+    p = result.entry["probe"]
+    assert p["graph"] == "sample" and p["confirmed_on"] == "full" and p["confirmed"] == 2
+    where = {c["name"]: c["graph"] for c in result.candidates if c["status"] != "skipped"}
+    # the sample's two fastest (0.3, 0.4 ms) were timed again on the whole graph, the rest not
+    assert {n for n, g in where.items() if g == "full"} == {names[2], names[1]}
+    assert {n for n, g in where.items() if g == "sample"} == {names[0], names[3], names[4]}
+    assert all(v["graph"] == "full" for v in result.vendor)   # the guardrail's vendor: whole graph
+    assert result.decision.schedule == names[2]

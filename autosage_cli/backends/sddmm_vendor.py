@@ -35,15 +35,23 @@ from .base import DeviceGraph, Plan, PrepareTimer
 PROVIDER_NVMATH = "nvmath-python cusparseSDDMM"
 PROVIDER_TORCH = "torch.sparse.sampled_addmm"
 PROVIDER_GATHER = "cupy gather-dot"
-SDDMM_VENDOR_NAME = "cusparse-sddmm"
-GATHER_DOT_NAME = "gather-dot"
+SDDMM_VENDOR_NAME = "cusparse-sddmm"          # cusparseSDDMM through nvmath-python, preprocessed once
+TORCH_SDDMM_NAME = "torch-sampled-addmm"      # cusparseSDDMM through torch, preprocessed every call
+GATHER_DOT_NAME = "gather-dot"                # what PyG and DGL compose: gather, multiply, sum
+# Each vendor SDDMM entry and the one provider it runs: the SDDMM baseline is the best of those
+# that can run here, timed side by side (a provider that cannot run is a failed vendor, with why).
+VENDOR_PROVIDERS = {SDDMM_VENDOR_NAME: PROVIDER_NVMATH, TORCH_SDDMM_NAME: PROVIDER_TORCH,
+                    GATHER_DOT_NAME: PROVIDER_GATHER}
 _CHECK_EDGES = 4096          # edges compared with the gather-dot sample when a provider is checked
 _CHECK_TOLERANCE = 1e-4
 
 
-def cusparse_sddmm_importable() -> bool:
-    """Whether a cusparseSDDMM provider (nvmath-python or torch) could be tried. No import."""
-    return any(importlib.util.find_spec(m) is not None for m in ("nvmath", "torch"))
+def sddmm_vendor_names() -> list[str]:
+    """The vendor SDDMM entries whose library is installed (no import): cusparseSDDMM through
+    nvmath-python, then through torch, then the gather-dot composition (always)."""
+    have = {name: importlib.util.find_spec(module) is not None
+            for name, module in ((SDDMM_VENDOR_NAME, "nvmath"), (TORCH_SDDMM_NAME, "torch"))}
+    return [n for n in (SDDMM_VENDOR_NAME, TORCH_SDDMM_NAME) if have[n]] + [GATHER_DOT_NAME]
 
 
 def edge_rows(dgraph: DeviceGraph):
@@ -346,17 +354,16 @@ class VendorSDDMM:
 
 
 class SDDMMVendorPlan(Plan):
-    """Vendor SDDMM plan: out[e] = a_e <X[i], Y[j]>. backend "cusparse-sddmm" when cusparseSDDMM
-    ran (nvmath or torch), "gather-dot" for the CuPy composition; `provider` says which."""
+    """Vendor SDDMM plan: out[e] = a_e <X[i], Y[j]> by the one provider of vendor entry `name`
+    (VENDOR_PROVIDERS); `provider` says which ran."""
 
     def __init__(self, dgraph: DeviceGraph, name: str, k: int):
         super().__init__(dgraph, "sddmm", k, 1)
-        providers = (PROVIDER_GATHER,) if name == GATHER_DOT_NAME else None
         with PrepareTimer(self):
-            self.sddmm = VendorSDDMM(dgraph, k, providers=providers)
-            # torch's op samples the pattern only; A's values are applied afterwards unless all 1.
+            self.sddmm = VendorSDDMM(dgraph, k, providers=(VENDOR_PROVIDERS[name],))
+            # the providers sample the pattern only; A's values are applied afterwards unless all 1.
             self.scale_by_values = bool(dgraph.nnz) and not bool((dgraph.values == 1).all())
-        self.backend = self.schedule = SDDMM_VENDOR_NAME if self.sddmm.is_cusparse else GATHER_DOT_NAME
+        self.backend = self.schedule = name
         self.provider = self.sddmm.provider + (" x values" if self.scale_by_values else "")
         self.fallback_reasons = self.sddmm.fallback_reasons
 
@@ -373,6 +380,6 @@ class SDDMMVendorPlan(Plan):
 
 
 def prepare_sddmm(dgraph: DeviceGraph, name: str, k: int) -> SDDMMVendorPlan:
-    if name not in (SDDMM_VENDOR_NAME, GATHER_DOT_NAME):
+    if name not in VENDOR_PROVIDERS:
         raise ValueError(f"unknown SDDMM vendor {name!r}")
     return SDDMMVendorPlan(dgraph, name, k)

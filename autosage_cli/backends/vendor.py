@@ -14,7 +14,7 @@ import importlib
 from ..errors import AutosageError
 from .base import DeviceGraph, Plan
 from .cusparse import SPMM_NAMES
-from .sddmm_vendor import GATHER_DOT_NAME, SDDMM_VENDOR_NAME, cusparse_sddmm_importable
+from .sddmm_vendor import VENDOR_PROVIDERS as SDDMM_VENDORS, sddmm_vendor_names
 
 OPS = ("spmm", "sddmm", "attention")
 ATTENTION_MODULE = f"{__package__}.attention_vendor"
@@ -34,7 +34,7 @@ def vendor_names(op: str) -> list[str]:
     if op == "spmm":
         return list(SPMM_NAMES)
     if op == "sddmm":
-        return [SDDMM_VENDOR_NAME if cusparse_sddmm_importable() else GATHER_DOT_NAME]
+        return sddmm_vendor_names()
     if op == "attention":
         module = _attention_vendor()
         if module is None:
@@ -48,7 +48,7 @@ def vendor_op(name: str) -> str | None:
     """The op a vendor name belongs to, or None if it is not a vendor name."""
     if name in SPMM_NAMES:
         return "spmm"
-    if name in (SDDMM_VENDOR_NAME, GATHER_DOT_NAME):
+    if name in SDDMM_VENDORS:
         return "sddmm"
     if name in vendor_names("attention"):
         return "attention"

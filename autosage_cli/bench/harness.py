@@ -41,6 +41,10 @@ TOLERANCE = 1e-4
 # K=256) or hundreds (attention H=8): every candidate gets its minimum repeats whatever the budget,
 # and the oracle's larger budget buys the rest of its repeats.
 ORACLE_BUDGET_MS = 20_000.0
+# --exhaustive: a schedule whose one screening launch is this much slower than the case's best
+# (vendors, autosage's choice, the schedules before it) is not timed again: one launch's noise is a
+# few percent, and nothing 1.3x behind can be the best. Its row keeps the one launch (repeats 1).
+SCREEN_RATIO = 1.3
 
 
 @dataclass
@@ -50,6 +54,9 @@ class RunOptions:
     flush_l2: bool = False
     oracle: bool = False
     all_schedules: tuple[str, ...] = ()   # ops whose every supported native schedule is timed
+    # Time every supported native schedule of every op with a screen (one launch each; the ones
+    # within SCREEN_RATIO of the case's best so far are timed again in full): the exhaustive best.
+    exhaustive: bool = False
     cache: str | None = ""          # decision cache file ("": the user's default; None: no cache)
     seed: int = 0
     top_k: int | None = None
@@ -110,8 +117,10 @@ class CaseRunner:
         except Exception as exc:  # a failing prepare is an outcome (STYLE: failures are outcomes)
             return None, Measured(backend, schedule, "failed", error=f"prepare: {_one_line(exc)}")
 
-    def measure(self, plan, backend: str | None = None, verify: bool = True) -> Measured:
-        """Verify against the reference, then time (only if it verified)."""
+    def measure(self, plan, backend: str | None = None, verify: bool = True,
+                repeat: int | None = None) -> Measured:
+        """Verify against the reference, then time (only if it verified); `repeat` overrides the
+        run's repeats (the exhaustive screen times one launch)."""
         name = backend or str(getattr(plan, "backend", ""))
         schedule = getattr(plan, "schedule", name)
         m = Measured(name, str(getattr(schedule, "name", schedule)), "ok",
@@ -128,8 +137,8 @@ class CaseRunner:
                     m.status, m.error = "wrong", f"rel_error {m.rel_error:.3g} > {self.opts.tolerance:g}"
                     return m
             o = self.opts
-            median, p20, p80, m.repeats = self.tk.time(plan, self.inputs, out, o.repeat, o.warmup,
-                                                       o.flush_l2)
+            median, p20, p80, m.repeats = self.tk.time(plan, self.inputs, out, repeat or o.repeat,
+                                                       1 if repeat else o.warmup, o.flush_l2)
             m.ms = (median, p20, p80)
             m.out = out if not verify else None
         except Exception as exc:
@@ -150,7 +159,9 @@ class CaseRunner:
             rows.append(oracle_row)
             self._mark_agreement(probe_row, probe_choice, oracle_row, oracle_choice)
         rows += self._baselines()
-        if c.op in o.all_schedules:
+        if o.exhaustive:
+            rows += self._exhaustive(rows)
+        elif c.op in o.all_schedules:
             rows += self._all_schedules()
         self._fill_speedups(rows, vendors)
         self.inputs = self.reference = None
@@ -204,7 +215,7 @@ class CaseRunner:
             budget = max(o.budget_ms or 0.0, ORACLE_BUDGET_MS) if full else o.budget_ms
             result = self.tk.tune(self.graph, c.op, c.k, c.heads, cache=None if full else o.cache,
                                   top_k=o.top_k, budget_ms=budget, guardrail=o.guardrail,
-                                  full=full, seed=o.seed)
+                                  full=full, seed=o.seed, dgraph=self.dgraph)
         except Exception as exc:
             m = Measured("autosage", "", "failed", error=f"tune: {_one_line(exc)}")
             return self._row(m, "oracle" if full else "probe"), ("", "")
@@ -231,7 +242,8 @@ class CaseRunner:
         t0 = time.perf_counter()
         try:
             self.tk.tune(self.graph, c.op, c.k, c.heads, cache=o.cache, top_k=o.top_k,
-                         budget_ms=o.budget_ms, guardrail=o.guardrail, full=False, seed=o.seed)
+                         budget_ms=o.budget_ms, guardrail=o.guardrail, full=False, seed=o.seed,
+                         dgraph=self.dgraph)
         except Exception:  # the first tune succeeded; a failing second one is not this row's time
             return math.nan
         return (time.perf_counter() - t0) * 1e3
@@ -269,6 +281,28 @@ class CaseRunner:
             rows.append(self._row(failed or self.measure(plan, backend="native"), "fixed"))
             del plan
         return rows
+
+    def _exhaustive(self, rows: list[Row]) -> list[Row]:
+        """Every supported native schedule, screened: one timed launch each, then the ones within
+        SCREEN_RATIO of the case's best so far timed again with the run's repeats (decision
+        "fixed"). With the vendors and autosage's rows, the case's exhaustive best is in the CSV."""
+        c = self.case
+        best = min((r.ms_median for r in rows if r.status == "ok" and math.isfinite(r.ms_median)),
+                   default=math.inf)
+        out = []
+        for schedule in self.tk.schedules(c.op, c.k, c.heads):
+            prepare = lambda s=schedule: self.tk.prepare_native(self.dgraph, s, c.k, c.heads)  # noqa: E731
+            plan, failed = self._prepare("native", schedule.name, prepare)
+            m = failed or self.measure(plan, backend="native", repeat=1)
+            if m.status == "ok" and m.ms[0] <= SCREEN_RATIO * best:
+                m = self.measure(plan, backend="native")     # a contender: the run's repeats
+                best = min(best, m.ms[0]) if m.status == "ok" else best
+            row = self._row(m, "fixed")
+            if m.status == "ok" and m.repeats == 1:
+                row.reason = f"screened: one launch, {m.ms[0] / best:.2f}x the best so far"
+            out.append(row)
+            del plan
+        return out
 
     # ---- rows
     def _row(self, m: Measured, decision: str) -> Row:

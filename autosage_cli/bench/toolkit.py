@@ -80,15 +80,16 @@ class GpuToolkit:
             self._features = (graph, features, (time.perf_counter() - t0) * 1e3)
         return self._features[1], self._features[2]
 
-    def tune(self, graph, op, k, heads, *, cache, top_k, budget_ms, guardrail, full, seed=0):
-        """scheduler.tune.tune; `cache` None: no cache (the oracle), "": the default file, else a path."""
+    def tune(self, graph, op, k, heads, *, cache, top_k, budget_ms, guardrail, full, seed=0, dgraph=None):
+        """scheduler.tune.tune; `cache` None: no cache (the oracle), "": the default file, else a path;
+        `dgraph` the graph already on the device (a whole-graph probe reuses it)."""
         kwargs = {name: value for name, value in (("top_k", top_k), ("budget_ms", budget_ms),
                                                   ("guardrail", guardrail)) if value is not None}
         store = None if cache is None else self._cache_mod.DecisionCache(cache or None)
         features, features_ms = self.graph_features(graph)
         result = self._tune.tune(graph, op, k, heads, cache=store, full=full, seed=seed,
                                  features=features, device_info=self._device_info,
-                                 software_info=self._software_info, **kwargs)
+                                 software_info=self._software_info, device_graph=dgraph, **kwargs)
         if isinstance(getattr(result, "timings", None), dict):
             result.timings["graph_features_ms"] = features_ms
         return result

@@ -139,8 +139,14 @@ class SuiteProgress(StderrBar):
 @click.option("--repeat", type=int, default=None, help="Timed repeats per measurement (median, p20, p80 reported; BENCHMARK.md asks >= 10). "
                    "Default: the suite's (20 for default, 10 for the big suites).")
 @click.option("--flush-l2", is_flag=True, help="Flush the L2 cache between timed repeats.")
-@click.option("--oracle", is_flag=True, help="Also tune on the full graph and report probe agreement.")
-@click.option("--all-schedules", is_flag=True, help="Also time every supported native schedule.")
+@click.option("--oracle", is_flag=True,
+              help="Also tune with a full-graph probe of the top k (tune --full; not exhaustive) and "
+                   "report whether the choice agrees with it.")
+@click.option("--all-schedules", is_flag=True,
+              help="Also time every supported native schedule, each with the run's repeats.")
+@click.option("--exhaustive", is_flag=True,
+              help="Time every supported native schedule of every op on the full graph (screened: one "
+                   "launch each, contenders in full) and report the choice against the exhaustive best.")
 @click.option("--cache", "cache_path", default=None, metavar="FILE", help="Decision cache file.")
 @click.option("--out", "out_dir", default=None, metavar="DIR",
               help="Results directory (default results/<date>-<gpu>/); an existing one is merged into.")
@@ -151,8 +157,8 @@ class SuiteProgress(StderrBar):
 @click.option("--budget-ms", type=float, default=None, help="Probe time budget per tune (ms).")
 @click.option("--guardrail", type=float, default=None, help="Choose native only if <= G x best vendor.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
-def command(datasets, suite, ops, widths, heads, repeat, flush_l2, oracle, all_schedules, cache_path,
-            out_dir, seed, root, top_k, budget_ms, guardrail, as_json):
+def command(datasets, suite, ops, widths, heads, repeat, flush_l2, oracle, all_schedules, exhaustive,
+            cache_path, out_dir, seed, root, top_k, budget_ms, guardrail, as_json):
     """Benchmark autosage against cuSPARSE (and torch / PyG) side by side."""
     chosen = suites.get_suite(suite)
     if repeat is not None and repeat < 1:
@@ -170,7 +176,7 @@ def command(datasets, suite, ops, widths, heads, repeat, flush_l2, oracle, all_s
     require_gpu("autosage bench")
 
     options = RunOptions(repeat=chosen.repeat, flush_l2=flush_l2, oracle=oracle,
-                         all_schedules=chosen.all_schedules, cache=cache_path or "", seed=seed, top_k=top_k,
+                         all_schedules=chosen.all_schedules, exhaustive=exhaustive, cache=cache_path or "", seed=seed, top_k=top_k,
                          budget_ms=budget_ms, guardrail=guardrail, root=root)
     toolkit = GpuToolkit()
     ctx, env = make_context(toolkit, options)
@@ -179,7 +185,7 @@ def command(datasets, suite, ops, widths, heads, repeat, flush_l2, oracle, all_s
     runs = runs + [{"command": _command_line(click.get_current_context()),
                     "suite": chosen.name, "timestamp": now_iso(), "seed": seed, "repeat": options.repeat,
                     "flush_l2": flush_l2,
-                    "oracle": oracle, "copy_tbps": ctx.copy_tbps, "environment": env}]
+                    "oracle": oracle, "exhaustive": exhaustive, "copy_tbps": ctx.copy_tbps, "environment": env}]
     created = not out.exists()
     make_dir(out)
 

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# One call on the lent H200 (the device tool runs it in the repository root, with .whl carried):
+# install the carried wheels and the project, then the steps named in STEPS, each cut to what is
+# left of DEADLINE_S (the tool stops a call at 600 s). Logs and results come back under $OUT.
+#   STEPS    space-separated: tests first_run train bench (default: tests first_run bench)
+#   BENCH    arguments for `autosage bench` (the results directory is RESULTS)
+#   RESULTS  results directory of the run (default results/h200-run); its decision cache is
+#            RESULTS/decisions.json
+set -uo pipefail
+start=$(date +%s); deadline=${DEADLINE_S:-570}
+left() { echo $(( deadline - ($(date +%s) - start) )); }
+cap() { local l; l=$(left); echo $(( l < $1 ? l : $1 )); }
+OUT=${OUT:-/tmp/autosage-out}; mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 CUPY_CACHE_DIR=${CUPY_CACHE_DIR:-/tmp/cupy-cache}
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+    .whl/*.whl >"$OUT/install.log" 2>&1 || { cat "$OUT/install.log"; exit 1; }
+export PYTHONPATH=/tmp/site
+python3 -m pip install -q --no-deps --no-build-isolation -e . >>"$OUT/install.log" 2>&1 || { cat "$OUT/install.log"; exit 1; }
+{ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv; autosage info; } \
+    >"$OUT/info.log" 2>&1
+head -n 30 "$OUT/info.log"
+RESULTS=${RESULTS:-results/h200-run}
+for step in ${STEPS:-tests first_run bench}; do
+  echo "== $step (at $(( $(date +%s) - start )) s, $(left) s left)"
+  case $step in
+    tests) timeout "$(cap 330)" python3 -m pytest -q -m gpu -n 8 -p no:cacheprovider -o addopts="" -rfE \
+               ${TEST_ARGS:-} 2>&1 | tee "$OUT/test-gpu.log" | tail -n 45 ;;
+    first_run) PROFILE=1 timeout "$(cap 150)" scripts/first_run.sh "$OUT/first_run.csv" 2>"$OUT/first_run.log";
+               tail -n 5 "$OUT/first_run.log"; cat "$OUT/first_run.csv" ;;
+    train) timeout "$(cap 150)" python3 scripts/train_bench.py --out "$OUT/train_bench.csv" ${TRAIN_ARGS:-} \
+               2>&1 | tail -n 25 ;;
+    bench) mkdir -p "$RESULTS"
+           timeout "$(cap 600)" autosage bench ${BENCH:-} --out "$RESULTS" --cache "$RESULTS/decisions.json" \
+               2>"$OUT/bench.stderr" | tail -n 60; tail -n 15 "$OUT/bench.stderr"
+           tar czf "$OUT/results.tgz" "$RESULTS" ;;
+  esac
+done
+echo "done after $(( $(date +%s) - start )) s"

@@ -160,6 +160,12 @@ def test_layers_match_pyg_on_cuda(tmp_path, name, args, kwargs):
     (a * up).sum().backward()
     (b * up).sum().backward()
     theirs_params = dict(theirs.named_parameters())
+    # TransformerConv's key bias adds q.b to every score of a row, which the row softmax removes:
+    # its true gradient is 0 and both libraries return rounding noise (~1e-7). Such a gradient is
+    # compared against the scale of all the layer's gradients, not against its own noise.
+    scale = max(float(q.grad.norm()) for q in theirs.parameters() if q.grad is not None)
     for pname, p in ours.named_parameters():
-        if theirs_params[pname].grad is not None:
-            assert _rel(p.grad, theirs_params[pname].grad) < 5 * TOL, pname
+        want = theirs_params[pname].grad
+        if want is not None:
+            err = float((p.grad - want).double().norm() / max(float(want.norm()), 0.1 * scale))
+            assert err < 5 * TOL, pname

@@ -20,7 +20,9 @@ DEFAULT_BUDGET_MS = 1000.0  # measured GPU time across all candidates and vendor
 SCREEN_RATIO = 1.3          # a plan this much slower than the fastest of its group after one timed
                             # launch is not timed again (one launch's noise is a few %, not 30%)
 MIN_REPEATS = 3             # every plan that survives the screen is timed at least this often...
-MAX_REPEAT = 20             # ...and at most this often, as the budget allows
+MAX_REPEAT = 10             # ...and at most this often, as the budget allows (20 at 02a7334: the
+                            # extra repeats then spent the whole 1 s budget on 100M-edge graphs,
+                            # 0.8 s at K=16 where the screen and minimum took ~0.15 s)
 WARMUP = 1                  # per timed batch; the verification run before it paid one-time costs
 
 

@@ -154,7 +154,9 @@ class SplitAttentionPlan(FusedAttentionPlan):
             self.part_acc = cupy.empty(max(1, self.n_chunks * heads * d), dtype=cupy.float32)
             self.grid, self.block = schedule.launch(self.n_segments * heads, d)
             total = self.n_heavy * heads * d
-            self.combine_grid = (max(1, min(-(-total // 256), 132 * 16)), 1, 1)
+            # a grid-stride combine: 16 blocks per SM are plenty to cover the heavy rows
+            sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
+            self.combine_grid = (max(1, min(-(-total // 256), sms * 16)), 1, 1)
             self.bias = values_arg(dgraph, use_values)
 
     def run(self, inputs: tuple, out) -> None:

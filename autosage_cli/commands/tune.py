@@ -9,10 +9,12 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from .. import budget
 from ..errors import AutosageError
 from ..scheduler import tune as tune_mod
 from ..scheduler.probe import DEFAULT_BUDGET_MS
 from ..scheduler.select import DEFAULT_GUARDRAIL
+from . import dry_run as dry_run_mod
 
 
 def stdout_console() -> Console:
@@ -85,20 +87,35 @@ def render_table(result: tune_mod.TuneResult, console: Console) -> None:
 @click.option("--guardrail", default=DEFAULT_GUARDRAIL, show_default=True, type=float,
               help="choose native only if <= this x the best vendor time")
 @click.option("--full", is_flag=True, help="probe on the whole graph (the oracle), not a sample")
+@click.option("--dry-run", is_flag=True,
+              help="validate the graph, options and cache path and show the case with its estimated "
+                   "memory; no GPU needed")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object on stdout")
-def command(graph, dataset, root, k, op, heads, cache_path, top_k, budget_ms, guardrail, full, as_json):
+def command(graph, dataset, root, k, op, heads, cache_path, top_k, budget_ms, guardrail, full, dry_run,
+            as_json):
     """Tune OP at width K on GRAPH (or --dataset NAME): estimate, probe, guardrail, cache."""
+    # Everything that can be checked without a GPU is checked first, so a job can be validated on a
+    # CPU machine before it is moved to a GPU one.
     tune_mod.validate_options(op, k, heads, top_k, budget_ms, guardrail)
     if (graph is None) == (dataset is None):
         raise AutosageError("give exactly one of GRAPH (a file) or --dataset NAME")
-    from ..capability import require_gpu
-    require_gpu("autosage tune")
-    from ..cache import DecisionCache
+    from ..cache import DecisionCache, check_cache_path, default_path
 
+    check_cache_path(cache_path or default_path())
     err = Console(stderr=True)
     progress = (lambda msg: err.print(f"[dim]{msg}[/dim]", highlight=False))
-    progress(f"loading {graph or dataset}")
-    g = load_input_graph(graph, dataset, root)
+    with err.status(f"loading {graph or dataset}…", spinner="dots"):   # no line left behind
+        g = load_input_graph(graph, dataset, root)
+    planned = _planned_case(g, graph or dataset, op, k, heads, full)
+    if dry_run:
+        dry_run_mod.report([planned], "autosage tune", as_json,
+                           {"cache": str(cache_path or default_path())})
+        return
+    from ..capability import require_gpu
+    require_gpu("autosage tune", "--dry-run validates the run without one")
+    from ..backends.memory import device_free_bytes
+    budget.require_device(planned.device_bytes, device_free_bytes(), f"tuning {op} K={k} on {planned.graph}")
+
     result = tune_mod.tune(g, op, k, heads, cache=DecisionCache(cache_path), top_k=top_k,
                            budget_ms=budget_ms, guardrail=guardrail, full=full, progress=progress)
     for msg in result.messages:
@@ -108,3 +125,13 @@ def command(graph, dataset, root, k, op, heads, cache_path, top_k, budget_ms, gu
         click.echo(json.dumps(result.to_json(), sort_keys=True))
     else:
         render_table(result, stdout_console())
+
+
+def _planned_case(graph, label: str, op: str, k: int, heads: int, full: bool) -> dry_run_mod.PlannedCase:
+    """The case with its memory estimate; the GPU holds the probe's sample unless --full."""
+    from ..scheduler import sample
+
+    target = sample.default_target_nnz(graph)
+    device_nnz = None if full or sample.probes_whole_graph(graph, target) else target
+    return dry_run_mod.PlannedCase.of(str(label), graph.n_rows, graph.n_cols, graph.nnz, op, k, heads,
+                                      device_nnz=device_nnz)

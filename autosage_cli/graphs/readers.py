@@ -123,13 +123,17 @@ def _integer_ids(path: Path, column: pd.Series, what: str) -> np.ndarray:
     return ids
 
 
+def _check_edge_list_budget(path: Path) -> None:
+    lines = preflight.likely_text_bytes(path) // MIN_EDGE_LINE_BYTES
+    budget.require_host(EDGE_PARSE_BYTES * lines, f"{path}: parsing about {lines} edge lines")
+
+
 def read_edge_list(path: Path, source: dict) -> CSRGraph:
     """Whitespace-separated `source target [value]` lines, `#` comments, 0-based ids, n = max id + 1.
     Two columns: a pattern graph (value 1.0, repeated edges merged). Three: the third column is the
     value and repeated edges are summed, as in Matrix Market. pandas' C parser infers int64 columns;
     a column that comes back as text holds a non-numeric entry, which is then located and named."""
-    lines = preflight.likely_text_bytes(path) // MIN_EDGE_LINE_BYTES
-    budget.require_host(EDGE_PARSE_BYTES * lines, f"{path}: parsing about {lines} edge lines")
+    _check_edge_list_budget(path)
     try:
         frame = pd.read_csv(path, sep=r"\s+", comment="#", header=None, engine="c")
     except pd.errors.EmptyDataError:
@@ -165,10 +169,29 @@ def read_edge_list(path: Path, source: dict) -> CSRGraph:
 READERS = {"mtx": read_matrix_market, "npz": read_npz, "edgelist": read_edge_list}
 
 
-def read_graph_file(path: Path, source: dict) -> CSRGraph:
-    """Dispatch on the extension; the file must exist and be a regular file."""
+def _check_existing_file(path: Path) -> str:
     if not path.exists():
         raise AutosageError(f"no such file: {path}")
     if path.is_dir():
         raise AutosageError(f"{path} is a directory, not a graph file")
-    return READERS[file_format(path)](path, source)
+    return file_format(path)
+
+
+def read_graph_file(path: Path, source: dict) -> CSRGraph:
+    """Dispatch on the extension; the file must exist and be a regular file."""
+    return READERS[_check_existing_file(path)](path, source)
+
+
+def check_graph_file(path: Path) -> None:
+    """The checks a file gets before its data is read (existence, format, header, memory budget),
+    without reading the data: a run validates every file this way before it starts."""
+    fmt = _check_existing_file(path)
+    if fmt == "mtx":
+        mtx.read_header(path, PARSE_ERRORS)
+    elif fmt == "npz":
+        try:
+            _check_npz_budget(path)
+        except PARSE_ERRORS as exc:
+            raise AutosageError(f"{path}: not a SciPy sparse .npz file: {_problem(exc)}") from None
+    else:
+        _check_edge_list_budget(path)

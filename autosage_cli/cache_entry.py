@@ -3,6 +3,8 @@ or damaged can hold an entry with a field of the wrong type; `entry_problem` nam
 field so the cache can skip that entry (saying which) while every other entry keeps working."""
 from __future__ import annotations
 
+NON_FINITE = ("inf", "-inf", "nan")   # how the cache stores non-finite floats (cache.jsonable)
+
 
 def _is_int(x) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
@@ -22,8 +24,13 @@ def _record_problem(field: str, records) -> str | None:
         ms = rec.get("ms")
         if rec.get("status") == "ok" and not _is_number(ms):
             return f"'{field}'[{i}] is ok but its ms is {ms!r}"
-        if ms is not None and not isinstance(ms, (int, float, str)):
-            return f"'{field}'[{i}] has ms {ms!r}"
+        for name in ("ms", "estimate_ms", "rel_error"):
+            value = rec.get(name)
+            if value is not None and not _is_number(value) and value not in NON_FINITE:
+                return f"'{field}'[{i}].{name} is {value!r}, not a number"
+        for name in ("status", "reason", "backend"):
+            if not isinstance(rec.get(name, ""), str):
+                return f"'{field}'[{i}].{name} is not a string"
     return None
 
 

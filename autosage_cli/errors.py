@@ -12,11 +12,16 @@ Exit codes (the CLI's contract, documented in the README):
   4  a CUDA fault (a kernel launch failed, an illegal address, a broken context)
 """
 
+import re
+
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_OUT_OF_MEMORY = 3
 EXIT_CUDA_FAULT = 4
+
+
+_NUMPY_REPR = re.compile(r"np\.[a-z_0-9]+\(((?:'[^']*'|\"[^\"]*\"|[^()'\"])*)\)")
 
 
 class AutosageError(Exception):
@@ -25,7 +30,13 @@ class AutosageError(Exception):
     exit_code = EXIT_BAD_INPUT
 
     def __init__(self, message: str):
-        super().__init__(" ".join(str(message).split()))  # always one line
+        super().__init__(plain(message))
+
+
+def plain(message) -> str:
+    """One line, with NumPy scalar reprs that library messages carry (np.float64(1.5),
+    np.str_('x')) shown as plain values (1.5, 'x')."""
+    return _NUMPY_REPR.sub(r"\1", " ".join(str(message).split()))
 
 
 class NoGPUError(AutosageError):

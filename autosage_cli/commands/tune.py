@@ -38,7 +38,8 @@ def _num(x, fmt: str = "{:.4g}") -> str:
 
 
 def render_table(result: tune_mod.TuneResult, console: Console) -> None:
-    vendor_ms = [v["ms"] for v in result.vendor if v.get("status") == "ok" and v.get("ms")]
+    vendor_ms = [v["ms"] for v in result.vendor if v.get("status") == "ok" and isinstance(v.get("ms"), (int, float))
+                 and v["ms"] > 0]
     best_vendor = min(vendor_ms) if vendor_ms else None
     probed = [c for c in result.candidates if not str(c.get("reason", "")).startswith("not probed")]
     title = "cached decision (no probe run)" if result.cache_hit else "candidates"
@@ -47,7 +48,8 @@ def render_table(result: tune_mod.TuneResult, console: Console) -> None:
         table.add_column(col, justify="right" if "ms" in col or col in ("vs best vendor", "rel error")
                          else "left")
     for rec in probed + result.vendor:
-        speedup = (best_vendor / rec["ms"]) if best_vendor and rec.get("ms") else None
+        ms = rec.get("ms")
+        speedup = best_vendor / ms if best_vendor and isinstance(ms, (int, float)) and ms else None
         status = rec.get("status", "")
         if rec.get("reason"):
             status += f" ({rec['reason']})"

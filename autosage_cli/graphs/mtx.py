@@ -63,12 +63,16 @@ def _problem(exc: BaseException) -> str:
     return text if text else type(exc).__name__
 
 
-class _GeneralBanner(io.RawIOBase):
-    """The file's bytes with its banner line replaced, so that scipy reads the stored entries as
-    they are, in file order, instead of mirroring them itself."""
+class _EntryStream(io.RawIOBase):
+    """The file's bytes for scipy's reader, with two changes: the banner line can be replaced (a
+    mirrored file read as `general`, so its stored entries come back as they are, in file order),
+    and the text always ends with a newline. SciPy 1.17's Matrix Market parser reads past the end
+    of its buffer, and crashes the process, when the last line has a stray token or trailing
+    blanks and no newline."""
 
     def __init__(self, raw, banner: bytes):
-        self._raw, self._head = raw, banner
+        self._raw, self._head, self._done = raw, banner, False
+        self._last = banner[-1:] or b"\n"
 
     def readable(self) -> bool:
         return True
@@ -78,7 +82,13 @@ class _GeneralBanner(io.RawIOBase):
             n = min(len(buffer), len(self._head))
             buffer[:n], self._head = self._head[:n], self._head[n:]
             return n
-        data = self._raw.read(len(buffer))
+        data = self._raw.read(len(buffer)) if not self._done else b""
+        if not data:
+            self._done = True
+            if self._last == b"\n":
+                return 0
+            data, self._last = b"\n", b"\n"
+        self._last = data[-1:]
         buffer[:len(data)] = data
         return len(data)
 
@@ -87,14 +97,25 @@ def _open_binary(path: Path):
     return gzip.open(path, "rb") if is_gzip(path) else open(path, "rb")
 
 
+def _ends_with_newline(path: Path) -> bool:
+    with open(path, "rb") as fh:
+        fh.seek(0, 2)
+        if fh.tell() == 0:
+            return False
+        fh.seek(-1, 2)
+        return fh.read(1) == b"\n"
+
+
 def read_stored_entries(path: Path, symmetry: str) -> sp.coo_matrix:
     """The entries exactly as stored (no mirroring), in file order."""
-    if symmetry == "general":
-        return scipy.io.mmread(str(path))
+    if symmetry == "general" and not is_gzip(path) and _ends_with_newline(path):
+        return scipy.io.mmread(str(path))      # SciPy reads a plain file itself, in parallel
     with _open_binary(path) as raw:
-        words = raw.readline().decode("ascii", "replace").split()
-        banner = (" ".join(words[:4] + ["general"]) + "\n").encode()
-        return scipy.io.mmread(io.BufferedReader(_GeneralBanner(raw, banner)))
+        banner = raw.readline()
+        if symmetry != "general":
+            words = banner.decode("ascii", "replace").split()
+            banner = (" ".join(words[:4] + ["general"]) + "\n").encode()
+        return scipy.io.mmread(io.BufferedReader(_EntryStream(raw, banner)))
 
 
 def entry_line(path: Path, index: int) -> int:

@@ -6,6 +6,7 @@ OSError, zipfile errors…, and none of that may reach the user as a traceback.
 from __future__ import annotations
 
 import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -29,8 +30,11 @@ MIN_EDGE_LINE_BYTES = 8
 EDGE_PARSE_BYTES = 64
 
 # Exceptions a parser may raise on a bad file (MemoryError and KeyboardInterrupt are not among them).
-PARSE_ERRORS = (ValueError, IndexError, KeyError, TypeError, OverflowError, EOFError, OSError,
+PARSE_ERRORS = (ValueError, IndexError, KeyError, TypeError, OverflowError, EOFError, OSError, zlib.error,
                 UnicodeDecodeError, zipfile.BadZipFile, pd.errors.ParserError, pd.errors.EmptyDataError)
+# zipfile also raises RuntimeError (an encrypted member) and NotImplementedError (a compression
+# method it does not know) on a damaged archive.
+NPZ_ERRORS = PARSE_ERRORS + (RuntimeError, NotImplementedError)
 
 
 def file_format(path: Path) -> str:
@@ -65,7 +69,7 @@ def read_npz(path: Path, source: dict) -> CSRGraph:
     try:
         _check_npz_budget(path)
         matrix = sp.load_npz(str(path))
-    except PARSE_ERRORS as exc:
+    except NPZ_ERRORS as exc:
         raise AutosageError(f"{path}: not a SciPy sparse .npz file: {_problem(exc)}") from None
     return _canonical(path, matrix, source)
 
@@ -191,7 +195,7 @@ def check_graph_file(path: Path) -> None:
     elif fmt == "npz":
         try:
             _check_npz_budget(path)
-        except PARSE_ERRORS as exc:
+        except NPZ_ERRORS as exc:
             raise AutosageError(f"{path}: not a SciPy sparse .npz file: {_problem(exc)}") from None
     else:
         _check_edge_list_budget(path)

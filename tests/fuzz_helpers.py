@@ -15,7 +15,7 @@ import tracemalloc
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-EXAMPLES = 2000
+EXAMPLES = 2000            # per file format; a format fuzzed by two tests gives each half
 # The budget the fuzzed commands run under (AUTOSAGE_MEMORY_LIMIT) and the peak of traced Python and
 # NumPy allocations each example may reach.
 MEMORY_LIMIT = "256M"
@@ -109,3 +109,6 @@ class PeakMemory:
 
 def inspected(result) -> dict | None:
     return json.loads(result.stdout) if result.exit_code == 0 else None
+
+
+HALF_SETTINGS = settings(FUZZ_SETTINGS, max_examples=EXAMPLES // 2)

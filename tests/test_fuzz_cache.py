@@ -19,12 +19,9 @@ from autosage_cli.commands.tune import render_table
 from autosage_cli.errors import AutosageError
 from autosage_cli.scheduler import tune as tune_mod
 from cli_helpers import run_cli
-from fuzz_helpers import FUZZ_SETTINGS, MEMORY_LIMIT, PeakMemory, assert_clean, mutate, mutations
+from fuzz_helpers import HALF_SETTINGS, MEMORY_LIMIT, PeakMemory, assert_clean, mutate, mutations
 from scheduler_fakes import DEVICE, SOFTWARE, FakeMeasurer, features_of
 from test_replay import write_mtx
-
-HALF = FUZZ_SETTINGS.max_examples // 2   # two tests: 2000 examples for the cache format in all
-
 
 @pytest.fixture(scope="module")
 def base(tmp_path_factory):
@@ -65,7 +62,7 @@ def _check(workdir, graph, data: bytes) -> None:
         render_table(result, Console(file=io.StringIO(), width=200))
 
 
-@FUZZ_SETTINGS.__class__(FUZZ_SETTINGS, max_examples=HALF)
+@HALF_SETTINGS   # two tests: 2000 examples of the cache format in all
 @given(steps=mutations)
 def test_damaged_cache_bytes(base, steps):
     workdir, graph, doc = base
@@ -97,7 +94,7 @@ def _replace(doc, path: list[int], value, delete: bool):
     return doc
 
 
-@FUZZ_SETTINGS.__class__(FUZZ_SETTINGS, max_examples=HALF)
+@HALF_SETTINGS   # two tests: 2000 examples of the cache format in all
 @given(path=st.lists(st.integers(0, 40), min_size=1, max_size=6), value=wrong_values, delete=st.booleans())
 def test_cache_fields_of_the_wrong_type(base, path, value, delete):
     workdir, graph, doc = base

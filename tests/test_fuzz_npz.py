@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from autosage_cli.graphs.csr import validate
 from autosage_cli.graphs.load import load_graph
 from cli_helpers import run_cli
-from fuzz_helpers import FUZZ_SETTINGS, MEMORY_LIMIT, PeakMemory, assert_clean, inspected, mutate, mutations
+from fuzz_helpers import HALF_SETTINGS, MEMORY_LIMIT, PeakMemory, assert_clean, inspected, mutate, mutations
 
 BASE = sp.csr_matrix(np.array([[0, 1.5, 0, 2], [0, 0, 0, 0], [3, 0, -1, 0]], dtype=np.float64))
 
@@ -48,7 +48,7 @@ def _inspect_and_check(path: str) -> None:
         assert (doc["n_rows"], doc["n_cols"], doc["nnz"]) == (graph.n_rows, graph.n_cols, graph.nnz)
 
 
-@FUZZ_SETTINGS
+@HALF_SETTINGS   # two tests: 2000 examples of the .npz format in all
 @given(layout=st.sampled_from(["csr", "coo", "csc"]), compressed=st.booleans(), steps=mutations)
 def test_damaged_npz_archive(workdir, layout, compressed, steps):
     data = mutate(_saved(BASE.asformat(layout), compressed), steps)
@@ -69,7 +69,7 @@ arrays = st.one_of(
 )
 
 
-@FUZZ_SETTINGS
+@HALF_SETTINGS   # two tests: 2000 examples of the .npz format in all
 @given(fmt=st.sampled_from(["csr", "csc", "coo", "bsr", "dia", "xyz", ""]),
        shape=st.one_of(st.tuples(numbers, numbers).map(lambda s: np.array(s)),
                        st.lists(numbers, max_size=3).map(np.array)),

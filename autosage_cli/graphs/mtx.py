@@ -9,15 +9,20 @@ defines it, for graphs:
 
 Before anything is allocated in proportion to the header, the declared entries are checked against
 the bytes the file can hold, and the graph's size against the memory budget.
+
+The header is read here and the entries by pandas' C parser, not by scipy.io.mmread: SciPy 1.17's
+Matrix Market parser reads past the end of its buffer on some damaged files (a last line with a
+stray token and no newline, among others) and crashes the process, which no error handling can
+turn into a message.
 """
 from __future__ import annotations
 
 import gzip
-import io
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import scipy.io
+import pandas as pd
 import scipy.sparse as sp
 
 from .. import budget
@@ -25,37 +30,95 @@ from ..errors import AutosageError
 from .preflight import is_gzip, max_text_bytes
 
 MIRRORED = ("symmetric", "skew-symmetric", "hermitian")
+LAYOUTS = ("coordinate", "array")
+FIELDS = ("real", "integer", "pattern", "complex", "double")
+SYMMETRIES = ("general",) + MIRRORED
 # The shortest entry line: one digit per field and one separator or newline after each.
 FIELDS_PER_ENTRY = {"pattern": 2, "real": 3, "integer": 3, "double": 3}
-COO_PARSE_BYTES = 24   # row, column and value of every entry as scipy.io.mmread holds them
+PARSE_BYTES_PER_ENTRY = 48   # pandas' columns and buffers while it parses one entry line
+MAX_HEADER_LINES = 100_000   # comment lines before the size line; more is not a header
 
 
-def read_header(path: Path, parse_errors: tuple) -> tuple[int, int, int, str, str, str]:
-    """(rows, cols, entries, layout, field, symmetry), checked against the spec and the file size."""
+@dataclass(frozen=True)
+class Header:
+    rows: int
+    cols: int
+    entries: int
+    layout: str
+    field: str
+    symmetry: str
+    lines: int          # physical lines up to and including the size line
+
+
+def _open_binary(path: Path):
+    return gzip.open(path, "rb") if is_gzip(path) else open(path, "rb")
+
+
+def _invalid(path: Path, what: str) -> AutosageError:
+    return AutosageError(f"{path}: not a valid Matrix Market file: {what}")
+
+
+def _parse_header(path: Path) -> Header:
+    with _open_binary(path) as fh:
+        banner = fh.readline(1024).decode("ascii", "replace")
+        words = banner.lower().split()
+        if len(words) != 5 or words[0] != "%%matrixmarket" or words[1] != "matrix":
+            raise _invalid(path, f"the banner {banner.strip()[:80]!r} is not "
+                                 "'%%MatrixMarket matrix <layout> <field> <symmetry>'")
+        layout, field, symmetry = words[2:]
+        for value, known, what in ((layout, LAYOUTS, "layout"), (field, FIELDS, "field"),
+                                   (symmetry, SYMMETRIES, "symmetry")):
+            if value not in known:
+                raise _invalid(path, f"unknown {what} {value!r} in the banner (known: {', '.join(known)})")
+        for number in range(2, MAX_HEADER_LINES):
+            line = fh.readline(1024)
+            if not line:
+                raise _invalid(path, "no size line after the banner")
+            text = line.decode("ascii", "replace").strip()
+            if text and not text.startswith("%"):
+                return Header(*_size_line(path, text, layout), layout, field, symmetry, number)
+    raise _invalid(path, f"no size line in the first {MAX_HEADER_LINES} lines")
+
+
+def _size_line(path: Path, text: str, layout: str) -> tuple[int, int, int]:
+    want = 3 if layout == "coordinate" else 2
+    words = text.split()
     try:
-        rows, cols, entries, layout, field, symmetry = scipy.io.mminfo(str(path))
+        numbers = [int(w) for w in words]
+    except ValueError:
+        raise _invalid(path, f"the size line {text[:80]!r} must hold {want} integers") from None
+    if len(numbers) != want:
+        raise _invalid(path, f"the size line {text[:80]!r} must hold {want} integers")
+    if min(numbers) < 0:
+        raise AutosageError(f"{path}: the size line {text[:80]!r} holds negative numbers")
+    rows, cols = numbers[0], numbers[1]
+    return rows, cols, numbers[2] if want == 3 else rows * cols
+
+
+def read_header(path: Path, parse_errors: tuple) -> Header:
+    """The header, checked against the spec, the file's size and the memory budget."""
+    try:
+        h = _parse_header(path)
     except parse_errors as exc:
-        raise AutosageError(f"{path}: not a valid Matrix Market file: {_problem(exc)}") from None
-    if layout == "array":
+        raise _invalid(path, _problem(exc)) from None
+    if h.layout == "array":
         raise AutosageError(f"{path}: dense 'array' Matrix Market files are not supported; store the "
                             f"graph in the 'coordinate' layout (one line per edge)")
-    if field == "complex":
+    if h.field == "complex":
         raise AutosageError(f"{path}: complex Matrix Market values are not supported")
-    if rows <= 0 or cols <= 0:
-        raise AutosageError(f"{path}: graph dimensions must be positive, got {rows}x{cols}")
-    if entries < 0:
-        raise AutosageError(f"{path}: the header declares a negative number of entries ({entries})")
-    if symmetry in MIRRORED and rows != cols:
-        raise AutosageError(f"{path}: a {symmetry} matrix must be square, the header says {rows}x{cols}")
-    per_entry = 2 * FIELDS_PER_ENTRY.get(field, 3)
+    if h.rows <= 0 or h.cols <= 0:
+        raise AutosageError(f"{path}: graph dimensions must be positive, got {h.rows}x{h.cols}")
+    if h.symmetry in MIRRORED and h.rows != h.cols:
+        raise AutosageError(f"{path}: a {h.symmetry} matrix must be square, the header says {h.rows}x{h.cols}")
+    per_entry = 2 * FIELDS_PER_ENTRY.get(h.field, 3)
     most = (max_text_bytes(path) + 1) // per_entry
-    if entries > most:
-        raise AutosageError(f"{path}: the header declares {entries} entries but the file can hold "
+    if h.entries > most:
+        raise AutosageError(f"{path}: the header declares {h.entries} entries but the file can hold "
                             f"at most {most}: it is truncated or its header is wrong")
-    stored = entries * (2 if symmetry in MIRRORED else 1)
-    budget.require_host(budget.graph_host_bytes(rows, cols, stored) + COO_PARSE_BYTES * entries,
-                        f"{path}: a {rows}x{cols} graph with up to {stored} nonzeros")
-    return rows, cols, entries, layout, field, symmetry
+    stored = h.entries * (2 if h.symmetry in MIRRORED else 1)
+    budget.require_host(budget.graph_host_bytes(h.rows, h.cols, stored) + PARSE_BYTES_PER_ENTRY * h.entries,
+                        f"{path}: a {h.rows}x{h.cols} graph with up to {stored} nonzeros")
+    return h
 
 
 def _problem(exc: BaseException) -> str:
@@ -63,59 +126,69 @@ def _problem(exc: BaseException) -> str:
     return text if text else type(exc).__name__
 
 
-class _EntryStream(io.RawIOBase):
-    """The file's bytes for scipy's reader, with two changes: the banner line can be replaced (a
-    mirrored file read as `general`, so its stored entries come back as they are, in file order),
-    and the text always ends with a newline. SciPy 1.17's Matrix Market parser reads past the end
-    of its buffer, and crashes the process, when the last line has a stray token or trailing
-    blanks and no newline."""
-
-    def __init__(self, raw, banner: bytes):
-        self._raw, self._head, self._done = raw, banner, False
-        self._last = banner[-1:] or b"\n"
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer) -> int:
-        if self._head:
-            n = min(len(buffer), len(self._head))
-            buffer[:n], self._head = self._head[:n], self._head[n:]
-            return n
-        data = self._raw.read(len(buffer)) if not self._done else b""
-        if not data:
-            self._done = True
-            if self._last == b"\n":
-                return 0
-            data, self._last = b"\n", b"\n"
-        self._last = data[-1:]
-        buffer[:len(data)] = data
-        return len(data)
+def read_entries(path: Path, h: Header) -> sp.coo_matrix:
+    """The entries exactly as stored (no mirroring), in file order, 0-based."""
+    width = 2 if h.field == "pattern" else 3
+    try:
+        frame = pd.read_csv(path, sep=r"\s+", header=None, skiprows=h.lines, comment="%", engine="c")
+    except pd.errors.EmptyDataError:
+        frame = pd.DataFrame(np.zeros((0, width)))
+    if frame.shape[0] != h.entries:
+        raise AutosageError(f"{path}: Truncated file: the header declares {h.entries} entries, the file "
+                            f"holds {frame.shape[0]}" if frame.shape[0] < h.entries else
+                            f"{path}: the file holds {frame.shape[0]} entries, more than the {h.entries} "
+                            f"its header declares")
+    if h.entries and frame.shape[1] != width:
+        raise AutosageError(f"{path}: a {h.field} file has {width} numbers per entry line, found {frame.shape[1]}")
+    rows = _indices(path, frame, 0, h.rows, "row")
+    cols = _indices(path, frame, 1, h.cols, "column")
+    if h.field == "pattern":
+        return sp.coo_matrix((np.ones(h.entries), (rows, cols)), shape=(h.rows, h.cols))
+    values = _numbers(path, frame[2], h.field)
+    return sp.coo_matrix((values, (rows, cols)), shape=(h.rows, h.cols))
 
 
-def _open_binary(path: Path):
-    return gzip.open(path, "rb") if is_gzip(path) else open(path, "rb")
+def _first_bad(path: Path, bad: np.ndarray) -> tuple[int, int]:
+    index = int(np.flatnonzero(bad)[0])
+    return index, entry_line(path, index)
 
 
-def _ends_with_newline(path: Path) -> bool:
-    with open(path, "rb") as fh:
-        fh.seek(0, 2)
-        if fh.tell() == 0:
-            return False
-        fh.seek(-1, 2)
-        return fh.read(1) == b"\n"
+def _numeric(path: Path, column: pd.Series, what: str) -> np.ndarray:
+    if not pd.api.types.is_numeric_dtype(column.dtype) or column.dtype == bool:
+        numeric = pd.to_numeric(column, errors="coerce")
+        if numeric.isna().any():
+            index, line = _first_bad(path, numeric.isna().to_numpy())
+            raise AutosageError(f"{path}: line {line}: Invalid {what} {str(column.iloc[index])[:40]!r}")
+        column = numeric
+    return column.to_numpy()
 
 
-def read_stored_entries(path: Path, symmetry: str) -> sp.coo_matrix:
-    """The entries exactly as stored (no mirroring), in file order."""
-    if symmetry == "general" and not is_gzip(path) and _ends_with_newline(path):
-        return scipy.io.mmread(str(path))      # SciPy reads a plain file itself, in parallel
-    with _open_binary(path) as raw:
-        banner = raw.readline()
-        if symmetry != "general":
-            words = banner.decode("ascii", "replace").split()
-            banner = (" ".join(words[:4] + ["general"]) + "\n").encode()
-        return scipy.io.mmread(io.BufferedReader(_EntryStream(raw, banner)))
+def _indices(path: Path, frame: pd.DataFrame, col: int, size: int, what: str) -> np.ndarray:
+    if frame.shape[0] == 0:
+        return np.zeros(0, dtype=np.int64)
+    values = _numeric(path, frame[col], f"integer {what} index")
+    if values.dtype.kind == "f":
+        bad = ~np.isfinite(values) | (values != np.floor(values))
+        if bad.any():
+            index, line = _first_bad(path, bad)
+            raise AutosageError(f"{path}: line {line}: Invalid integer {what} index {float(values[index]):g}")
+    bad = (values < 1) | (values > size)
+    if bad.any():
+        index, line = _first_bad(path, bad)
+        raise AutosageError(f"{path}: line {line}: {what} index {float(values[index]):.0f} is out of bounds "
+                            f"(1 to {size})")
+    return values.astype(np.int64) - 1
+
+
+def _numbers(path: Path, column: pd.Series, field: str) -> np.ndarray:
+    what = "integer value" if field == "integer" else "floating-point value"
+    values = _numeric(path, column, what).astype(np.float64)
+    if field == "integer":
+        bad = ~np.isfinite(values) | (values != np.floor(values))
+        if bad.any():
+            index, line = _first_bad(path, bad)
+            raise AutosageError(f"{path}: line {line}: Invalid integer value {values[index]:g}")
+    return values
 
 
 def entry_line(path: Path, index: int) -> int:

@@ -54,13 +54,13 @@ def read_matrix_market(path: Path, source: dict) -> CSRGraph:
     """Matrix Market per its specification (graphs.mtx): coordinate layout only, the lower triangle
     of symmetric / skew-symmetric / hermitian files mirrored, pattern → 1.0, duplicates summed,
     float32 values."""
-    _rows, _cols, _entries, _layout, _field, symmetry = mtx.read_header(path, PARSE_ERRORS)
+    header = mtx.read_header(path, PARSE_ERRORS)
     try:
-        matrix = mtx.read_stored_entries(path, symmetry)
+        matrix = mtx.read_entries(path, header)
     except PARSE_ERRORS as exc:
         raise AutosageError(f"{path}: cannot read Matrix Market data: {_problem(exc)}") from None
-    if symmetry in mtx.MIRRORED:
-        matrix = mtx.mirrored(matrix, symmetry, path)
+    if header.symmetry in mtx.MIRRORED:
+        matrix = mtx.mirrored(matrix, header.symmetry, path)
     return _canonical(path, matrix, source)
 
 

@@ -31,6 +31,7 @@ import filelock
 from .environment import now_iso  # scheduler.tune stamps entries with cache.now_iso
 from .cache_entry import entry_problem
 from .errors import AutosageError
+from .paths import check_creatable
 
 SCHEMA = "autosage-decisions"
 SCHEMA_VERSION = 1
@@ -51,13 +52,7 @@ def check_cache_path(path: str | os.PathLike) -> Path:
     path = Path(path).expanduser()
     if path.is_dir():
         raise AutosageError(f"cache {path} is a directory, not a file")
-    ancestor = path.parent
-    while not ancestor.exists() and ancestor != ancestor.parent:
-        ancestor = ancestor.parent
-    if not ancestor.is_dir():
-        raise AutosageError(f"cannot create cache {path}: {ancestor} is not a directory")
-    if not os.access(ancestor, os.W_OK | os.X_OK):
-        raise AutosageError(f"cannot write cache {path}: {ancestor} is not writable")
+    check_creatable(path.parent, "the cache's directory")
     if path.is_file():
         try:
             DecisionCache(path)._parse(path.read_bytes())

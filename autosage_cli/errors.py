@@ -33,6 +33,11 @@ class AutosageError(Exception):
         super().__init__(plain(message))
 
 
+def exception_text(exc: BaseException) -> str:
+    """A library exception's message on one line, plain values, or its type when it has none."""
+    return plain(str(exc)) or type(exc).__name__
+
+
 def plain(message) -> str:
     """One line, with NumPy scalar reprs that library messages carry (np.float64(1.5),
     np.str_('x')) shown as plain values (1.5, 'x')."""

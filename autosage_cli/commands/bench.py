@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import os
 import re
 import shlex
 import shutil
@@ -26,6 +25,7 @@ from ..bench import report, suites
 from ..bench.harness import Listener, RunOptions, count_cases, make_context, run_suite
 from ..bench.toolkit import GpuToolkit
 from ..cache import check_cache_path
+from ..paths import check_creatable
 from . import bench_plan
 from . import dry_run as dry_run_mod
 
@@ -62,13 +62,7 @@ def check_writable(path: Path, option: str = "--out") -> None:
     """Fail now, not after minutes of GPU work, if `path` cannot become a writable directory."""
     if path.exists() and not path.is_dir():
         raise AutosageError(f"{option} {path} exists and is not a directory")
-    ancestor = path
-    while not ancestor.exists():
-        ancestor = ancestor.parent
-    if not ancestor.is_dir():
-        raise AutosageError(f"cannot create {option} {path}: {ancestor} is not a directory")
-    if not os.access(ancestor, os.W_OK | os.X_OK):
-        raise AutosageError(f"cannot write to {option} {path}: {ancestor} is not writable")
+    check_creatable(path, option)
 
 
 def make_dir(path: Path) -> None:

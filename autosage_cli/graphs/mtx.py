@@ -26,7 +26,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from .. import budget
-from ..errors import AutosageError
+from ..errors import AutosageError, exception_text
 from .preflight import is_gzip, max_text_bytes
 
 MIRRORED = ("symmetric", "skew-symmetric", "hermitian")
@@ -100,7 +100,7 @@ def read_header(path: Path, parse_errors: tuple) -> Header:
     try:
         h = _parse_header(path)
     except parse_errors as exc:
-        raise _invalid(path, _problem(exc)) from None
+        raise _invalid(path, exception_text(exc)) from None
     if h.layout == "array":
         raise AutosageError(f"{path}: dense 'array' Matrix Market files are not supported; store the "
                             f"graph in the 'coordinate' layout (one line per edge)")
@@ -119,11 +119,6 @@ def read_header(path: Path, parse_errors: tuple) -> Header:
     budget.require_host(budget.graph_host_bytes(h.rows, h.cols, stored) + PARSE_BYTES_PER_ENTRY * h.entries,
                         f"{path}: a {h.rows}x{h.cols} graph with up to {stored} nonzeros")
     return h
-
-
-def _problem(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return text if text else type(exc).__name__
 
 
 def read_entries(path: Path, h: Header) -> sp.coo_matrix:

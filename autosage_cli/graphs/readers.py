@@ -14,7 +14,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from .. import budget
-from ..errors import AutosageError
+from ..errors import AutosageError, exception_text
 from . import mtx, preflight
 from .csr import CSRGraph, canonical_csr, from_arrays
 from .edges import csr_from_keys, sorted_unique_keys
@@ -45,11 +45,6 @@ def file_format(path: Path) -> str:
     raise AutosageError(f"{path}: unknown graph file extension (expected one of {', '.join(ALL_SUFFIXES)})")
 
 
-def _problem(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return text if text else type(exc).__name__
-
-
 def read_matrix_market(path: Path, source: dict) -> CSRGraph:
     """Matrix Market per its specification (graphs.mtx): coordinate layout only, the lower triangle
     of symmetric / skew-symmetric / hermitian files mirrored, pattern → 1.0, duplicates summed,
@@ -58,7 +53,7 @@ def read_matrix_market(path: Path, source: dict) -> CSRGraph:
     try:
         matrix = mtx.read_entries(path, header)
     except PARSE_ERRORS as exc:
-        raise AutosageError(f"{path}: cannot read Matrix Market data: {_problem(exc)}") from None
+        raise AutosageError(f"{path}: cannot read Matrix Market data: {exception_text(exc)}") from None
     if header.symmetry in mtx.MIRRORED:
         matrix = mtx.mirrored(matrix, header.symmetry, path)
     return _canonical(path, matrix, source)
@@ -70,7 +65,7 @@ def read_npz(path: Path, source: dict) -> CSRGraph:
         _check_npz_budget(path)
         matrix = sp.load_npz(str(path))
     except NPZ_ERRORS as exc:
-        raise AutosageError(f"{path}: not a SciPy sparse .npz file: {_problem(exc)}") from None
+        raise AutosageError(f"{path}: not a SciPy sparse .npz file: {exception_text(exc)}") from None
     return _canonical(path, matrix, source)
 
 
@@ -143,7 +138,7 @@ def read_edge_list(path: Path, source: dict) -> CSRGraph:
     except pd.errors.EmptyDataError:
         raise AutosageError(f"{path}: no edges in the file") from None
     except PARSE_ERRORS as exc:
-        raise AutosageError(f"{path}: cannot parse the edge list: {_problem(exc)}") from None
+        raise AutosageError(f"{path}: cannot parse the edge list: {exception_text(exc)}") from None
     if frame.shape[0] == 0:
         raise AutosageError(f"{path}: no edges in the file")
     if frame.shape[1] not in (2, 3):
@@ -196,6 +191,6 @@ def check_graph_file(path: Path) -> None:
         try:
             _check_npz_budget(path)
         except NPZ_ERRORS as exc:
-            raise AutosageError(f"{path}: not a SciPy sparse .npz file: {_problem(exc)}") from None
+            raise AutosageError(f"{path}: not a SciPy sparse .npz file: {exception_text(exc)}") from None
     else:
         _check_edge_list_budget(path)

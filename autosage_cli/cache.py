@@ -16,6 +16,7 @@ appended as JSON lines to `<stem>.probes.jsonl` beside the cache, under the same
 from __future__ import annotations
 
 import datetime as _dt
+import glob
 import hashlib
 import json
 import math
@@ -28,18 +29,38 @@ from pathlib import Path
 import filelock
 
 from .environment import now_iso  # scheduler.tune stamps entries with cache.now_iso
+from .cache_entry import entry_problem
 from .errors import AutosageError
+from .paths import check_creatable
 
 SCHEMA = "autosage-decisions"
 SCHEMA_VERSION = 1
 LOCK_TIMEOUT_S = 120
 DEVICE_FIELDS = ("name", "compute_capability", "sms", "memory_bytes")
 SOFTWARE_FIELDS = ("driver", "cuda_runtime", "cupy", "cusparse", "cuda_sources")
+TEMP_SUFFIX = ".tmp"
 
 
 def default_path() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "autosage" / "decisions.json"
+
+
+def check_cache_path(path: str | os.PathLike) -> Path:
+    """Fail now, before any tuning, if `path` cannot be a cache file: it is a directory, its
+    directory cannot be created or written, or it holds another program's JSON."""
+    path = Path(path).expanduser()
+    if path.is_dir():
+        raise AutosageError(f"cache {path} is a directory, not a file")
+    check_creatable(path.parent, "the cache's directory")
+    if path.is_file():
+        try:
+            DecisionCache(path)._parse(path.read_bytes())
+        except ValueError:
+            pass   # corrupt: the first write moves it aside and says so
+        except OSError as exc:
+            raise AutosageError(f"cannot read cache {path}: {exc.strerror or exc}") from None
+    return path
 
 
 def jsonable(obj):
@@ -168,6 +189,7 @@ class DecisionCache:
         self.path = Path(path) if path is not None else default_path()
         self.read_only = read_only
         self.warn = warn or _warn
+        self.malformed: list[tuple[str, str]] = []   # (id, problem) of entries() skipped
 
     @property
     def lock_path(self) -> Path:
@@ -226,6 +248,9 @@ class DecisionCache:
         entry = self._read(locked=False)["entries"].get(key.id)
         if entry is None:
             return Lookup(None)
+        problem = entry_problem(entry)
+        if problem:
+            return Lookup(None, f"cache entry {key.id} is malformed ({problem}); re-tuning")
         if entry.get("software") != key.software:
             change = software_change(entry.get("software") or {}, key.software)
             return Lookup(None, f"cached decision made with other software ({change}); re-tuning")
@@ -238,15 +263,39 @@ class DecisionCache:
         return self.find(key).entry
 
     def entries(self) -> list[dict]:
-        """Every entry (each with its "id"), oldest first."""
+        """Every well-formed entry (each with its "id"), oldest first. A malformed one is warned
+        about with its key, skipped, and listed in `self.malformed` as (id, problem)."""
         doc = self._read(locked=False)
-        items = [dict(e, id=i) for i, e in doc["entries"].items()]
+        items, self.malformed = [], []
+        for entry_id, entry in doc["entries"].items():
+            problem = entry_problem(entry)
+            if problem:
+                self.malformed.append((entry_id, problem))
+                self.warn(f"cache {self.path}: entry {entry_id} is malformed ({problem}); skipped")
+            else:
+                items.append(dict(entry, id=entry_id))
         return sorted(items, key=lambda e: (str(e.get("created", "")), e["id"]))
 
     # -------------------------------------------------------------- writing
 
+    @property
+    def _temp_prefix(self) -> str:
+        return f".{self.path.name}."
+
+    def _remove_stale_temp_files(self) -> None:
+        """Temporary files of writers that died mid-write (killed, out of disk). Every writer holds
+        the lock while its temporary file exists, so under the lock any such file is stale."""
+        for stale in self.path.parent.glob(f"{glob.escape(self._temp_prefix)}*{TEMP_SUFFIX}"):
+            try:
+                stale.unlink()
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                self.warn(f"cannot remove the stale temporary file {stale}: {exc.strerror or exc}")
+
     def _write(self, doc: dict) -> None:
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
+        self._remove_stale_temp_files()
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=self._temp_prefix, suffix=TEMP_SUFFIX)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 json.dump(doc, fh, indent=1, sort_keys=True, allow_nan=False)

@@ -30,7 +30,9 @@ def gpu_available() -> bool:
     return gpu_status()[0]
 
 
-def require_gpu(what: str = "this command") -> None:
+def require_gpu(what: str = "this command", hint: str = "") -> None:
+    """NoGPUError naming `what` and why no GPU is usable (then `hint`, e.g. an option that works
+    without one)."""
     ok, reason = gpu_status()
     if not ok:
-        raise NoGPUError(f"{what} needs a CUDA GPU: {reason}")
+        raise NoGPUError(f"{what} needs a CUDA GPU: {reason}" + (f"; {hint}" if hint else ""))

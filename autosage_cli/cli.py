@@ -1,9 +1,9 @@
 """The `autosage` command: a click group. Commands live in autosage_cli/commands/, one module each;
 they parse options, call the library and render. No logic here.
 
-Every user-facing failure ends as one line `Error: ...` on stderr with exit code 2 (click usage errors
-included); an unexpected exception prints one line too, exit code 1, with the traceback only under
-AUTOSAGE_DEBUG=1.
+Every user-facing failure ends as one line `Error: ...` on stderr: exit code 2 for bad input (click
+usage errors included), 3 when memory ran out, 4 for a CUDA fault (errors.py lists the codes). An
+unexpected exception prints one line too, exit code 1, with the traceback only under AUTOSAGE_DEBUG=1.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import sys
 
 import click
 
-from .errors import AutosageError
+from .errors import AutosageError, resource_error
 
 # Module names under autosage_cli/commands/; each exposes `command` (a click.Command).
 COMMAND_MODULES = ("info", "inspect", "gen", "tune", "compile", "replay", "bench", "plot")
@@ -56,9 +56,13 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         click.echo("Error: interrupted", err=True)
         sys.exit(130)
-    except Exception as exc:  # a bug: one line, traceback on request
+    except Exception as exc:  # out of memory, a CUDA fault, or a bug: one line, traceback on request
         if os.environ.get("AUTOSAGE_DEBUG"):
             raise
+        known = resource_error(exc)
+        if known is not None:
+            click.echo(f"Error: {_one_line(str(known))}", err=True)
+            sys.exit(known.exit_code)
         click.echo(f"Error: internal error: {type(exc).__name__}: {_one_line(str(exc))} "
                    "(set AUTOSAGE_DEBUG=1 for the traceback)", err=True)
         sys.exit(1)

@@ -81,6 +81,10 @@ class FakeToolkit:
         self.freed = 0
         self.precompiled: list = []     # the ops of each precompile call
         self.features_calls = 0
+        self.free_device_bytes = 80 << 30    # what device_free_bytes reports (an H200's worth)
+
+    def device_free_bytes(self):
+        return self.free_device_bytes
 
     def environment(self):
         return {"device": {"name": "Fake GPU 9000"}, "software": {"cupy": "fake"}, "commit": "abc1234"}

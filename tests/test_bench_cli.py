@@ -93,7 +93,7 @@ def fake_gpu(monkeypatch):
         return toolkits[-1]
 
     monkeypatch.setattr(bench_command, "GpuToolkit", make_toolkit)
-    monkeypatch.setattr(bench_command, "require_gpu", lambda what: None)
+    monkeypatch.setattr(bench_command, "require_gpu", lambda what, hint="": None)
     monkeypatch.setattr(suites.GraphSpec, "load", lambda self, root, seed: bench_fakes.small_graph(seed=seed))
     return toolkits
 

@@ -106,7 +106,9 @@ def compiling_cli(monkeypatch):
     from autosage_cli import capability
     from autosage_cli.commands import tune as tune_cmd
     graph = small_graph()
-    monkeypatch.setattr(capability, "require_gpu", lambda what="": None)
+    from autosage_cli.backends import memory
+    monkeypatch.setattr(capability, "require_gpu", lambda what="", hint="": None)
+    monkeypatch.setattr(memory, "device_free_bytes", lambda: 80 << 30)
     monkeypatch.setattr(tune_cmd, "load_input_graph", lambda path, dataset, root: graph)
     real = tune_mod.tune
 

@@ -56,10 +56,43 @@ def test_mtx_skew_symmetric_and_integer(tmp_path):
     np.testing.assert_array_equal(_dense(load_graph(path=f)), [[0, -7], [7, 0]])
 
 
-def test_mtx_dense_array_layout(tmp_path):
+def test_mtx_dense_array_layout_is_refused(tmp_path):
     f = _write(tmp_path / "d.mtx", "%%MatrixMarket matrix array real general\n2 2\n1\n0\n0\n3\n")
-    g = load_graph(path=f)
-    assert g.nnz == 2 and _dense(g).tolist() == [[1, 0], [0, 3]]
+    with pytest.raises(AutosageError, match="dense 'array'.*coordinate"):
+        load_graph(path=f)
+
+
+@pytest.mark.parametrize("symmetry, entry, where", [
+    ("symmetric", "1 3 5", "above the diagonal"),
+    ("hermitian", "2 3 5", "above the diagonal"),
+    ("skew-symmetric", "1 2 5", "on or above the diagonal"),
+    ("skew-symmetric", "2 2 5", "on or above the diagonal"),
+])
+def test_mtx_entry_outside_the_lower_triangle_names_its_line(tmp_path, symmetry, entry, where):
+    # Banner, two comment lines, a blank line, the size line, then entries on lines 6, 7, 8.
+    text = (f"%%MatrixMarket matrix coordinate real {symmetry}\n% one\n% two\n\n3 3 3\n"
+            f"2 1 1\n3 1 2\n{entry}\n")
+    for name in ("m.mtx", "m.mtx.gz"):
+        with pytest.raises(AutosageError, match=f"line 8: entry \\({entry[0]}, {entry[2]}\\) is {where}"):
+            load_graph(path=_write(tmp_path / name, text))
+
+
+def test_mtx_skew_symmetric_mirrors_with_the_sign_flipped(tmp_path):
+    f = _write(tmp_path / "s.mtx.gz", "%%MatrixMarket matrix coordinate real skew-symmetric\n3 3 2\n"
+                                      "2 1 1.5\n3 2 -4\n")
+    np.testing.assert_array_equal(_dense(load_graph(path=f)), [[0, -1.5, 0], [1.5, 0, 4], [0, -4, 0]])
+
+
+def test_mtx_symmetric_must_be_square(tmp_path):
+    f = _write(tmp_path / "r.mtx", "%%MatrixMarket matrix coordinate real symmetric\n3 4 1\n2 1 1\n")
+    with pytest.raises(AutosageError, match="must be square"):
+        load_graph(path=f)
+
+
+def test_mtx_header_declaring_more_entries_than_the_file_holds(tmp_path):
+    f = _write(tmp_path / "t.mtx", "%%MatrixMarket matrix coordinate real general\n3 3 1000\n1 1 1\n")
+    with pytest.raises(AutosageError, match="declares 1000 entries but the file can hold at most"):
+        load_graph(path=f)
 
 
 def test_mtx_empty_graph_is_valid(tmp_path):

@@ -169,7 +169,7 @@ def test_no_gpu_is_reported_after_the_options(monkeypatch):
     from autosage_cli import capability
     from autosage_cli.errors import NoGPUError
 
-    def no_gpu(what="this command"):
+    def no_gpu(what="this command", hint=""):
         raise NoGPUError(f"{what} needs a CUDA GPU: no CUDA device visible")
     monkeypatch.setattr(capability, "require_gpu", no_gpu)
     r = run_cli("tune", "--dataset", "cora", "--width", "8")
@@ -181,7 +181,9 @@ def fake_tuning(monkeypatch, graph):
     """The command with the GPU replaced: any graph argument loads `graph`, tune gets fakes."""
     from autosage_cli import capability
     from autosage_cli.commands import tune as tune_cmd
-    monkeypatch.setattr(capability, "require_gpu", lambda what="": None)
+    from autosage_cli.backends import memory
+    monkeypatch.setattr(capability, "require_gpu", lambda what="", hint="": None)
+    monkeypatch.setattr(memory, "device_free_bytes", lambda: 80 << 30)
     monkeypatch.setattr(tune_cmd, "load_input_graph", lambda path, dataset, root: graph)
     real = tune_mod.tune
     measure = FakeMeasurer()

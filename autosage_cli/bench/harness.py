@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 from ..environment import now_iso
+from . import guard
 from .rows import Row, compulsory_bytes, effective_tbps, gather_bytes, speedup
 from .suites import Case, GraphWork
 
@@ -372,17 +373,42 @@ def run_suite(work: list[GraphWork], options: RunOptions, ctx: RunContext, toolk
         info = precompile(toolkit, ops)
         ctx.environment["compile"] = info
         listener.on_compile(info)
+    faults = guard.FaultState()
     for w in work:
         listener.on_graph(w)
-        graph = w.spec.load(options.root, options.seed)
-        dgraph = toolkit.device_graph(graph)
+        graph = dgraph = None
+        try:
+            if not faults.lost:
+                graph = w.spec.load(options.root, options.seed)
+                dgraph = toolkit.device_graph(graph)
+        except Exception as exc:   # out of memory, a CUDA fault, a graph that cannot load
+            reason = f"load: {faults.note(exc)}"
         for case in w.cases:
             listener.on_case(w, case)
-            rows = CaseRunner(toolkit, ctx, w.spec.label, graph, dgraph, case).run()
-            toolkit.free()
+            if faults.lost or dgraph is None:
+                reason = faults.not_run() if faults.lost else reason
+                yield [guard.failed_row(ctx, w.spec.label, graph, case, reason)]
+                continue
+            try:
+                guard.check_device_budget(toolkit, graph, case)
+                rows = CaseRunner(toolkit, ctx, w.spec.label, graph, dgraph, case).run()
+            except Exception as exc:   # the case ends; the run goes on (or stops its GPU work)
+                rows = [guard.failed_row(ctx, w.spec.label, graph, case, faults.note(exc))]
+            _free(toolkit, faults)
             yield rows
         del dgraph, graph
+        _free(toolkit, faults)
+    if faults.lost:
+        raise faults.fault
+
+
+def _free(toolkit, faults: "guard.FaultState") -> None:
+    if faults.lost:
+        return   # every CUDA call fails once the context is lost
+    try:
         toolkit.free()
+    except Exception as exc:
+        faults.note(exc)
 
 
 def make_context(toolkit, options: RunOptions) -> tuple[RunContext, dict]:

@@ -36,6 +36,10 @@ class GpuToolkit:
         self._device_info, self._software_info = self._env.device_info(), self._env.software_info()
         return env
 
+    def device_free_bytes(self) -> int:
+        from ..backends.memory import device_free_bytes
+        return device_free_bytes()
+
     def copy_bandwidth_tbps(self) -> float:
         return float(self._timing.copy_bandwidth_tbps())
 

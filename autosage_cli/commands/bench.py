@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import os
 import re
 import shlex
 import shutil
@@ -26,6 +25,10 @@ from ..bench import report, suites
 from ..bench.harness import Listener, RunOptions, count_cases, make_context, run_suite
 from ..bench.toolkit import GpuToolkit
 from .progress import StderrBar
+from ..cache import check_cache_path
+from ..paths import check_creatable
+from . import bench_plan
+from . import dry_run as dry_run_mod
 
 
 def parse_int_list(text: str | None, what: str, minimum: int = 1) -> tuple[int, ...]:
@@ -60,13 +63,7 @@ def check_writable(path: Path, option: str = "--out") -> None:
     """Fail now, not after minutes of GPU work, if `path` cannot become a writable directory."""
     if path.exists() and not path.is_dir():
         raise AutosageError(f"{option} {path} exists and is not a directory")
-    ancestor = path
-    while not ancestor.exists():
-        ancestor = ancestor.parent
-    if not ancestor.is_dir():
-        raise AutosageError(f"cannot create {option} {path}: {ancestor} is not a directory")
-    if not os.access(ancestor, os.W_OK | os.X_OK):
-        raise AutosageError(f"cannot write to {option} {path}: {ancestor} is not writable")
+    check_creatable(path, option)
 
 
 def make_dir(path: Path) -> None:
@@ -156,9 +153,12 @@ class SuiteProgress(StderrBar):
 @click.option("--top-k", type=int, default=None, help="Schedules the scheduler probes.")
 @click.option("--budget-ms", type=float, default=None, help="Probe time budget per tune (ms).")
 @click.option("--guardrail", type=float, default=None, help="Choose native only if <= G x best vendor.")
+@click.option("--dry-run", is_flag=True,
+              help="Validate the options, graphs and output paths and list the cases with their "
+                   "estimated memory; no GPU needed.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
 def command(datasets, suite, ops, widths, heads, repeat, flush_l2, oracle, all_schedules, exhaustive,
-            cache_path, out_dir, seed, root, top_k, budget_ms, guardrail, as_json):
+            cache_path, out_dir, seed, root, top_k, budget_ms, guardrail, dry_run, as_json):
     """Benchmark autosage against cuSPARSE (and torch / PyG) side by side."""
     chosen = suites.get_suite(suite)
     if repeat is not None and repeat < 1:
@@ -173,7 +173,15 @@ def command(datasets, suite, ops, widths, heads, repeat, flush_l2, oracle, all_s
     work = suites.build_work(chosen, tuple(datasets), parse_ops(ops),
                              parse_int_list(widths, "--widths"), parse_int_list(heads, "--heads"))
     prior = _prior_run(Path(out_dir)) if out_dir is not None else None
-    require_gpu("autosage bench")
+    if cache_path:
+        check_cache_path(cache_path)
+    bench_plan.check_work(work)
+    if dry_run:
+        dry_run_mod.report(bench_plan.plan_work(work, root, seed), "autosage bench", as_json,
+                           {"suite": chosen.name,
+                            "out": out_dir or f"results/{_dt.date.today().isoformat()}-<gpu name>"})
+        return
+    require_gpu("autosage bench", "--dry-run validates the run without one")
 
     options = RunOptions(repeat=chosen.repeat, flush_l2=flush_l2, oracle=oracle,
                          all_schedules=chosen.all_schedules, exhaustive=exhaustive, cache=cache_path or "", seed=seed, top_k=top_k,

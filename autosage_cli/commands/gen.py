@@ -14,6 +14,7 @@ from rich.console import Console
 
 from ..errors import AutosageError
 from ..graphs.csr import CSRGraph
+from ..graphs import synthetic
 from ..graphs.synthetic import KINDS, PRESETS, generate
 
 OUTPUT_SUFFIXES = (".mtx", ".npz")
@@ -37,17 +38,26 @@ def output_format(path: Path) -> str:
     return suffix
 
 
+def check_output_path(path: Path) -> Path:
+    """The directory `path` will be written into, or an AutosageError saying why it cannot be."""
+    output_format(path)
+    directory = path.parent if str(path.parent) else Path(".")
+    if not directory.is_dir():
+        raise AutosageError(f"cannot write {path}: directory {directory} does not exist")
+    if path.is_dir():
+        raise AutosageError(f"cannot write {path}: it is a directory")
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise AutosageError(f"cannot write {path}: directory {directory} is not writable")
+    return directory
+
+
 def write_graph(graph: CSRGraph, path: Path, compress: bool = False) -> None:
     """Matrix Market (scipy.io.mmwrite, `real general`) or SciPy .npz (save_npz), atomically."""
     import scipy.io  # here, not at module level: `autosage --help` must not import SciPy
     import scipy.sparse as sp
 
     suffix = output_format(path)
-    directory = path.parent if str(path.parent) else Path(".")
-    if not directory.is_dir():
-        raise AutosageError(f"cannot write {path}: directory {directory} does not exist")
-    if path.is_dir():
-        raise AutosageError(f"cannot write {path}: it is a directory")
+    directory = check_output_path(path)
     try:
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=suffix)
     except OSError as exc:
@@ -90,7 +100,8 @@ def _catalogue() -> str:
 def command(name, params, seed, out, compress):
     """Generate a synthetic graph (a PRESET such as reddit-like, or a KIND with --param) and write it."""
     out_path = Path(out)
-    output_format(out_path)  # refuse a bad extension before spending time generating
+    check_output_path(out_path)  # refuse a bad path before spending time and memory generating
+    synthetic.check_budget(name, parse_params(params))
     err = Console(stderr=True)
     started = time.perf_counter()
     with err.status(f"generating {name}…", spinner="dots"):

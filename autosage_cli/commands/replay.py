@@ -57,17 +57,20 @@ def command(cache_file, dry_run, as_json):
     outcomes = replay_mod.replay(cache, dry_run=dry_run,
                                  progress=lambda msg: err.print(f"[dim]{msg}[/dim]", highlight=False))
     failing = [o for o in outcomes if o.failing]
+    malformed = list(cache.malformed)      # skipped by the cache, each already warned about
     if as_json:
         click.echo(json.dumps({"cache": str(cache.path), "dry_run": dry_run,
                                "entries": [o.to_dict() for o in outcomes],
-                               "failing": len(failing),
-                               "skipped": sum(o.status == "skipped" for o in outcomes), "ok": not failing}, sort_keys=True))
+                               "malformed": [{"id": i, "problem": p} for i, p in malformed],
+                               "failing": len(failing) + len(malformed),
+                               "skipped": sum(o.status == "skipped" for o in outcomes),
+                               "ok": not failing and not malformed}, sort_keys=True))
     else:
         render_table(outcomes, dry_run, stdout_console())
         if not outcomes:
             stdout_console().print("the cache holds no decisions")
-    if failing:
-        kinds = sorted({o.status for o in failing})
-        click.echo(f"replay: {len(failing)} of {len(outcomes)} entries did not reproduce "
-                   f"({', '.join(kinds)})", err=True)
+    if failing or malformed:
+        kinds = sorted({o.status for o in failing} | ({"malformed"} if malformed else set()))
+        click.echo(f"replay: {len(failing) + len(malformed)} of {len(outcomes) + len(malformed)} "
+                   f"entries did not reproduce ({', '.join(kinds)})", err=True)
         sys.exit(1)

@@ -9,10 +9,12 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from .. import budget
 from ..errors import AutosageError
 from ..scheduler import tune as tune_mod
 from ..scheduler.probe import DEFAULT_BUDGET_MS
 from ..scheduler.select import DEFAULT_GUARDRAIL
+from . import dry_run as dry_run_mod
 
 
 def stdout_console() -> Console:
@@ -36,7 +38,8 @@ def _num(x, fmt: str = "{:.4g}") -> str:
 
 
 def render_table(result: tune_mod.TuneResult, console: Console) -> None:
-    vendor_ms = [v["ms"] for v in result.vendor if v.get("status") == "ok" and v.get("ms")]
+    vendor_ms = [v["ms"] for v in result.vendor if v.get("status") == "ok" and isinstance(v.get("ms"), (int, float))
+                 and v["ms"] > 0]
     best_vendor = min(vendor_ms) if vendor_ms else None
     probed = [c for c in result.candidates if not str(c.get("reason", "")).startswith("not probed")]
     title = "cached decision (no probe run)" if result.cache_hit else "candidates"
@@ -46,7 +49,8 @@ def render_table(result: tune_mod.TuneResult, console: Console) -> None:
         table.add_column(col, justify="right" if "ms" in col or col in ("vs best vendor", "rel error")
                          else "left")
     for rec in probed + result.vendor:
-        speedup = (best_vendor / rec["ms"]) if best_vendor and rec.get("ms") else None
+        ms = rec.get("ms")
+        speedup = best_vendor / ms if best_vendor and isinstance(ms, (int, float)) and ms else None
         status = rec.get("status", "")
         if rec.get("reason"):
             status += f" ({rec['reason']})"
@@ -90,21 +94,35 @@ def render_table(result: tune_mod.TuneResult, console: Console) -> None:
               help="time the top-k on the whole graph whatever the budget (not exhaustive: the "
                    "bench's --exhaustive times every schedule)")
 @click.option("--retune", is_flag=True, help="ignore a cached decision and tune again (replacing it)")
+@click.option("--dry-run", is_flag=True,
+              help="validate the graph, options and cache path and show the case with its estimated "
+                   "memory; no GPU needed")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object on stdout")
 def command(graph, dataset, root, k, op, heads, cache_path, top_k, budget_ms, guardrail, full, retune,
-            as_json):
+            dry_run, as_json):
     """Tune OP at width K on GRAPH (or --dataset NAME): estimate, probe, guardrail, cache."""
+    # Everything that can be checked without a GPU is checked first, so a job can be validated on a
+    # CPU machine before it is moved to a GPU one.
     tune_mod.validate_options(op, k, heads, top_k, budget_ms, guardrail)
     if (graph is None) == (dataset is None):
         raise AutosageError("give exactly one of GRAPH (a file) or --dataset NAME")
-    from ..capability import require_gpu
-    require_gpu("autosage tune")
-    from ..cache import DecisionCache
+    from ..cache import DecisionCache, check_cache_path, default_path
 
+    check_cache_path(cache_path or default_path())
     err = Console(stderr=True)
     progress = (lambda msg: err.print(f"[dim]{msg}[/dim]", highlight=False))
-    progress(f"loading {graph or dataset}")
-    g = load_input_graph(graph, dataset, root)
+    with err.status(f"loading {graph or dataset}…", spinner="dots"):   # no line left behind
+        g = load_input_graph(graph, dataset, root)
+    planned = _planned_case(g, graph or dataset, op, k, heads, full)
+    if dry_run:
+        dry_run_mod.report([planned], "autosage tune", as_json,
+                           {"cache": str(cache_path or default_path())})
+        return
+    from ..capability import require_gpu
+    require_gpu("autosage tune", "--dry-run validates the run without one")
+    from ..backends.memory import device_free_bytes
+    budget.require_device(planned.device_bytes, device_free_bytes(), f"tuning {op} K={k} on {planned.graph}")
+
     result = tune_mod.tune(g, op, k, heads, cache=DecisionCache(cache_path), top_k=top_k,
                            budget_ms=budget_ms, guardrail=guardrail, full=full, progress=progress,
                            retune=retune)
@@ -115,3 +133,13 @@ def command(graph, dataset, root, k, op, heads, cache_path, top_k, budget_ms, gu
         click.echo(json.dumps(result.to_json(), sort_keys=True))
     else:
         render_table(result, stdout_console())
+
+
+def _planned_case(graph, label: str, op: str, k: int, heads: int, full: bool) -> dry_run_mod.PlannedCase:
+    """The case with its memory estimate; the GPU holds the probe's sample unless --full."""
+    from ..scheduler import sample
+
+    target = sample.default_target_nnz(graph)
+    device_nnz = None if full or sample.probes_whole_graph(graph, target) else target
+    return dry_run_mod.PlannedCase.of(str(label), graph.n_rows, graph.n_cols, graph.nnz, op, k, heads,
+                                      device_nnz=device_nnz)

@@ -6,14 +6,16 @@ OSError, zipfile errors…, and none of that may reach the user as a traceback.
 from __future__ import annotations
 
 import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import scipy.io
 import scipy.sparse as sp
 
-from ..errors import AutosageError
+from .. import budget
+from ..errors import AutosageError, exception_text
+from . import mtx, preflight
 from .csr import CSRGraph, canonical_csr, from_arrays
 from .edges import csr_from_keys, sorted_unique_keys
 
@@ -22,10 +24,17 @@ NPZ_SUFFIXES = (".npz",)
 EDGE_LIST_SUFFIXES = (".txt", ".txt.gz", ".edges", ".edges.gz", ".tsv", ".tsv.gz")
 ALL_SUFFIXES = MTX_SUFFIXES + NPZ_SUFFIXES + EDGE_LIST_SUFFIXES
 MAX_NODES = 2**31 - 1  # edge keys row·n + col must fit in int64
+# Parsing an edge list: pandas holds 2-3 int64/float64 columns plus its own buffers per line (about
+# 50 bytes per line measured); the shortest line, "0 1\n", is 4 bytes, a typical one 8 or more.
+MIN_EDGE_LINE_BYTES = 8
+EDGE_PARSE_BYTES = 64
 
 # Exceptions a parser may raise on a bad file (MemoryError and KeyboardInterrupt are not among them).
-PARSE_ERRORS = (ValueError, IndexError, KeyError, TypeError, OverflowError, EOFError, OSError,
+PARSE_ERRORS = (ValueError, IndexError, KeyError, TypeError, OverflowError, EOFError, OSError, zlib.error,
                 UnicodeDecodeError, zipfile.BadZipFile, pd.errors.ParserError, pd.errors.EmptyDataError)
+# zipfile also raises RuntimeError (an encrypted member) and NotImplementedError (a compression
+# method it does not know) on a damaged archive.
+NPZ_ERRORS = PARSE_ERRORS + (RuntimeError, NotImplementedError)
 
 
 def file_format(path: Path) -> str:
@@ -36,38 +45,44 @@ def file_format(path: Path) -> str:
     raise AutosageError(f"{path}: unknown graph file extension (expected one of {', '.join(ALL_SUFFIXES)})")
 
 
-def _problem(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return text if text else type(exc).__name__
-
-
 def read_matrix_market(path: Path, source: dict) -> CSRGraph:
-    """scipy.io.mmread: symmetric/skew storage expanded, pattern → 1.0; duplicates summed as the format
-    says; float32 values."""
+    """Matrix Market per its specification (graphs.mtx): coordinate layout only, the lower triangle
+    of symmetric / skew-symmetric / hermitian files mirrored, pattern → 1.0, duplicates summed,
+    float32 values."""
+    header = mtx.read_header(path, PARSE_ERRORS)
     try:
-        rows, cols, _, layout, field, _ = scipy.io.mminfo(str(path))
+        matrix = mtx.read_entries(path, header)
     except PARSE_ERRORS as exc:
-        raise AutosageError(f"{path}: not a valid Matrix Market file: {_problem(exc)}") from None
-    if field == "complex":
-        raise AutosageError(f"{path}: complex Matrix Market values are not supported")
-    if rows <= 0 or cols <= 0:
-        raise AutosageError(f"{path}: graph dimensions must be positive, got {rows}x{cols}")
-    try:
-        matrix = scipy.io.mmread(str(path))
-    except PARSE_ERRORS as exc:
-        raise AutosageError(f"{path}: cannot read Matrix Market data: {_problem(exc)}") from None
-    if not sp.issparse(matrix):  # the dense `array` layout
-        matrix = sp.coo_matrix(np.asarray(matrix))
+        raise AutosageError(f"{path}: cannot read Matrix Market data: {exception_text(exc)}") from None
+    if header.symmetry in mtx.MIRRORED:
+        matrix = mtx.mirrored(matrix, header.symmetry, path)
     return _canonical(path, matrix, source)
 
 
 def read_npz(path: Path, source: dict) -> CSRGraph:
     """A SciPy sparse matrix saved with scipy.sparse.save_npz (any format: coo, csr, csc…)."""
     try:
+        _check_npz_budget(path)
         matrix = sp.load_npz(str(path))
-    except PARSE_ERRORS as exc:
-        raise AutosageError(f"{path}: not a SciPy sparse .npz file: {_problem(exc)}") from None
+    except NPZ_ERRORS as exc:
+        raise AutosageError(f"{path}: not a SciPy sparse .npz file: {exception_text(exc)}") from None
     return _canonical(path, matrix, source)
+
+
+def _check_npz_budget(path: Path) -> None:
+    """Refuse, from the .npy headers alone, an .npz whose arrays or whose CSR would not fit."""
+    arrays = preflight.npz_arrays(path)
+    stored = sum(preflight.array_bytes(shape, dtype) for shape, dtype in arrays.values())
+    budget.require_host(stored, f"{path}: its arrays")
+    if "shape" not in arrays or arrays["shape"][0] != (2,) or arrays["shape"][1].kind not in "iu":
+        return   # load_npz names what is wrong
+    with np.load(str(path), allow_pickle=False) as members:
+        shape = members["shape"]
+    n_rows, n_cols = (int(s) for s in shape)
+    values = arrays.get("data", ((0,), np.dtype(np.float32)))[0]
+    nnz = values[0] if len(values) == 1 else 0
+    budget.require_host(stored + budget.graph_host_bytes(max(n_rows, 0), max(n_cols, 0), nnz),
+                        f"{path}: a {n_rows}x{n_cols} graph with {nnz} nonzeros")
 
 
 def _canonical(path: Path, matrix, source: dict) -> CSRGraph:
@@ -95,7 +110,11 @@ def _integer_ids(path: Path, column: pd.Series, what: str) -> np.ndarray:
             raise AutosageError(f"{path}: missing or non-finite {what} in edge {bad + 1}")
         if np.any(values != np.floor(values)):
             bad = int(np.flatnonzero(values != np.floor(values))[0])
-            raise AutosageError(f"{path}: {what} {values[bad]!r} in edge {bad + 1} is not an integer")
+            raise AutosageError(f"{path}: {what} {float(values[bad]):g} in edge {bad + 1} is not an integer")
+    if values.size and values.dtype.kind in "fu" and values.max() > MAX_NODES - 1:
+        bad = int(np.argmax(values))   # checked before the cast to int64, which would wrap it
+        raise AutosageError(f"{path}: {what} {values[bad]:.0f} in edge {bad + 1} is too large "
+                            f"(ids must be below {MAX_NODES})")
     ids = values.astype(np.int64)
     if ids.size and ids.min() < 0:
         bad = int(np.flatnonzero(ids < 0)[0])
@@ -103,17 +122,23 @@ def _integer_ids(path: Path, column: pd.Series, what: str) -> np.ndarray:
     return ids
 
 
+def _check_edge_list_budget(path: Path) -> None:
+    lines = preflight.likely_text_bytes(path) // MIN_EDGE_LINE_BYTES
+    budget.require_host(EDGE_PARSE_BYTES * lines, f"{path}: parsing about {lines} edge lines")
+
+
 def read_edge_list(path: Path, source: dict) -> CSRGraph:
     """Whitespace-separated `source target [value]` lines, `#` comments, 0-based ids, n = max id + 1.
     Two columns: a pattern graph (value 1.0, repeated edges merged). Three: the third column is the
     value and repeated edges are summed, as in Matrix Market. pandas' C parser infers int64 columns;
     a column that comes back as text holds a non-numeric entry, which is then located and named."""
+    _check_edge_list_budget(path)
     try:
         frame = pd.read_csv(path, sep=r"\s+", comment="#", header=None, engine="c")
     except pd.errors.EmptyDataError:
         raise AutosageError(f"{path}: no edges in the file") from None
     except PARSE_ERRORS as exc:
-        raise AutosageError(f"{path}: cannot parse the edge list: {_problem(exc)}") from None
+        raise AutosageError(f"{path}: cannot parse the edge list: {exception_text(exc)}") from None
     if frame.shape[0] == 0:
         raise AutosageError(f"{path}: no edges in the file")
     if frame.shape[1] not in (2, 3):
@@ -123,6 +148,8 @@ def read_edge_list(path: Path, source: dict) -> CSRGraph:
     n = int(max(src.max(), dst.max())) + 1
     if n > MAX_NODES:
         raise AutosageError(f"{path}: node id {n - 1} is too large (ids must be below {MAX_NODES})")
+    budget.require_host(budget.graph_host_bytes(n, n, src.shape[0]),
+                        f"{path}: a graph of {n} nodes (largest id {n - 1}) and {src.shape[0]} edges")
     if frame.shape[1] == 2:
         keys = sorted_unique_keys([(src, dst)], n)
         indptr, indices = csr_from_keys(keys, n, n)
@@ -141,10 +168,29 @@ def read_edge_list(path: Path, source: dict) -> CSRGraph:
 READERS = {"mtx": read_matrix_market, "npz": read_npz, "edgelist": read_edge_list}
 
 
-def read_graph_file(path: Path, source: dict) -> CSRGraph:
-    """Dispatch on the extension; the file must exist and be a regular file."""
+def _check_existing_file(path: Path) -> str:
     if not path.exists():
         raise AutosageError(f"no such file: {path}")
     if path.is_dir():
         raise AutosageError(f"{path} is a directory, not a graph file")
-    return READERS[file_format(path)](path, source)
+    return file_format(path)
+
+
+def read_graph_file(path: Path, source: dict) -> CSRGraph:
+    """Dispatch on the extension; the file must exist and be a regular file."""
+    return READERS[_check_existing_file(path)](path, source)
+
+
+def check_graph_file(path: Path) -> None:
+    """The checks a file gets before its data is read (existence, format, header, memory budget),
+    without reading the data: a run validates every file this way before it starts."""
+    fmt = _check_existing_file(path)
+    if fmt == "mtx":
+        mtx.read_header(path, PARSE_ERRORS)
+    elif fmt == "npz":
+        try:
+            _check_npz_budget(path)
+        except NPZ_ERRORS as exc:
+            raise AutosageError(f"{path}: not a SciPy sparse .npz file: {exception_text(exc)}") from None
+    else:
+        _check_edge_list_budget(path)

@@ -14,6 +14,7 @@ from typing import Callable
 
 import numpy as np
 
+from .. import budget
 from ..errors import AutosageError
 from . import generators
 from .csr import CSRGraph, from_arrays
@@ -225,12 +226,24 @@ def resolve(name_or_kind: str, params: dict | None = None) -> tuple[str, dict]:
     return kind_name, resolved
 
 
+def check_budget(name_or_kind: str, params: dict | None = None) -> tuple[int, int]:
+    """(n, expected nonzeros) of a preset or kind with these parameters; BudgetError when building
+    it would need more host memory than is available."""
+    kind_name, resolved = resolve(name_or_kind, params)
+    kind = KINDS[kind_name]
+    n, nnz = kind.nodes(resolved), int(kind.expected_nnz(resolved))
+    budget.require_host(budget.graph_host_bytes(n, n, nnz),
+                        f"generating {name_or_kind} (n={n}, ~{nnz} nonzeros)")
+    return n, nnz
+
+
 def generate(name_or_kind: str, params: dict | None = None, seed: int = 0) -> CSRGraph:
     """A preset (`reddit-like`, …) or a kind (`power-law`, …) with parameter overrides, as a
     canonical CSRGraph whose source records generator, full parameters and seed."""
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise AutosageError(f"seed must be a non-negative integer, got {seed!r}")
     seed = int(seed)
+    check_budget(name_or_kind, params)
     kind_name, resolved = resolve(name_or_kind, params)
     kind = KINDS[kind_name]
     n = kind.nodes(resolved)

@@ -7,31 +7,25 @@ unexpected exception prints one line too, exit code 1, with the traceback only u
 """
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 
 import click
 
+from .commands import bench, compile as compile_kernels, gen, info, inspect, plot, replay, tune
 from .errors import AutosageError, resource_error
 
-# Module names under autosage_cli/commands/; each exposes `command` (a click.Command).
-COMMAND_MODULES = ("info", "inspect", "gen", "tune", "compile", "replay", "bench", "plot")
 
-
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(context_settings={"help_option_names": ["-h", "--help"]}, invoke_without_command=True)
 @click.version_option(package_name="autosage")
-def cli() -> None:
+@click.pass_context
+def cli(ctx: click.Context) -> None:
     """autosage: input-aware SpMM / SDDMM / CSR-attention scheduling for NVIDIA GPUs."""
+    if ctx.invoked_subcommand is None:      # plain `autosage`: the help, and success
+        click.echo(ctx.get_help())
 
 
-for _name in COMMAND_MODULES:
-    try:
-        _module = importlib.import_module(f".commands.{_name}", __package__)
-    except ModuleNotFoundError as _exc:  # a command module not written yet
-        if _exc.name != f"{__package__}.commands.{_name}":
-            raise
-        continue
+for _module in (info, inspect, gen, tune, compile_kernels, replay, bench, plot):
     cli.add_command(_module.command)
 
 

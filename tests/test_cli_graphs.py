@@ -158,3 +158,9 @@ def test_info_with_a_device_renders_it(monkeypatch):
     for word in ("NVIDIA H200", "9.0", "132", "60 MiB", "13.2", "12600"):
         assert word in result.stdout
     assert "no CUDA device" not in result.stdout
+
+
+def test_autosage_alone_prints_the_help_and_succeeds():
+    r = run_cli()
+    assert r.exit_code == 0 and r.stdout.startswith("Usage: autosage")
+    assert all(name in r.stdout for name in ("bench", "compile", "tune", "replay"))

@@ -113,7 +113,10 @@ def test_scipy_and_cupyx_inputs_give_the_same_result(graph):
     want = api.spmm(graph, B, schedule="cusparse-alg2")
     from_scipy = api.spmm(graph.to_scipy().tocoo(), B, schedule="cusparse-alg2")
     from_cupyx = api.spmm(csp.csr_matrix(graph.to_scipy()), B, schedule="cusparse-alg2")
-    assert rel_error(from_scipy, want) == 0.0 and rel_error(from_cupyx, want) == 0.0
+    # Same graph, same algorithm, separate plans: cuSPARSE ALG2 balances work across the row
+    # boundaries and its partial sums may land in another order (seen on the H200: 4e-8 once in two
+    # runs). A wrong conversion of the input would be off by O(1), not by rounding.
+    assert rel_error(from_scipy, want) < 1e-6 and rel_error(from_cupyx, want) < 1e-6
 
 
 def test_plans_are_memoized(graph):

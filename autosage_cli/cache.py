@@ -1,6 +1,6 @@
 """Persistent tuning decisions: one schema-versioned JSON document.
 
-Key (DESIGN.md): device (name, compute capability, SMs, memory), software (driver, CUDA runtime,
+Key: device (name, compute capability, SMs, memory), software (driver, CUDA runtime,
 CuPy, cuSPARSE, hash of the cuda/ sources), the graph's full fingerprint, op, K, dtype, heads.
 Entries are stored under the hash of everything *but* the software part, which is kept inside the
 entry: a lookup whose software no longer matches (a kernel source changed, a driver update) finds the

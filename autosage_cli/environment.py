@@ -1,8 +1,9 @@
 """Where a measurement or decision was made: device, software versions, commit, host, time.
 
-Recorded in every result file (BENCHMARK.md §6) and in the cache key (DESIGN.md). Everything here is
-guarded: on a machine without a GPU (or without CuPy) the device is None and the CUDA versions are
-None — nothing raises. CuPy is imported only inside the functions, after the capability check.
+Recorded in every result file (results.json, the run README) and in the decision cache key.
+Everything here is guarded: on a machine without a GPU (or without CuPy) the device is None and the
+CUDA versions are None — nothing raises. CuPy is imported only inside the functions, after the
+capability check.
 """
 from __future__ import annotations
 

@@ -200,7 +200,7 @@ def test_default_suite():
     assert table == {"er-200k": kernels, "hub-200k": sorted(kernels + [("attention", 64, 1)]), "cora": kernels}
 
 
-def test_full_suite_has_every_section_7_graph_and_width():
+def test_full_suite_has_every_benchmark_graph_and_width():
     from autosage_cli import datasets
 
     work = suites.build_work(suites.get_suite("full"))

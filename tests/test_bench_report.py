@@ -178,7 +178,7 @@ def test_tuning_overhead_targets():
     t = targets_by_name(rows)
     cold, warm = t["Cold tune (features + probe)"], t["Warm tune (cache hit)"]
     assert cold.value == 1600.0 and cold.verdict == "MET" and cold.bound == "≤ 2000 ms"
-    assert "on reddit-like" in cold.detail  # the graph, when the run has it
+    assert "on reddit-like" in cold.detail  # the target's graph, when the run has it
     assert warm.value == 60.0 and warm.verdict == "MISSED"
     t = targets_by_name([tuned("er-200k", 5000.0, math.nan)])
     assert t["Cold tune (features + probe)"].verdict == "MISSED"

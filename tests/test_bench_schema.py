@@ -1,4 +1,4 @@
-"""The results schema (BENCHMARK.md §9): column order in CSV and JSON, round trips, byte counts."""
+"""The results schema (bench/rows.py): column order in CSV and JSON, round trips, byte counts."""
 from __future__ import annotations
 
 import csv
@@ -15,8 +15,8 @@ from autosage_cli.errors import AutosageError
 
 FIXTURE = Path(__file__).parent / "fixtures" / "bench_rows.csv"
 
-# Copied by hand from BENCHMARK.md §9, so a reordering of Row's fields fails here.
-SECTION_9 = ["graph", "n_rows", "nnz", "op", "k", "heads", "dtype", "backend", "schedule", "decision",
+# The schema's fixed columns written out by hand, so a reordering of Row's fields fails here.
+SCHEMA_ORDER = ["graph", "n_rows", "nnz", "op", "k", "heads", "dtype", "backend", "schedule", "decision",
              "ms_median", "ms_p20", "ms_p80", "prepare_ms", "rel_error", "best_vendor", "best_vendor_ms",
              "speedup_vs_best_vendor", "speedup_vs_vendor_default", "compulsory_bytes", "effective_tbps",
              "copy_tbps", "commit", "gpu", "timestamp"]
@@ -39,9 +39,9 @@ def rows() -> list[Row]:
 
 
 def test_schema_columns_are_section_9_in_order():
-    assert list(SCHEMA_COLUMNS) == SECTION_9
-    assert list(ALL_COLUMNS[:len(SECTION_9)]) == SECTION_9
-    assert set(EXTRA_COLUMNS).isdisjoint(SECTION_9)
+    assert list(SCHEMA_COLUMNS) == SCHEMA_ORDER
+    assert list(ALL_COLUMNS[:len(SCHEMA_ORDER)]) == SCHEMA_ORDER
+    assert set(EXTRA_COLUMNS).isdisjoint(SCHEMA_ORDER)
     assert {"probe_agrees", "oracle_schedule", "oracle_ms", "tune_ms", "status"} <= set(EXTRA_COLUMNS)
 
 
@@ -50,7 +50,7 @@ def test_csv_header_and_round_trip(rows, tmp_path):
     report.write_csv(rows, path)
     with open(path, newline="") as fh:
         header = next(csv.reader(fh))
-    assert header[:len(SECTION_9)] == SECTION_9
+    assert header[:len(SCHEMA_ORDER)] == SCHEMA_ORDER
     assert header == list(ALL_COLUMNS)
     assert rows_equal(report.read_rows(path), rows)
 
@@ -64,7 +64,7 @@ def test_json_layout_and_round_trip(rows, tmp_path):
     doc = json.loads(text)
     assert doc["environment"] == env
     assert doc["columns"] == list(ALL_COLUMNS)
-    assert all(list(r)[:len(SECTION_9)] == SECTION_9 for r in doc["rows"])
+    assert all(list(r)[:len(SCHEMA_ORDER)] == SCHEMA_ORDER for r in doc["rows"])
     assert rows_equal(report.read_rows(path), rows)
     assert report.read_runs(path) == (env, [{"command": "autosage bench"}])
 

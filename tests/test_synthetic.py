@@ -1,5 +1,5 @@
 """Synthetic generators: every kind's structure, determinism, parameter checks, the calibrated
-power-law degrees, shuffling, and the BENCHMARK.md §7 presets."""
+power-law degrees, shuffling, and the named benchmark presets."""
 from __future__ import annotations
 
 import numpy as np
@@ -210,13 +210,14 @@ def test_locality_knob_moves_columns_into_blocks():
 
 @pytest.mark.slow
 def test_reddit_like_full_size_meets_tolerances():
-    # The done-when criterion of issue 2 at full size (~30 s, ~3 GB on 2 cores).
+    # The generator's acceptance check (n, nnz and degree quantiles within their tolerances) at
+    # full size (~30 s, ~3 GB on 2 cores).
     _assert_tolerances(generate("reddit-like"), PRESETS["reddit-like"][1])
 
 
 # --- presets and parameters ---------------------------------------------------------------------
 
-def test_presets_are_benchmark_md_section_7():
+def test_presets_are_the_benchmark_set():
     assert set(PRESETS) == {"er-200k", "hub-200k", "uniform-1m", "reddit-like", "products-like",
                             "products-like-shuffled", "rmat-20", "banded-1m"}
     assert PRESETS["er-200k"][1] == {"n": 200_000, "p": 2e-5}

@@ -1,4 +1,4 @@
-"""Framework baselines, timed side by side with autosage (BENCHMARK.md rule 2).
+"""Framework baselines, timed side by side with autosage in one process.
 
   spmm       backend "torch": torch's CSR SpMM on a CSR tensor sharing our arrays (DLPack), written
              straight into the output through `torch.addmm(C, A, B, beta=0, out=C)`: the same

@@ -2,7 +2,7 @@
 
 C = A·B with A the CSR graph and B, C dense, *row-major* (CUSPARSE_ORDER_ROW): the layout GNN
 features have. `cupyx` `A @ B` goes column-major and is ~10x slower at K >= 16 on the H200, so it is
-not a fair baseline (DESIGN.md). Each algorithm is a separate vendor entry:
+not a fair baseline. Each algorithm is a separate vendor entry:
 `cusparse-alg1|alg2|alg3|default` = CUSPARSE_SPMM_CSR_ALG1/ALG2/ALG3/ALG_DEFAULT (4/6/12/0).
 
 Descriptors and the workspace are made once (outside any timed region) and destroyed by `close()` or
@@ -10,7 +10,7 @@ when the object is collected. A launch only re-points the dense descriptors (cus
 and cusparseSpMatSetValues for caller-given values) when a pointer changed, then calls cusparseSpMM
 on CuPy's current stream (CuPy's `spMM` binding sets the handle's stream before each call).
 cusparseSpMM_preprocess is optional for every algorithm (cuSPARSE docs) and CuPy has no binding for
-it; ALG3 runs without it (verified on the H200, DESIGN.md facts).
+it; ALG3 runs without it (verified on the H200).
 """
 from __future__ import annotations
 

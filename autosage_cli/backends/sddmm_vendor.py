@@ -1,6 +1,6 @@
 """The vendor SDDMM: out[e] = a_e * <X[row e], Y[col e]> by cusparseSDDMM, or a CuPy composition.
 
-CuPy has no cusparseSDDMM binding, so the providers are tried in this order (DESIGN.md):
+CuPy has no cusparseSDDMM binding, so the providers are tried in this order:
   1. nvmath-python's cuSPARSE bindings (cusparseSDDMM called directly, preprocess once);
   2. `torch.sparse.sampled_addmm(C, X, Y.t(), beta=0, out=C)`: Y row-major (n x K) passed as a
      transposed view is the fast layout (a contiguous K x n was 10-25x slower on the H200). C is a

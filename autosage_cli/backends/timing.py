@@ -1,4 +1,4 @@
-"""Timing and checking (BENCHMARK.md rules 3 and 4).
+"""Timing and checking (the method is described in docs/MEASUREMENT.md).
 
 `time_plan` records a CUDA event pair around each launch only, on CuPy's current stream: warm-up
 first, then every repeat queued (an optional L2 flush outside the events before each), then one

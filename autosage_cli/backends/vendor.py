@@ -5,7 +5,8 @@
              (backends.sddmm_vendor; plan.provider says which implementation ran)
   attention  vendor-unfused-alg1|alg2|alg3|default (backends.attention_vendor, imported lazily)
 
-"The vendor time" of an input is the best over `vendor_names(op)` (BENCHMARK.md rule 2).
+"The vendor time" of an input is the best over `vendor_names(op)`, each measured in the same
+process (docs/MEASUREMENT.md).
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The benchmark loop: for every graph × op × K (× heads) of a run, every way to compute it, timed side
-by side in one process (BENCHMARK.md §1) and checked against the best vendor output.
+by side in one process (docs/MEASUREMENT.md) and checked against the best vendor output.
 
 Per case, in this order:
   1. every vendor algorithm (backends.vendor): run, time; the best vendor is the fastest whose output
@@ -16,7 +16,7 @@ hashing the graph (reported as `features_ms`). The compile seconds go into the r
 (`compile`) and on one stderr line.
 
 Every non-vendor plan is verified first (output poisoned with NaN, run once, compared with the
-reference) and timed only if it verifies (§4); a failing plan becomes a row with status "wrong" or
+reference) and timed only if it verifies; a failing plan becomes a row with status "wrong" or
 "failed" and its reason — marked, never hidden, never a crash of the suite.
 
 GPU work goes through a *toolkit* (bench.toolkit.GpuToolkit: backends/ and scheduler/ imported
@@ -36,7 +36,7 @@ from .rows import Row, compulsory_bytes, effective_tbps, gather_bytes, speedup
 from .suites import Case, GraphWork
 
 # Two float32 implementations of one op agree to ~1e-6 with the same reduction order; long rows
-# summed in a different order drift further, so §4's wider bound (1e-4) is the verification limit.
+# summed in a different order drift further, so a wider bound (1e-4) is the verification limit.
 TOLERANCE = 1e-4
 # The oracle probes on the whole graph, where one launch can take tens of ms (products-like at
 # K=256) or hundreds (attention H=8): every candidate gets its minimum repeats whatever the budget,
@@ -115,7 +115,7 @@ class CaseRunner:
     def _prepare(self, backend: str, schedule: str, prepare: Callable[[], object]):
         try:
             return prepare(), None
-        except Exception as exc:  # a failing prepare is an outcome (STYLE: failures are outcomes)
+        except Exception as exc:  # a failing prepare is an outcome (failures are outcomes, recorded as rows)
             return None, Measured(backend, schedule, "failed", error=f"prepare: {_one_line(exc)}")
 
     def measure(self, plan, backend: str | None = None, verify: bool = True,
@@ -238,7 +238,7 @@ class CaseRunner:
         return row, choice
 
     def _warm_tune_ms(self) -> float:
-        """Issue 4's warm-tune overhead: the same tune again, now answered by the cache."""
+        """The warm-tune overhead: the same tune again, now answered by the cache."""
         c, o = self.case, self.opts
         t0 = time.perf_counter()
         try:
@@ -412,7 +412,8 @@ def _free(toolkit, faults: "guard.FaultState") -> None:
 
 
 def make_context(toolkit, options: RunOptions) -> tuple[RunContext, dict]:
-    """Environment once per run and the copy bandwidth measured in this run (§5). The environment
+    """Environment once per run and the copy bandwidth measured in this run (the ceiling
+    effective bandwidths are compared with). The environment
     dict is shared with the context: run_suite adds the kernel compile seconds (`compile`) to it."""
     env = toolkit.environment()
     device = env.get("device") or {}

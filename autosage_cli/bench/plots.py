@@ -15,7 +15,7 @@ from pathlib import Path
 from .report import is_main
 from .rows import Row
 
-# The line drawn on each op's speed-up plot (the geomean target for that op).
+# The line drawn on each op's speed-up plot (the geomean speed-up target for that op).
 SPEEDUP_TARGET = {"spmm": 1.5, "sddmm": 2.0, "attention": 3.0}
 
 

@@ -1,11 +1,11 @@
 """Benchmark files and rendering: results.csv / results.json, the run README and the rich summary.
 
-The files render the same rows (CSV and JSON carry identical columns, §9's first); the arithmetic
+The files render the same rows (CSV and JSON carry identical columns, the schema's first); the arithmetic
 behind the README and the tables (geomeans, agreement, targets) is in `bench.targets` and re-exported
 here. A run directory can collect several runs (`autosage bench --out DIR` twice, e.g. the kernels
 and the attention suites in separate ≤10-minute GPU calls): `merge_rows` keeps the newest row per
 (graph, op, K, heads, backend, decision[, schedule]), which is fair because every row carries the
-vendor time measured side by side with it (§1).
+vendor time measured side by side with it in the same process.
 """
 from __future__ import annotations
 
@@ -151,15 +151,15 @@ def readme_text(rows: list[Row], environment: dict, plots: list[str], runs: list
     if plots:
         lines += ["", "## Plots", ""] + [f"![{p}]({p})" for p in plots]
     lines += ["", "## How to read this", "",
-              "- Rows: `results.csv` / `results.json` (BENCHMARK.md §9 columns first, extra columns "
-              "after). Speed-ups are measured side by side in one process (§1): CUDA-event medians, "
+              "- Rows: `results.csv` / `results.json` (the results schema's columns first, extra columns "
+              "after). Speed-ups are measured side by side in one process: CUDA-event medians, "
               "p20/p80 in the CSV.",
               "- `autosage` rows are what a user gets: the scheduler's choice (`decision` probe, or "
               "cache on a hit) run on the full graph; `oracle` rows tune on the full graph. The probe "
               "agrees when it chose the same backend and schedule, or one within 5% of the oracle's time.",
               "- Every output is checked against the best vendor output (`rel_error`, limit 1e-4); a "
               "row that fails is marked (`status`) and never timed.",
-              "- Compulsory bytes (§5): indptr + indices + values + dense inputs once + output once "
+              "- Compulsory bytes: indptr + indices + values + dense inputs once + output once "
               "(spmm: B, C; sddmm: X, Y, out; attention: Q, K, V, O). Effective bandwidth = those "
               "bytes / median time, plotted as a fraction of the copy bandwidth measured in the run.",
               ""]

@@ -1,15 +1,15 @@
-"""The results schema (BENCHMARK.md §9): one `Row` per graph × op × K × heads × backend.
+"""The results schema: one `Row` per graph × op × K × heads × backend.
 
-The first 25 fields are exactly §9's columns, in §9's order; everything after them is an extra column
-(allowed "at the end"). CSV and JSON both render `Row.to_dict()`, so the two files always carry the
-same columns in the same order.
+The first 25 fields are the schema's fixed columns, in a fixed order; everything after them is an
+extra column (extras are only ever appended). CSV and JSON both render `Row.to_dict()`, so the two
+files always carry the same columns in the same order.
 
-Compulsory bytes (§5: indptr + indices + values + the dense inputs once + the output once), per op:
+Compulsory bytes (indptr + indices + values + the dense inputs once + the output once), per op:
   spmm       indptr + indices + values + B (n_cols·K) + C (n_rows·K)
   sddmm      indptr + indices + values + X (n_rows·K) + Y (n_cols·K) + out (nnz)
   attention  indptr + indices + values + Q (n_rows·H·d) + K, V (n_cols·H·d each) + O (n_rows·H·d)
 (values count for sddmm and attention too: the kernels read them as the scale / mask.) The no-reuse
-gather bound of §5 is `gather_bytes`: nnz·K·4 for spmm and sddmm (one feature row per edge; for sddmm
+gather bound is `gather_bytes`: nnz·K·4 for spmm and sddmm (one feature row per edge; for sddmm
 the Y row), nnz·H·d·4·2 for attention (one K row and one V row per edge and head).
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-# BENCHMARK.md §9, in order. Tests pin this tuple; never reorder it.
+# The schema's fixed columns, in order. Tests pin this tuple; never reorder it.
 SCHEMA_COLUMNS = (
     "graph", "n_rows", "nnz", "op", "k", "heads", "dtype", "backend", "schedule", "decision",
     "ms_median", "ms_p20", "ms_p80", "prepare_ms", "rel_error", "best_vendor", "best_vendor_ms",
@@ -27,8 +27,8 @@ SCHEMA_COLUMNS = (
 )
 
 DECISIONS = ("probe", "oracle", "cache", "fixed")
-# Row status: "ok" (verified and timed), "wrong" (ran, failed verification, not timed — BENCHMARK
-# §4), "failed" (prepare or launch raised; the reason is in `error`), "unverified" (timed, but no
+# Row status: "ok" (verified and timed), "wrong" (ran, failed verification, and so never timed),
+# "failed" (prepare or launch raised; the reason is in `error`), "unverified" (timed, but no
 # vendor output was available to check it against), "skipped" (a baseline that cannot run here:
 # not installed, or would not fit in memory; the reason is in `error`).
 STATUSES = ("ok", "wrong", "failed", "unverified", "skipped")
@@ -62,7 +62,7 @@ class Row:
     commit: str = ""
     gpu: str = ""
     timestamp: str = ""
-    # ---- extra columns (after §9's) ----
+    # ---- extra columns (after the fixed ones) ----
     status: str = "ok"
     error: str = ""                 # why a row failed or was marked wrong (one line)
     chosen_backend: str = ""        # autosage rows: what the scheduler chose (native or a vendor name)
@@ -102,7 +102,7 @@ class Row:
 
 ALL_COLUMNS = tuple(f.name for f in dataclasses.fields(Row))
 EXTRA_COLUMNS = ALL_COLUMNS[len(SCHEMA_COLUMNS):]
-assert ALL_COLUMNS[:len(SCHEMA_COLUMNS)] == SCHEMA_COLUMNS, "Row fields must start with §9's columns"
+assert ALL_COLUMNS[:len(SCHEMA_COLUMNS)] == SCHEMA_COLUMNS, "Row fields must start with the schema columns"
 
 
 def _parse(type_name, value):
@@ -140,7 +140,7 @@ def compulsory_bytes(op: str, n_rows: int, n_cols: int, nnz: int, k: int, heads:
 
 
 def gather_bytes(op: str, nnz: int, k: int, heads: int = 1) -> int:
-    """§5's no-reuse gather bound: one dense row fetched per edge (two, K and V, for attention)."""
+    """The no-reuse gather bound: one dense row fetched per edge (two, K and V, for attention)."""
     per_edge = 2 * heads * k if op == "attention" else k
     return int(nnz * per_edge * FLOAT_BYTES)
 

@@ -2,13 +2,13 @@
 
   default    about a minute on one H200: two small presets and one shipped real graph, K ∈ {4, 32,
              128}, spmm + sddmm, and attention at d = 64, H = 1 on hub-200k (the skewed one).
-  kernels    BENCHMARK.md §7's graphs (synthetic presets + every real graph in datasets/), K ∈ {1, 2,
-             4, …, 256}, spmm + sddmm (issue 3's kernel benchmark; add --all-schedules to time every
+  kernels    the benchmark graphs (synthetic presets + every real graph in datasets/), K ∈ {1, 2,
+             4, …, 256}, spmm + sddmm (the kernel benchmark; add --all-schedules to time every
              schedule, not only the tuned choice).
   kernels-small / kernels-large
              `kernels` cut in two: the graphs up to ~17M nonzeros, and the three of ~115-124M
              nonzeros (generating each of those takes ~40 s of CPU before the GPU sees it).
-  attention  issue 5's targets: d = 64, H ∈ {1, 8} on reddit-like and products-like, plus hub-200k;
+  attention  the attention targets: d = 64, H ∈ {1, 8} on reddit-like and products-like, plus hub-200k;
              every attention schedule is timed (fused vs our unfused is a target).
   full       kernels ∪ attention. On one H200 it does not fit one 10-minute call: run
              kernels-small, kernels-large and attention with the same --out (rows merge).

@@ -1,5 +1,5 @@
 """Benchmark arithmetic, pure functions over `Row`s (tested on CPU): geomeans, probe agreement with
-the oracle, per op × graph summaries, and the issues' targets, each MET / MISSED / NOT MEASURED with
+the oracle, per op × graph summaries, and the performance targets, each MET / MISSED / NOT MEASURED with
 its number and what it covers. `bench.report` renders them (README, rich tables, --json).
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Iterable
 from .rows import Row, json_value
 
 AGREEMENT_TOLERANCE = 0.05        # a probe choice within 5% of the oracle's time counts as agreeing
-ATTENTION_TARGET_GRAPHS = ("reddit-like", "products-like")   # issue 5: d = 64, H ∈ {1, 8}
+ATTENTION_TARGET_GRAPHS = ("reddit-like", "products-like")   # the attention targets: d = 64, H ∈ {1, 8}
 ATTENTION_TARGET_D = 64
 TUNE_TARGET_GRAPH = "reddit-like"  # cold tune and cache-hit targets are read on reddit-like
 EXHAUSTIVE_TOLERANCE = 0.05       # the choice counts as reaching the exhaustive best within 5%
@@ -239,7 +239,7 @@ def _attention_cases(rows: list[Row]) -> list[dict]:
 
 
 def evaluate_targets(rows: list[Row]) -> list[Target]:
-    """The issue's targets, each MET / MISSED / NOT MEASURED with its number."""
+    """The performance targets, each MET / MISSED / NOT MEASURED with its number."""
     main = [r for r in rows if is_main(r)]
     spmm = [r for r in main if r.op == "spmm"]
     sddmm = [r for r in main if r.op == "sddmm"]
@@ -281,7 +281,7 @@ def evaluate_targets(rows: list[Row]) -> list[Target]:
 
 
 def _tuning_targets(main: list[Row]) -> list[Target]:
-    """Issue 4's overhead targets on reddit-like (on every graph when it is not in the run): a cold
+    """The tuning-overhead targets on reddit-like (on every graph when it is not in the run): a cold
     tune adds ≤ 2 s beyond loading the graph (tune_ms + features_ms: the probe plus the graph's
     features and fingerprint, which the benchmark computes once per graph), a warm one ≤ 50 ms."""
     on = [r for r in main if r.graph == TUNE_TARGET_GRAPH] or main

@@ -133,7 +133,7 @@ class SuiteProgress(StderrBar):
 @click.option("--ops", default=None, help="Comma-separated ops (spmm,sddmm,attention).")
 @click.option("--widths", default=None, help="Comma-separated K (d for attention), e.g. 1,2,4,32.")
 @click.option("--heads", default=None, help="Comma-separated attention head counts, e.g. 1,8.")
-@click.option("--repeat", type=int, default=None, help="Timed repeats per measurement (median, p20, p80 reported; BENCHMARK.md asks >= 10). "
+@click.option("--repeat", type=int, default=None, help="Timed repeats per measurement (median, p20, p80 reported; use >= 10). "
                    "Default: the suite's (20 for default, 10 for the big suites).")
 @click.option("--flush-l2", is_flag=True, help="Flush the L2 cache between timed repeats.")
 @click.option("--oracle", is_flag=True,

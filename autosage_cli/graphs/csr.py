@@ -1,6 +1,6 @@
 """Canonical CSR: the one graph representation every later stage trusts.
 
-Contract (DESIGN.md): indptr/indices int32 while nnz < 2**31 (int64 beyond), float32 values, column
+Contract: indptr/indices int32 while nnz < 2**31 (int64 beyond), float32 values, column
 indices sorted and unique within each row, explicit shape. `canonical_csr` builds it from anything
 SciPy understands and validates once; `CSRGraph.fingerprint` hashes *all* of indptr, indices, values
 and the shape, so two graphs that differ anywhere never share a cache entry.

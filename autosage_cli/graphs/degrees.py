@@ -1,6 +1,6 @@
 """Degree sequences calibrated to a target row count, nonzero count and degree quantiles.
 
-Real GNN graphs are summarised by a few numbers (BENCHMARK.md §7: reddit has q50/q90/q99 ≈ 230/1198/3805,
+Real GNN graphs are summarised by a few numbers (reddit has q50/q90/q99 ≈ 230/1198/3805,
 max ≈ 21.7k, mean ≈ 492). A degree sequence that hits all of them at once is built from a quantile
 function Q(p):
 

@@ -8,7 +8,7 @@ True for products and proteins (stored once per undirected edge), False for arxi
 (directed citations) — followed exactly, so ogbn-products has OGB's 123,718,280 nonzeros. Edges are a
 pattern: value 1.0, repeats merged. Row = edge_index[0] (the source).
 
-Download. The issue asks for a download "when ogb is installed"; the `ogb` extra is the user's opt-in
+Download. Missing files are downloaded only when ogb is installed: the `ogb` extra is the user's opt-in
 to multi-gigabyte downloads (products is 1.4 GB), so that is the gate. The transfer itself is urllib +
 zipfile here rather than ogb.utils.url.download_url: ogb's helper prints to stdout (which must stay
 machine-readable for --json), asks y/N on stdin above 1 GB (a hang in a non-interactive run), and

@@ -1,4 +1,4 @@
-"""Synthetic graphs: generator kinds with checked parameters, the named presets of BENCHMARK.md §7, and
+"""Synthetic graphs: generator kinds with checked parameters, the named benchmark presets, and
 `generate(name_or_kind, params=None, seed=0) -> CSRGraph`.
 
 Every kind takes two common parameters: `weighted` (1: values hashed from each edge into [0.5, 1.5),
@@ -141,7 +141,7 @@ KINDS: dict[str, Kind] = {
 
 KIND_ALIASES = {"er": "erdos-renyi", "chung-lu": "power-law", "r-mat": "rmat"}
 
-# BENCHMARK.md §7. reddit/products targets are those of the real graphs (reddit: DGL/PyG's
+# The benchmark's graph presets. reddit/products targets are those of the real graphs (reddit: DGL/PyG's
 # reddit_graph.npz, 114,615,892 nonzeros; ogbn-products with OGB's inverse edges, 123,718,280).
 # rmat-20 uses edge factor 16 (Graph500's) and shuffled ids as Graph500 does; banded-1m a half-width
 # of 8 (17 per row, ~17M nonzeros, next to uniform-1m's 16M).

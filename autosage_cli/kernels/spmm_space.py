@@ -15,10 +15,10 @@ Families (one CUDA file each, except that both split families share spmm_split.c
              them with shuffles (cuda/spmm_vector.cu). vec is 1: the kernel reads B rows as vectors
              itself when K == KMAX and B's alignment allows.
 
-Why these values (H200 measurements in issue 3): a group of G lanes x V floats per row beat the best
-cuSPARSE algorithm 1.3-2.25x on a uniform graph when G*V matched K, and lost 5-60x on power-law
-graphs (one group per hub row), hence the split families; G < 32 edge slots in warprow put a whole
-warp on one long row when K is too small to occupy 32 lanes with features.
+Why these values (H200 measurements of the first kernel round): a group of G lanes x V floats per
+row beat the best cuSPARSE algorithm 1.3-2.25x on a uniform graph when G*V matched K, and lost
+5-60x on power-law graphs (one group per hub row), hence the split families; G < 32 edge slots in
+warprow put a whole warp on one long row when K is too small to occupy 32 lanes with features.
 """
 from __future__ import annotations
 

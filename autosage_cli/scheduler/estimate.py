@@ -5,7 +5,7 @@ get probed; the probe decides. Each launch is modelled by the resource that bind
 
 * **bytes** — compulsory traffic (indptr, indices, values, gathered dense rows, output) over DRAM
   bandwidth; gathers read whole 32-byte sectors and hit L2 when the dense operand fits in L2 or the
-  graph's locality keeps neighbours close (BENCHMARK.md §7: locality made cuSPARSE 1.5-1.9x faster on
+  graph's locality keeps neighbours close (on the H200, locality made cuSPARSE 1.5-1.9x faster on
   products-sized graphs);
 * **latency** — a group walks its row edge by edge; each edge costs a dependent index load and a
   gather (hidden only by unrolling), once per feature pass of `lanes x vec` features. Few lanes or
@@ -25,7 +25,7 @@ get probed; the probe decides. Each launch is modelled by the resource that bind
   attention) walk the same edges and do not diverge;
 * **launches** — a fixed overhead per kernel launch.
 
-The constants describe the H200 (DESIGN.md facts: 132 SMs, 60 MiB L2, 4.17 TB/s copy) and are
+The constants describe the H200 (132 SMs, 60 MiB L2, 4.17 TB/s measured copy bandwidth) and are
 rough on purpose: a model that ranks is enough, and its errors are caught by probing.
 """
 from __future__ import annotations

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..graphs.csr import CSRGraph
 
-REL_TOLERANCE = 1e-4        # BENCHMARK.md rule 4: fp32 with widely different reduction orders
+REL_TOLERANCE = 1e-4        # fp32 sums in widely different reduction orders (docs/MEASUREMENT.md)
 DEFAULT_BUDGET_MS = 1000.0  # measured GPU time across all candidates and vendors (the minimum below
                             # is spent whatever the budget; the budget only buys more repeats)
 SCREEN_RATIO = 1.3          # a plan this much slower than the fastest of its group after one timed

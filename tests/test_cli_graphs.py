@@ -17,9 +17,7 @@ from autosage_cli.graphs.synthetic import generate
 from cli_helpers import run_cli
 
 DATASETS_DIR = Path(__file__).resolve().parent.parent / "datasets"
-SHARED_DIR = Path("/work/shared/datasets")
 SHIPPED = sorted(DATASETS_DIR.glob("*.mtx.gz"))
-SHARED = sorted(SHARED_DIR.glob("*.mtx.gz")) if SHARED_DIR.is_dir() else []
 
 
 def _inspect_json(*args):
@@ -28,8 +26,7 @@ def _inspect_json(*args):
     return json.loads(result.stdout)
 
 
-@pytest.mark.parametrize("path", SHIPPED + SHARED,
-                         ids=lambda p: f"{'shared' if p.parent == SHARED_DIR else 'shipped'}/{p.name}")
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: f"shipped/{p.name}")
 def test_inspect_json_matches_scipy(path):
     doc = _inspect_json(str(path))
     ref = scipy.io.mmread(str(path))

@@ -58,6 +58,16 @@ def _check_graph(path: str, doc: dict, max_n: int | None = None, max_nnz: int | 
         assert graph.n_rows <= max_n
 
 
+def _inspect_mutated(workdir, name: str, text: bytes, compress: bool, damage):
+    """Write the mutated file, `inspect` it under the memory check, assert a clean outcome:
+    (path, the inspected document or None when it was refused with one Error: line)."""
+    path = _write(workdir, name, text, compress, damage)
+    with PeakMemory() as peak:
+        result = peak.check(lambda: run_cli("inspect", path, "--json"))
+    assert_clean(result)
+    return path, inspected(result)
+
+
 def _declared_entries(text: bytes) -> int | None:
     lines = [ln for ln in text.split(b"\n")[1:] if ln.strip() and not ln.lstrip().startswith(b"%")]
     try:
@@ -71,11 +81,7 @@ def _declared_entries(text: bytes) -> int | None:
        damage=st.one_of(st.none(), mutations))
 def test_mutated_matrix_market(workdir, base, steps, compress, damage):
     text = mutate(MTX_BASES[base].encode(), steps)
-    path = _write(workdir, "g.mtx", text, compress, damage)
-    with PeakMemory() as peak:
-        result = peak.check(lambda: run_cli("inspect", path, "--json"))
-    assert_clean(result)
-    doc = inspected(result)
+    path, doc = _inspect_mutated(workdir, "g.mtx", text, compress, damage)
     if doc is not None:
         entries = _declared_entries(gzip.decompress(open(path, "rb").read()) if compress else text)
         _check_graph(path, doc, max_nnz=None if entries is None else 2 * entries)
@@ -86,10 +92,6 @@ def test_mutated_matrix_market(workdir, base, steps, compress, damage):
        damage=st.one_of(st.none(), mutations))
 def test_mutated_edge_list(workdir, base, steps, compress, damage):
     text = mutate(EDGE_BASES[base].encode(), steps)
-    path = _write(workdir, "g.txt", text, compress, damage)
-    with PeakMemory() as peak:
-        result = peak.check(lambda: run_cli("inspect", path, "--json"))
-    assert_clean(result)
-    doc = inspected(result)
+    path, doc = _inspect_mutated(workdir, "g.txt", text, compress, damage)
     if doc is not None:
         _check_graph(path, doc, max_nnz=text.count(b"\n") + 1)

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import filelock
 
+from . import cuda_sources, environment
 from .environment import now_iso  # scheduler.tune stamps entries with cache.now_iso
 from .cache_entry import entry_problem
 from .errors import AutosageError
@@ -132,14 +133,11 @@ def make_key(graph, op: str, k: int, dtype: str = "float32", heads: int = 1, *,
     (environment.device_info / software_info and the hash of the cuda/ sources); `settings` are
     the tuning settings the decision must have been made under (None: any)."""
     if device is None:
-        from . import environment
         device = environment.device_info()
         if device is None:
             raise AutosageError("no CUDA device visible: a cache key names the device")
     if software is None:
-        from . import environment
-        from .kernels import compile as kcompile
-        software = software_key(environment.software_info(), kcompile.sources_hash())
+        software = software_key(environment.software_info(), cuda_sources.sources_hash())
     return CacheKey(device_key(device), software_key(software), graph.fingerprint, op, int(k),
                     str(dtype), int(heads), None if settings is None else dict(settings))
 

@@ -15,6 +15,7 @@ import subprocess
 from pathlib import Path
 
 from .capability import gpu_status
+from .cuda_sources import sources_hash
 
 REPO_DIR = Path(__file__).resolve().parent.parent
 
@@ -86,8 +87,6 @@ def software_info() -> dict:
 
 def _sources_hash() -> str | None:
     try:
-        from .kernels.compile import sources_hash
-
         return sources_hash()
     except Exception:  # a kernel tree that cannot be read must not break `autosage info`
         return None

@@ -201,7 +201,7 @@ def test_default_suite():
 
 
 def test_full_suite_has_every_benchmark_graph_and_width():
-    from autosage_cli import datasets
+    from autosage_cli.graphs import datasets
 
     work = suites.build_work(suites.get_suite("full"))
     table = work_table(work)

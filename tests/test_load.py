@@ -12,7 +12,7 @@ import pytest
 import scipy.io
 import scipy.sparse as sp
 
-from autosage_cli import datasets
+from autosage_cli.graphs import datasets
 from autosage_cli.errors import AutosageError
 from autosage_cli.graphs import ogb
 from autosage_cli.graphs.load import load_graph, load_source, symmetrized

@@ -24,8 +24,9 @@ import numpy as np
 
 from ..kernels import attention_space as space
 from ..kernels.schedule import Schedule, get, registry
+from . import native_sddmm, native_spmm
+from .attention_common import check_inputs, index_type, kernel, values_arg
 from .base import DeviceGraph, Plan, PrepareTimer
-from .native_attention import check_inputs, index_type, kernel, values_arg
 
 # The SpMM family paired with each softmax row model (the unfused schedule's `lanes`).
 UNFUSED_SPMM_FAMILY = {32: "splitwarp", 8: "split"}
@@ -95,16 +96,16 @@ class UnfusedAttentionPlan(Plan):
         super().__init__(dgraph, "attention", d, heads)
         import cupy
 
-        from . import native
-
         self.sched, self.schedule, self.scale, self.use_values = schedule, schedule.name, scale, use_values
         with PrepareTimer(self):
             self.sddmm_schedule, self.spmm_schedule = substep_schedules(schedule, d, substeps)
             self.provider = (f"{self.sddmm_schedule.name} -> attention_softmax.cu -> "
                              f"{self.spmm_schedule.name}")
             # Without edges run() only writes zeros: no sub-step plans to make.
-            self.sddmm = native.prepare(dgraph, self.sddmm_schedule, d) if dgraph.nnz else None
-            self.spmm = native.prepare(dgraph, self.spmm_schedule, d) if dgraph.nnz else None
+            # substep_schedules returns only schedules that support d, so the op's own prepare is
+            # called directly (native.prepare, the dispatcher, sits above this module)
+            self.sddmm = native_sddmm.prepare(dgraph, self.sddmm_schedule, d) if dgraph.nnz else None
+            self.spmm = native_spmm.prepare(dgraph, self.spmm_schedule, d) if dgraph.nnz else None
             index = index_type(dgraph)
             self.softmax = kernel(space.SOFTMAX_SOURCE, space.softmax_expression(schedule, index))
             self.softmax_heavy = kernel(space.SOFTMAX_SOURCE, space.softmax_heavy_expression(schedule, index))

@@ -21,7 +21,7 @@ import numpy as np
 
 from .base import DeviceGraph, Plan, PrepareTimer
 from .cusparse import CusparseSpMM
-from .native_attention import attention_scale, check_inputs
+from .attention_common import attention_scale, check_inputs
 from .sddmm_vendor import VendorSDDMM, edge_rows
 
 # vendor name -> cuSPARSE SpMM vendor name (cusparse.SPMM_ALGORITHMS)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from ..errors import AutosageError
 from ..kernels import compile as kcompile
 from ..kernels.schedule import Schedule, get
+from .attention_common import index_type
 from .base import DeviceGraph, Plan
 
 
@@ -70,8 +71,6 @@ def compile_plans(dgraph: DeviceGraph, schedules, k: int, heads: int = 1,
     kernel shared by several schedules counts for each), error the first failure's one line, or
     None. Schedules that cannot run are left out (prepare refuses them with the reason), and so
     are SpMM and SDDMM schedules on an int64-index graph (their kernels take int32)."""
-    from .native_attention import index_type
-
     index = index_type(dgraph)
     wanted = {s.name: kernel_refs(s, k, index) for s in schedules
               if s.supports(k, heads) is None and (index == "int" or s.op == "attention")}

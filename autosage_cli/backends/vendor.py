@@ -3,31 +3,20 @@
   spmm       cusparse-alg1 | cusparse-alg2 | cusparse-alg3 | cusparse-default   (backends.cusparse)
   sddmm      cusparse-sddmm (nvmath-python or torch.sparse.sampled_addmm), else gather-dot
              (backends.sddmm_vendor; plan.provider says which implementation ran)
-  attention  vendor-unfused-alg1|alg2|alg3|default (backends.attention_vendor, imported lazily)
+  attention  vendor-unfused-alg1|alg2|alg3|default (backends.attention_vendor)
 
 "The vendor time" of an input is the best over `vendor_names(op)`, each measured in the same
 process (docs/MEASUREMENT.md).
 """
 from __future__ import annotations
 
-import importlib
-
 from ..errors import AutosageError
+from . import attention_vendor
 from .base import DeviceGraph, Plan
 from .cusparse import SPMM_NAMES
 from .sddmm_vendor import VENDOR_PROVIDERS as SDDMM_VENDORS, sddmm_vendor_names
 
 OPS = ("spmm", "sddmm", "attention")
-ATTENTION_MODULE = f"{__package__}.attention_vendor"
-
-
-def _attention_vendor():
-    try:
-        return importlib.import_module(ATTENTION_MODULE)
-    except ModuleNotFoundError as exc:
-        if exc.name != ATTENTION_MODULE:
-            raise
-        return None
 
 
 def vendor_names(op: str) -> list[str]:
@@ -37,11 +26,7 @@ def vendor_names(op: str) -> list[str]:
     if op == "sddmm":
         return sddmm_vendor_names()
     if op == "attention":
-        module = _attention_vendor()
-        if module is None:
-            return []
-        names = getattr(module, "vendor_names", None)
-        return list(names() if callable(names) else module.VENDOR_NAMES)
+        return attention_vendor.vendor_names()
     raise AutosageError(f"unknown op {op!r}; choose one of {', '.join(OPS)}")
 
 
@@ -75,4 +60,4 @@ def prepare_vendor(dgraph: DeviceGraph, name: str, k: int, heads: int = 1,
         from .sddmm_vendor import prepare_sddmm
 
         return prepare_sddmm(dgraph, name, k)
-    return _attention_vendor().prepare(dgraph, name, k, heads=heads, scale=scale)
+    return attention_vendor.prepare(dgraph, name, k, heads=heads, scale=scale)

@@ -12,8 +12,8 @@ import math
 from collections import defaultdict
 from pathlib import Path
 
-from .report import is_main
 from .rows import Row
+from .targets import is_main
 
 # The line drawn on each op's speed-up plot (the geomean speed-up target for that op).
 SPEEDUP_TARGET = {"spmm": 1.5, "sddmm": 2.0, "attention": 3.0}

@@ -16,6 +16,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from ..errors import AutosageError
+from .plots import draw_plots
 from .rows import ALL_COLUMNS, Row, json_value
 from .targets import (AGREEMENT_TOLERANCE, GroupSummary, Target, agreement, attention_kind, case_key,
                       evaluate_targets, geomean, group_summaries, is_main, probe_agrees)
@@ -203,8 +204,6 @@ def write_run_dir(out_dir: Path, rows: list[Row], environment: dict, runs: list 
 
 def write_plots_and_readme(out_dir: Path, rows: list[Row], environment: dict, runs: list | None = None,
                            partial: bool = False) -> list[str]:
-    from .plots import draw_plots
-
     plots = draw_plots(rows, Path(out_dir))
     (Path(out_dir) / "README.md").write_text(readme_text(rows, environment, plots, runs, partial))
     return plots

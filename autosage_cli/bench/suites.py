@@ -104,7 +104,7 @@ SHIPPED_LOADERS = ("mtx", "npz", "edgelist")   # real graphs whose file ships in
 
 def real_graph_names() -> list[str]:
     """The real graphs shipped in datasets/ (the registry's entries with a file that is there)."""
-    from .. import datasets
+    from ..graphs import datasets
 
     return [e.name for e in datasets.entries().values()
             if e.loader in SHIPPED_LOADERS and e.file and datasets.shipped_path(e).is_file()]
@@ -114,7 +114,7 @@ def resolve_graph(name: str) -> GraphSpec:
     """A file path, or a name from the dataset registry (presets, shipped graphs, OGB, reddit);
     AutosageError naming the known datasets otherwise. OGB and reddit data that is not on disk is
     reported by the loader, in one line, when the graph is loaded."""
-    from .. import datasets
+    from ..graphs import datasets
 
     if not name or not name.strip():
         raise AutosageError("empty dataset name")

@@ -14,9 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import datasets
 from ..errors import AutosageError
-from . import ogb
+from . import datasets, ogb
 from .csr import CSRGraph, from_arrays
 from .edges import csr_from_keys
 from .readers import read_graph_file, read_npz

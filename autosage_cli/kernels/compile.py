@@ -11,7 +11,6 @@ independent modules in parallel.
 """
 from __future__ import annotations
 
-import hashlib
 import importlib
 import os
 import re
@@ -24,32 +23,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, NamedTuple
 
-from ..errors import AutosageError
+# sources_hash is part of this module's interface (the cache key's hash of what it compiles)
+from ..cuda_sources import CUDA_DIR, kernel_source, sources_hash  # noqa: F401
 
-CUDA_DIR = Path(os.environ.get("AUTOSAGE_CUDA_DIR", Path(__file__).resolve().parents[2] / "cuda"))
 ARCH = "sm_90"
 # The options NVRTC gets at run time; the nvcc check passes the same ones.
 COMPILE_OPTIONS = ("-std=c++17",)
 # Element types the kernels are instantiated for: the dtype names the CLI takes -> the C++ type.
 C_TYPES = {"float32": "float"}
 MAX_WORKERS = 32
-
-
-def kernel_source(filename: str) -> str:
-    path = CUDA_DIR / filename
-    if not path.is_file():
-        raise AutosageError(f"kernel source {path} not found (set AUTOSAGE_CUDA_DIR to the cuda/ folder)")
-    return path.read_text()
-
-
-def sources_hash() -> str:
-    """Hash of every file under cuda/: part of the cache's software key (a changed kernel re-tunes)."""
-    h = hashlib.blake2b(digest_size=12)
-    for path in sorted(CUDA_DIR.glob("*")):
-        if path.suffix in (".cu", ".cuh"):
-            h.update(path.name.encode())
-            h.update(path.read_bytes())
-    return h.hexdigest()
 
 
 def runtime_options() -> tuple[str, ...]:

@@ -13,8 +13,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import AutosageError
-from .graphs.synthetic import PRESETS
+from ..errors import AutosageError
+from .synthetic import PRESETS
 
 REGISTRY_SCHEMA = 1
 LOADERS = ("mtx", "npz", "edgelist", "ogb", "reddit", "synthetic")
@@ -36,7 +36,7 @@ def registry_dir() -> Path:
     override = os.environ.get("AUTOSAGE_DATASETS_DIR")
     if override:
         return Path(override).resolve()
-    return Path(__file__).resolve().parent.parent / "datasets"
+    return Path(__file__).resolve().parents[2] / "datasets"
 
 
 @functools.lru_cache(maxsize=4)

@@ -1,0 +1,29 @@
+"""The kernel source tree: where the `cuda/` folder is, a file's text, and the hash of every source
+(part of the decision cache's software key and of `autosage info`). A leaf: reading the sources
+needs neither CuPy nor the compiler, so `environment` reports the hash without importing `kernels`."""
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from .errors import AutosageError
+
+CUDA_DIR = Path(os.environ.get("AUTOSAGE_CUDA_DIR", Path(__file__).resolve().parents[1] / "cuda"))
+
+
+def kernel_source(filename: str) -> str:
+    path = CUDA_DIR / filename
+    if not path.is_file():
+        raise AutosageError(f"kernel source {path} not found (set AUTOSAGE_CUDA_DIR to the cuda/ folder)")
+    return path.read_text()
+
+
+def sources_hash() -> str:
+    """Hash of every file under cuda/: part of the cache's software key (a changed kernel re-tunes)."""
+    h = hashlib.blake2b(digest_size=12)
+    for path in sorted(CUDA_DIR.glob("*")):
+        if path.suffix in (".cu", ".cuh"):
+            h.update(path.name.encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()

@@ -26,7 +26,7 @@ Knobs of the fused families (template parameters of attention_fused.cu):
 """
 from __future__ import annotations
 
-from .family import Family
+from .family import Family, first_reason
 
 FUSED_SOURCE = "attention_fused.cu"
 SOFTMAX_SOURCE = "attention_softmax.cu"
@@ -70,14 +70,10 @@ def heads_fit(s: Schedule, heads: int) -> str | None:
     return None
 
 
-def _first_reason(*reasons: str | None) -> str | None:
-    return next((r for r in reasons if r), None)
-
-
 def fused_supports(s: Schedule, d: int, heads: int = 1) -> str | None:
     if heads < 1:
         return f"heads must be >= 1, got {heads}"
-    return _first_reason(vector_fits(s, d), tile_fits(s, d), heads_fit(s, heads))
+    return first_reason(vector_fits(s, d), tile_fits(s, d), heads_fit(s, heads))
 
 
 def unfused_supports(s: Schedule, d: int, heads: int = 1) -> str | None:

@@ -22,3 +22,8 @@ class Family:
     knobs: str                                     # one line: what the Schedule fields mean here
     # Threads one work item takes when it is not `lanes` (e.g. a warp per row with lanes < 32).
     lanes_per_item: Optional[Callable[..., int]] = None
+
+
+def first_reason(*reasons: Optional[str]) -> Optional[str]:
+    """The first refusal among a family's predicates (None when every one accepts)."""
+    return next((r for r in reasons if r), None)

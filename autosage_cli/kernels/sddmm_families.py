@@ -12,7 +12,7 @@ Families:
 """
 from __future__ import annotations
 
-from .family import Family
+from .family import Family, first_reason
 from .spmm_families import lanes_used, vector_fits
 
 
@@ -30,10 +30,8 @@ def register_chunks_used(s: Schedule, k: int) -> str | None:
 
 def supports(s: Schedule, k: int, heads: int = 1) -> str | None:
     # heads do not matter: SDDMM runs one head at a time (attention launches it per head).
-    for reason in (vector_fits(s, k), lanes_used(s, k), fits_registers(s, k), register_chunks_used(s, k)):
-        if reason:
-            return reason
-    return None
+    return first_reason(vector_fits(s, k), lanes_used(s, k), fits_registers(s, k),
+                        register_chunks_used(s, k))
 
 
 def register_chunks(s: Schedule) -> int:

@@ -19,7 +19,7 @@ Families (one CUDA file each, except that both split families share spmm_split.c
 """
 from __future__ import annotations
 
-from .family import Family
+from .family import Family, first_reason
 
 # A schedule whose lanes x vector width exceeds 4K leaves more than 3/4 of its lanes idle.
 MAX_LANE_WASTE = 4
@@ -66,13 +66,9 @@ def vector_band(s: Schedule, k: int) -> str | None:
     return None
 
 
-def _first_reason(*reasons: str | None) -> str | None:
-    return next((r for r in reasons if r), None)
-
-
 def supports(s: Schedule, k: int, heads: int = 1) -> str | None:
     # heads do not matter: SpMM runs one head at a time (attention launches it per head).
-    return _first_reason(vector_fits(s, k), lanes_used(s, k), passes_bounded(s, k),
+    return first_reason(vector_fits(s, k), lanes_used(s, k), passes_bounded(s, k),
                          register_chunks_used(s, k))
 
 

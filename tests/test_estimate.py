@@ -15,9 +15,6 @@ from autosage_cli.scheduler.roofline import DegreeProfile
 
 from scheduler_fakes import HUB_200K, REDDIT_LIKE, UNIFORM_1M, Features
 
-# The space modules register the real families (and warp-per-item hooks) on import.
-sched.registry("spmm"), sched.registry("sddmm"), sched.registry("attention")
-
 
 def sw(lanes, vec, **kw):
     return Schedule("spmm", "subwarp", lanes=lanes, vec=vec, threads=256, unroll=kw.pop("unroll", 4), **kw)

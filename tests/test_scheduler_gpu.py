@@ -150,8 +150,8 @@ def test_a_wrong_schedule_is_probed_fails_verification_and_is_never_chosen(tmp_p
     from autosage_cli.backends import native
 
     donor = next(s for s in sched.candidates("spmm", 16) if s.family == "subwarp")
-    family = sched.Family(donor.source_file, lambda s, dtype: donor.name_expression(dtype),
-                          lambda s, k, heads: None)
+    family = sched.Family("spmm", donor.source_file, lambda s, dtype: donor.name_expression(dtype),
+                          lambda s, k, heads: None, "the donor's knobs, under a wrong name")
     wrong = sched.Schedule("spmm", "test_wrong", lanes=donor.lanes, vec=donor.vec, threads=donor.threads,
                            unroll=donor.unroll)
     real_prepare = native.prepare

@@ -1,25 +1,7 @@
-"""The attention schedule space: value lists and named predicates, never copied kernels.
+"""The attention schedule space: value lists and space rules, never copied kernels.
 
-Families (cuda/attention_fused.cu holds both fused families, cuda/attention_softmax.cu the softmax
-of the unfused pipeline):
-  fused        one group of `lanes` lanes per (row, head) over all rows, online softmax in registers
-               (attention_fused_rows). Even degree distributions.
-  fused_split  rows above `split` edges cut into `chunk`-edge chunks; chunks and light rows in one
-               launch, chunk partials (m, l, acc) merged by attention_combine (reduce "twophase",
-               deterministic). Skewed graphs (reddit-like max degree 21.7k).
-  unfused      SDDMM -> row softmax -> SpMM per head. The schedule's knobs describe the softmax:
-               `lanes` per (row, head), `threads` per block of the block-per-row path taken by rows
-               above `split` edges (chunk = split, reduce "twophase": warp partials merged in shared
-               memory). The SDDMM and SpMM sub-steps are native schedules chosen at prepare
-               (backends/attention_unfused.substep_schedules).
+Families (their predicates, name expressions and table entries): attention_families.py.
 
-Knobs of the fused families (template parameters of attention_fused.cu):
-  lanes x vec      lanes of a group and floats per load (vec 4: 16-byte loads of K and V rows);
-  tile             features one group holds in registers: lanes x vec x NV, NV vectors per lane.
-                   d must fit in one tile (a group never re-walks a row); d % vec == 0;
-  unroll           E, edges per step (2 E NV loads in flight per lane, E interleaved reductions);
-  heads_per_block  heads whose groups form one team sharing the row's staged (column, value) pairs:
-                   team width W = lanes x heads_per_block <= 32 lanes; needs H % heads_per_block == 0.
 Why these values: two group shapes per d in {16, 32, 64, 128} (one vector per lane with more lanes,
 or two per lane with fewer lanes and shorter shuffle trees; plus a whole warp of 8-byte loads at
 d = 64), E in {2, 4} within a register budget of
@@ -31,13 +13,13 @@ from __future__ import annotations
 
 from itertools import product
 
-from .schedule import Family, Schedule, register_family
+from .attention_families import (  # the sources and expressions are the plans' too
+    FUSED_SOURCE, SOFTMAX_SOURCE, fused_expression, softmax_expression, team_width, vectors_per_lane)
+from .schedule import Schedule
 
 THREADS = 256
 MAX_FEATURES = 256           # largest d a fused group holds in registers (vec 1, 32 lanes x 8)
 REGISTER_BUDGET = 32         # E x NV x vec floats per operand (K and V) a lane keeps in flight
-FUSED_SOURCE = "attention_fused.cu"
-SOFTMAX_SOURCE = "attention_softmax.cu"
 INDEX_TYPES = {"int32": "int", "int64": "long long"}
 
 # (lanes, vec, NV): 16-byte-load shapes, two per d in {16, 32, 64, 128} ...
@@ -52,76 +34,10 @@ SPLITS = ((512, 256), (2048, 512))      # (split, chunk) of fused_split
 UNFUSED_SOFTMAX = ((32, 2048), (8, 512))  # (lanes, split) of the unfused row softmax
 
 
-# ------------------------------------------------------------------ predicates (None or a reason)
-
-def vectors_per_lane(s: Schedule) -> int:
-    """NV: vectors of `vec` floats one lane holds (the tile is lanes x vec x NV features)."""
-    return max(1, s.tile // (s.lanes * s.vec))
-
-
-def team_width(s: Schedule) -> int:
-    return s.lanes * s.heads_per_block
-
-
-def vector_fits(s: Schedule, d: int) -> str | None:
-    if d % s.vec:
-        return f"d={d} is not a multiple of the vector width {s.vec}"
-    return None
-
-
-def tile_fits(s: Schedule, d: int) -> str | None:
-    """d must fit in the registers of one group, and the smallest NV that holds it is the one used
-    (a larger NV only costs registers: another schedule holds d better)."""
-    width = s.lanes * s.vec
-    need = -(-d // width)
-    nv = vectors_per_lane(s)
-    if need > nv:
-        return f"d={d} exceeds the {s.tile} features a group of {s.lanes}x{s.vec}x{nv} holds"
-    if nv > 1 and need <= nv // 2:
-        return f"d={d} fits in {need} vectors per lane; {nv} would waste registers"
-    if nv == 1 and 2 * d <= width:
-        return f"{s.lanes} lanes x {s.vec} cover {width} features, more than twice d={d}: lanes would idle"
-    return None
-
-
-def heads_fit(s: Schedule, heads: int) -> str | None:
-    if heads % s.heads_per_block:
-        return f"H={heads} is not a multiple of heads_per_block={s.heads_per_block}"
-    return None
-
-
-def _first_reason(*reasons: str | None) -> str | None:
-    return next((r for r in reasons if r), None)
-
-
-def fused_supports(s: Schedule, d: int, heads: int = 1) -> str | None:
-    if heads < 1:
-        return f"heads must be >= 1, got {heads}"
-    return _first_reason(vector_fits(s, d), tile_fits(s, d), heads_fit(s, heads))
-
-
-def unfused_supports(s: Schedule, d: int, heads: int = 1) -> str | None:
-    """The softmax takes any d; the sub-steps are checked when they are chosen at prepare (any d
-    some native SDDMM and SpMM schedule supports)."""
-    if heads < 1:
-        return f"heads must be >= 1, got {heads}"
-    return None
-
-
 # ------------------------------------------------------------------ name expressions
-
-def fused_expression(s: Schedule, dtype: str = "float", index: str = "int") -> str:
-    kernel = "attention_fused_rows" if s.family == "fused" else "attention_fused_segments"
-    return (f"{kernel}<{dtype}, {index}, {s.lanes}, {s.vec}, {vectors_per_lane(s)}, {s.unroll}, "
-            f"{team_width(s)}>")
-
 
 def combine_expression(dtype: str = "float", index: str = "int") -> str:
     return f"attention_combine<{dtype}, {index}>"
-
-
-def softmax_expression(s: Schedule, index: str = "int") -> str:
-    return f"attention_softmax_rows<{index}, {s.lanes}>"
 
 
 def softmax_heavy_expression(s: Schedule, index: str = "int") -> str:
@@ -141,13 +57,6 @@ def file_expressions(source_file: str, dtype: str = "float", index: str = "int")
     """All instantiations of one kernel file over the registry: compiled into one module."""
     return tuple(sorted({e for s in SCHEDULES if s.source_file == source_file
                          for e in expressions(s, dtype, index)}))
-
-
-register_family("fused", Family(FUSED_SOURCE, lambda s, dtype: fused_expression(s, dtype), fused_supports))
-register_family("fused_split", Family(FUSED_SOURCE, lambda s, dtype: fused_expression(s, dtype),
-                                      fused_supports))
-register_family("unfused", Family(SOFTMAX_SOURCE, lambda s, dtype: softmax_expression(s),
-                                  unfused_supports))
 
 
 # ------------------------------------------------------------------ the space

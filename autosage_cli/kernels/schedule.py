@@ -1,14 +1,17 @@
 """Schedules as data (Triton `Config`, Sputnik `spmm_config.h` style).
 
-A `Schedule` is a frozen description of one way to run an op: the kernel family (one `.cu` file per
-family under cuda/) and its knobs. Its `name` is stable and used in the cache, CSV rows and test ids.
-The registry of each op is generated from value lists and named predicates in a *space module*
-(`spmm_space`, `sddmm_space`, `attention_space`), never by copying kernels. Only `launch()`
-computes grid and block sizes.
+A `Schedule` is a frozen description of one way to run an op: the kernel family (one templated
+kernel in a cuda/ file) and its knobs. Its `name` is stable and used in the cache, CSV rows and
+test ids. Only `launch()` computes grid and block sizes.
 
-Space module contract: it defines `SCHEDULES: tuple[Schedule, ...]` and calls `register_family()`
-for each family it owns, giving the family's kernel file, its name-expression builder and its
-K/heads predicate.
+Two kinds of module describe the schedules, and this one joins them:
+  * family modules (`spmm_families`, `sddmm_families`, `attention_families`): one `Family` entry
+    per kernel family (kernels/family.py: op, kernel file, name expression, `supports` with a
+    reason, lanes per work item, what the knobs mean), with its predicates. `FAMILIES` below joins
+    their tables, so importing this module is enough for every family to be known.
+  * space modules (`spmm_space`, `sddmm_space`, `attention_space`): the value lists that generate
+    `SCHEDULES: tuple[Schedule, ...]` of one op, in a fixed order (names are cache keys), and the
+    space rules each schedule is checked against. `registry(op)` imports them when first asked.
 """
 from __future__ import annotations
 
@@ -16,17 +19,49 @@ import contextlib
 import dataclasses
 import importlib
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Iterator
 
 from ..errors import AutosageError
+from . import attention_families, sddmm_families, spmm_families
+from .family import Family
 
 OPS = ("spmm", "sddmm", "attention")
 SPACE_MODULES = {op: f"{__package__}.{op}_space" for op in OPS}
 REDUCTIONS = ("none", "atomic", "twophase")
+# Every kernel family by name. The family modules own disjoint names; a clash would be a bug.
+FAMILIES: dict[str, Family] = {**spmm_families.FAMILIES, **sddmm_families.FAMILIES,
+                               **attention_families.FAMILIES}
 
 
 @dataclass(frozen=True)
 class Schedule:
+    """One way to run an op. The knobs are template parameters or launch shapes of the family's
+    kernel, and several mean different things per family (`Family.knobs` says it in one line;
+    docs/INTERNALS.md has the full table). G = lanes, V = vec, U = unroll:
+
+      lanes  subwarp, split (light rows), sddmm rowgroup/edge, vector, fused: lanes of the group
+             that owns one work item (a row, row chunk, edge run or (row, head)), 32/G groups per
+             warp; warprow, splitwarp, split's heavy chunks: lanes per *edge slot* of a warp that
+             owns the item (32/G slots on different edges, summed by shuffles); vector: the
+             group's lanes split the row's edges, not its features; unfused: the softmax's lanes
+             per (row, head).
+      vec    floats per lane per load (4: 16-byte loads); vector and unfused: always 1.
+      tile   warprow: features per staging pass, P = tile / (G x V) register chunks, one pass per
+             grid.y block (0: one chunk, a block loops over all passes); sddmm rowgroup: K held in
+             registers (G x V x P, K <= tile); vector: KMAX, the sums a lane keeps (serves
+             KMAX/2 < K <= KMAX); fused attention: d held in registers (G x V x NV); others: 0.
+      split  rows with more nonzeros than this are cut into chunks (spmm split/splitwarp,
+             fused_split); unfused: rows above it take a block of `threads` for the softmax.
+      chunk  nonzeros per chunk of a split row; sddmm rowgroup without split: edges per row piece,
+             each its own group (outputs are per edge, nothing to reduce).
+      reduce how a split row's partials combine: "atomic" (into a per-row scratch) or "twophase"
+             (per-chunk partials summed in a fixed order, deterministic); "none" without split.
+      unroll U: spmm and sddmm rowgroup: edges whose gathers are in flight per step; sddmm edge:
+             consecutive edges per group; vector: edges per lane in flight; fused: E edges per step.
+      threads          threads per block (unfused: of the heavy-row softmax block too).
+      heads_per_block  fused attention: heads whose groups form one team sharing the row's staged
+                       indices (team = G x heads_per_block <= 32 lanes); 1 elsewhere.
+    """
     op: str                  # "spmm" | "sddmm" | "attention"
     family: str              # kernel family, e.g. "subwarp", "warprow", "split", "rowgroup", "edge"
     lanes: int = 32          # lanes per group (a group owns one row, row-chunk or (row, head))
@@ -65,7 +100,7 @@ class Schedule:
         """Raise ValueError if the knobs are inconsistent."""
         if self.op not in OPS:
             raise ValueError(f"unknown op {self.op!r}")
-        if self.family not in _FAMILIES:
+        if not is_family(self.family):
             raise ValueError(f"unknown family {self.family!r} for {self.op}")
         if self.lanes not in (1, 2, 4, 8, 16, 32):
             raise ValueError(f"lanes must be a power of two <= 32, got {self.lanes}")
@@ -84,15 +119,15 @@ class Schedule:
         """None if this schedule can run width k (and heads); otherwise the reason it cannot."""
         if k < 1:
             return f"K must be >= 1, got {k}"
-        return _FAMILIES[self.family].supports(self, k, heads)
+        return family_of(self.family).supports(self, k, heads)
 
     @property
     def source_file(self) -> str:
-        return _FAMILIES[self.family].source_file
+        return family_of(self.family).source_file
 
     def name_expression(self, dtype: str = "float") -> str:
         """The C++ template instantiation CuPy compiles for this schedule (NVRTC name expression)."""
-        return _FAMILIES[self.family].name_expression(self, dtype)
+        return family_of(self.family).name_expression(self, dtype)
 
     def launch(self, n_items: int, k: int,
                lanes_per_item: int | None = None) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
@@ -111,25 +146,22 @@ class Schedule:
     @property
     def lanes_per_item(self) -> int:
         """Threads one work item occupies: `lanes`, unless the family gives its items whole warps."""
-        hook = _FAMILIES[self.family].lanes_per_item if self.family in _FAMILIES else None
+        hook = family_of(self.family).lanes_per_item if is_family(self.family) else None
         return hook(self) if hook else self.lanes
 
 
-@dataclass(frozen=True)
-class Family:
-    source_file: str                                   # file name under cuda/
-    name_expression: Callable[[Schedule, str], str]    # schedule, dtype -> "kernel<...>"
-    supports: Callable[[Schedule, int, int], "str | None"]
-    # Threads per work item when it is not `lanes` (e.g. warp-per-row families with lanes < 32).
-    lanes_per_item: "Callable[[Schedule], int] | None" = None
-
-
-_FAMILIES: dict[str, Family] = {}
+# Families and schedules added for the length of an `extra_schedules` block (tests only).
+_EXTRA_FAMILIES: dict[str, Family] = {}
 _EXTRA: list[Schedule] = []
 
 
-def register_family(name: str, family: Family) -> None:
-    _FAMILIES[name] = family
+def is_family(name: str) -> bool:
+    return name in FAMILIES or name in _EXTRA_FAMILIES
+
+
+def family_of(name: str) -> Family:
+    """The family called `name` (KeyError if there is none)."""
+    return _EXTRA_FAMILIES[name] if name in _EXTRA_FAMILIES else FAMILIES[name]
 
 
 def registry(op: str) -> tuple[Schedule, ...]:
@@ -170,8 +202,10 @@ def extra_schedules(*schedules: Schedule, families: dict[str, Family] | None = N
     """Register schedules (and families) for the duration of a block: used by tests, e.g. for a
     deliberately wrong schedule that the scheduler must probe and reject."""
     added = dict(families or {})
-    for name, fam in added.items():
-        register_family(name, fam)
+    clash = set(added) & set(FAMILIES)
+    if clash:
+        raise ValueError(f"families {sorted(clash)} exist already")
+    _EXTRA_FAMILIES.update(added)
     _EXTRA.extend(schedules)
     try:
         yield
@@ -179,4 +213,4 @@ def extra_schedules(*schedules: Schedule, families: dict[str, Family] | None = N
         for s in schedules:
             _EXTRA.remove(s)
         for name in added:
-            _FAMILIES.pop(name, None)
+            _EXTRA_FAMILIES.pop(name, None)

@@ -1,56 +1,13 @@
-"""The SDDMM schedule space: value lists and named predicates, never copied kernels.
+"""The SDDMM schedule space: value lists and space rules, never copied kernels.
 
-Families:
-  rowgroup   G lanes per row keep X[row] in registers (P chunks of G*V columns, so K <= tile =
-             G*V*P) and walk the row's edges (cuda/sddmm_rowgroup.cu). chunk > 0 cuts every row
-             into chunk-edge pieces, each its own group: hub rows spread out, and since outputs are
-             per edge no reduction is needed.
-  edge       a group of G lanes per U consecutive edges, row ids from a COO array built in prepare
-             (cuda/sddmm_edge.cu): nnz-balanced whatever the degree skew, any K.
+Families (their predicates, name expressions and table entries): sddmm_families.py.
 """
 from __future__ import annotations
 
-from .schedule import Family, Schedule, register_family
-from .spmm_space import lanes_used, vector_fits
+from .schedule import Schedule
 
 THREADS = 256
 
-
-def fits_registers(s: Schedule, k: int) -> str | None:
-    if s.family == "rowgroup" and k > s.tile:
-        return f"K={k} exceeds the {s.tile} columns this schedule holds in registers"
-    return None
-
-
-def register_chunks_used(s: Schedule, k: int) -> str | None:
-    if s.family == "rowgroup" and s.tile - s.lanes * s.vec >= k:
-        return f"{s.tile} register columns leave a whole chunk of {s.lanes * s.vec} idle at K={k}"
-    return None
-
-
-def supports(s: Schedule, k: int, heads: int = 1) -> str | None:
-    # heads do not matter: SDDMM runs one head at a time (attention launches it per head).
-    for reason in (vector_fits(s, k), lanes_used(s, k), fits_registers(s, k), register_chunks_used(s, k)):
-        if reason:
-            return reason
-    return None
-
-
-def register_chunks(s: Schedule) -> int:
-    """P: chunks of G*V columns each lane of a rowgroup schedule keeps of X[row]."""
-    return s.tile // (s.lanes * s.vec)
-
-
-def _rowgroup_expr(s: Schedule, dtype: str) -> str:
-    return f"sddmm_rowgroup<{dtype}, {s.lanes}, {s.vec}, {register_chunks(s)}, {s.unroll}>"
-
-
-def _edge_expr(s: Schedule, dtype: str) -> str:
-    return f"sddmm_edge<{dtype}, {s.lanes}, {s.vec}, {s.unroll}>"
-
-
-register_family("rowgroup", Family("sddmm_rowgroup.cu", _rowgroup_expr, supports))
-register_family("edge", Family("sddmm_edge.cu", _edge_expr, supports))
 
 # (G, V, P) for rowgroup: each covers K up to G*V*P and, by the predicates, down to ~G*V/4.
 ROWGROUP_SHAPES = (

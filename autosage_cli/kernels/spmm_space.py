@@ -1,19 +1,6 @@
-"""The SpMM schedule space: value lists and named predicates, never copied kernels.
+"""The SpMM schedule space: value lists and space rules, never copied kernels.
 
-Families (one CUDA file each, except that both split families share spmm_split.cu):
-  subwarp    G lanes per row, 32/G rows per warp (cuda/spmm_subwarp.cu). Short, even rows.
-  warprow    a warp per row, 32/G edge slots of G lanes, (col, val) staged by shuffles
-             (cuda/spmm_warprow.cu). G = 32 is GE-SpMM; tile = G*V*P > 0 splits K over grid.y.
-  split      rows above `split` nonzeros cut into `chunk`-nonzero chunks, a warp each; light rows
-             by sub-warp groups; one launch, the last chunk of a row combines its partials
-             (reduce "atomic": atomics into a per-row scratch; "twophase": per-chunk partials summed
-             in a fixed order, deterministic) (cuda/spmm_split.cu). Hubs among short rows
-             (hub-200k, products-like).
-  splitwarp  the same, light rows by a warp each. Many long rows (reddit-like).
-  vector     small K only (tile = KMAX, one schedule per K band KMAX/2 < K <= KMAX): G lanes per
-             row split the row's *edges* (CSR-vector), each lane keeps all K sums, the group sums
-             them with shuffles (cuda/spmm_vector.cu). vec is 1: the kernel reads B rows as vectors
-             itself when K == KMAX and B's alignment allows.
+Families (their predicates, name expressions and table entries): spmm_families.py.
 
 Why these values (H200 measurements of the first kernel round): a group of G lanes x V floats per
 row beat the best cuSPARSE algorithm 1.3-2.25x on a uniform graph when G*V matched K, and lost
@@ -24,108 +11,12 @@ from __future__ import annotations
 
 from itertools import product
 
-from .schedule import Family, Schedule, register_family
+from .schedule import Schedule
+from .spmm_families import feature_chunks
 
 THREADS = 256
 LANES = (1, 2, 4, 8, 16, 32)
 VECS = (1, 2, 4)
-# A schedule whose lanes x vector width exceeds 4K leaves more than 3/4 of its lanes idle.
-MAX_LANE_WASTE = 4
-# More than this many feature passes per row re-read the row's indices too often to ever win.
-MAX_FEATURE_PASSES = 64
-
-
-# ------------------------------------------------------------------ predicates (None or a reason)
-
-def vector_fits(s: Schedule, k: int) -> str | None:
-    if k % s.vec:
-        return f"K={k} is not a multiple of the vector width {s.vec}"
-    return None
-
-
-def lanes_used(s: Schedule, k: int) -> str | None:
-    if s.lanes * s.vec > MAX_LANE_WASTE * k:
-        return (f"{s.lanes} lanes x {s.vec} elements cover {s.lanes * s.vec} columns, more than "
-                f"{MAX_LANE_WASTE}x K={k}: most lanes would idle")
-    return None
-
-
-def passes_bounded(s: Schedule, k: int) -> str | None:
-    passes = -(-k // (s.lanes * s.vec))
-    if passes > MAX_FEATURE_PASSES:
-        return f"K={k} needs {passes} feature passes of {s.lanes * s.vec} columns (> {MAX_FEATURE_PASSES})"
-    return None
-
-
-def register_chunks_used(s: Schedule, k: int) -> str | None:
-    """A feature tile of P chunks: refuse when a whole register chunk would hold no column."""
-    if s.tile and s.tile - s.lanes * s.vec >= k:
-        return f"feature tile {s.tile} leaves a whole chunk of {s.lanes * s.vec} columns idle at K={k}"
-    return None
-
-
-def vector_band(s: Schedule, k: int) -> str | None:
-    """The vector family keeps KMAX = tile sums per lane: it serves KMAX/2 < K <= KMAX (a wider K
-    does not fit, a narrower one is served by the next smaller KMAX with fewer registers)."""
-    if k > s.tile:
-        return f"K={k} exceeds the {s.tile} sums a lane keeps"
-    if 2 * k <= s.tile:
-        return f"K={k} leaves half of the {s.tile} sums idle (a smaller KMAX serves it)"
-    return None
-
-
-def _first_reason(*reasons: str | None) -> str | None:
-    return next((r for r in reasons if r), None)
-
-
-def supports(s: Schedule, k: int, heads: int = 1) -> str | None:
-    # heads do not matter: SpMM runs one head at a time (attention launches it per head).
-    return _first_reason(vector_fits(s, k), lanes_used(s, k), passes_bounded(s, k),
-                         register_chunks_used(s, k))
-
-
-def vector_supports(s: Schedule, k: int, heads: int = 1) -> str | None:
-    return vector_band(s, k)
-
-
-# ------------------------------------------------------------------ name expressions
-
-def feature_chunks(s: Schedule) -> int:
-    """P: chunks of G*V columns a warprow lane holds; the tile is one pass of P chunks."""
-    return s.tile // (s.lanes * s.vec) if s.tile else 1
-
-
-def _cpp_bool(flag: bool) -> str:
-    return "true" if flag else "false"
-
-
-def _subwarp_expr(s: Schedule, dtype: str) -> str:
-    return f"spmm_subwarp<{dtype}, {s.lanes}, {s.vec}, {s.unroll}>"
-
-
-def _warprow_expr(s: Schedule, dtype: str) -> str:
-    return f"spmm_warprow<{dtype}, {s.lanes}, {s.vec}, {s.unroll}, {feature_chunks(s)}>"
-
-
-def _split_expr(s: Schedule, dtype: str) -> str:
-    light_warp = s.family == "splitwarp"
-    return (f"spmm_split<{dtype}, {s.lanes}, {s.vec}, {s.unroll}, {_cpp_bool(light_warp)}, "
-            f"{_cpp_bool(s.reduce == 'twophase')}>")
-
-
-def _vector_expr(s: Schedule, dtype: str) -> str:
-    return f"spmm_vector<{dtype}, {s.lanes}, {s.tile}, {s.unroll}>"
-
-
-def _whole_warp(s: Schedule) -> int:
-    return 32
-
-
-register_family("subwarp", Family("spmm_subwarp.cu", _subwarp_expr, supports))
-register_family("warprow", Family("spmm_warprow.cu", _warprow_expr, supports, _whole_warp))
-register_family("split", Family("spmm_split.cu", _split_expr, supports))
-register_family("splitwarp", Family("spmm_split.cu", _split_expr, supports, _whole_warp))
-register_family("vector", Family("spmm_vector.cu", _vector_expr, vector_supports))
 
 
 # ------------------------------------------------------------------ the space

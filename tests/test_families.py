@@ -1,0 +1,124 @@
+"""The kernel-family registry (CPU): explicit (importing kernels.schedule is enough), one entry per
+family that matches its kernel file, schedule names and order pinned (they are cache keys), and a
+new SpMM family needing only its entry and schedules to be tuned like any other."""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from autosage_cli.kernels import compile as kcompile
+from autosage_cli.kernels import schedule as sched
+from autosage_cli.kernels.schedule import FAMILIES, Family, Schedule
+from autosage_cli.scheduler.estimate import estimate_ms, rank
+
+from scheduler_fakes import REDDIT_LIKE, UNIFORM_1M
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Per op: (count, sha256 of the names joined by newlines, in registry order). Schedule names are
+# cache keys and the registry order breaks estimate ties, so a rename, a reorder, an addition or a
+# removal must be deliberate: update these numbers together with the change that needs them.
+REGISTRY_SNAPSHOT = {
+    "spmm": (81, "d373e3591e4517c4"),
+    "sddmm": (31, "ea36edbb8d6eca39"),
+    "attention": (59, "7a4a194d14a39ccc"),
+}
+
+
+@pytest.mark.parametrize("op", sched.OPS)
+def test_registry_names_and_order_match_the_snapshot(op):
+    names = [s.name for s in sched.registry(op)]
+    digest = hashlib.sha256("\n".join(names).encode()).hexdigest()[:16]
+    assert (len(names), digest) == REGISTRY_SNAPSHOT[op], names
+
+
+def test_importing_schedule_alone_knows_every_family():
+    """A fresh interpreter that imports nothing but kernels.schedule can ask any schedule what it
+    supports (the families are not filled in by importing a space module first)."""
+    code = ("from autosage_cli.kernels.schedule import Schedule\n"
+            "s = Schedule('spmm', 'subwarp', lanes=8, vec=4, threads=256)\n"
+            "print(repr(s.supports(8)), repr(s.supports(6)), s.name_expression(), s.source_file)\n"
+            "import sys\n"
+            "print(sorted(m for m in sys.modules if m.endswith('_space')))\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr
+    first, second = done.stdout.splitlines()
+    assert first == ("None 'K=6 is not a multiple of the vector width 4' "
+                     "spmm_subwarp<float, 8, 4, 1> spmm_subwarp.cu")
+    assert second == "[]"  # no space module was needed
+
+
+def test_family_tables_are_disjoint_and_each_family_has_schedules():
+    from autosage_cli.kernels import attention_families, sddmm_families, spmm_families
+
+    tables = (spmm_families.FAMILIES, sddmm_families.FAMILIES, attention_families.FAMILIES)
+    assert len(FAMILIES) == sum(len(t) for t in tables)
+    for op, table in zip(sched.OPS, tables):
+        assert {f.op for f in table.values()} == {op}
+        assert {s.family for s in sched.registry(op)} == set(table)
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_each_family_entry_matches_its_kernel_file(name):
+    family = FAMILIES[name]
+    source = (REPO / "cuda" / family.source_file).read_text()
+    assert family.knobs.strip() and "\n" not in family.knobs
+    for s in (s for s in sched.registry(family.op) if s.family == name):
+        kernel = s.name_expression("float").split("<", 1)[0]
+        assert re.search(rf"__global__[^;{{]*\b{kernel}\s*\(", source), (s.name, kernel)
+        assert s.source_file == family.source_file
+        assert s.lanes_per_item in (s.lanes, 32)
+
+
+def test_an_unknown_family_is_refused_by_validate():
+    with pytest.raises(ValueError, match="unknown family"):
+        Schedule("spmm", "nosuch").validate()
+
+
+# ------------------------------------------------------------------ adding a SpMM family
+
+def _rowpair_expr(s: Schedule, dtype: str) -> str:
+    return f"spmm_rowpair<{dtype}, {s.lanes}, {s.vec}, {s.unroll}>"
+
+
+def _rowpair_supports(s: Schedule, k: int, heads: int = 1) -> str | None:
+    return None if k % s.vec == 0 else f"K={k} is not a multiple of the vector width {s.vec}"
+
+
+ROWPAIR = Family("spmm", "spmm_rowpair.cu", _rowpair_expr, _rowpair_supports,
+                 "a warp per row; lanes: lanes per edge slot; vec: floats per load; unroll: edges "
+                 "in flight", lanes_per_item=lambda s: 32)
+ROWPAIR_SCHEDULES = tuple(Schedule("spmm", "rowpair", lanes=g, vec=4, threads=256, unroll=4)
+                          for g in (8, 16))
+
+
+def test_a_new_spmm_family_is_tuned_from_its_entry_and_schedules_alone():
+    """The worked example of docs/INTERNALS.md: one Family entry and its schedules make a family
+    that the registry lists, the cost model ranks, the compiler knows the kernel of and launches
+    lay out (a warp per row), with no other module changed."""
+    with sched.extra_schedules(*ROWPAIR_SCHEDULES, families={"rowpair": ROWPAIR}):
+        s = ROWPAIR_SCHEDULES[0]
+        s.validate()
+        assert s in sched.candidates("spmm", 16) and s not in sched.candidates("spmm", 6)
+        assert sched.get(s.name) == s
+        assert kcompile.schedule_kernels(s) == (kcompile.KernelRef("spmm_rowpair.cu",
+                                                                   "spmm_rowpair<float, 8, 4, 4>"),)
+        assert s.launch(1000, 16) == ((125, 1, 1), (256, 1, 1))  # 8 warps, so 8 rows, per block
+        for features in (UNIFORM_1M, REDDIT_LIKE):
+            assert 0 < estimate_ms(features, "spmm", 16, s) < float("inf")
+            assert s in [r for r, _ in rank(features, "spmm", 16)]
+    assert "rowpair" not in FAMILIES and s not in sched.registry("spmm")
+
+
+def test_extra_families_may_not_replace_a_real_one():
+    with pytest.raises(ValueError, match="exist already"):
+        with sched.extra_schedules(families={"subwarp": ROWPAIR}):
+            pass
+    assert FAMILIES["subwarp"].source_file == "spmm_subwarp.cu"

@@ -145,23 +145,12 @@ def make_key(graph, op: str, k: int, dtype: str = "float32", heads: int = 1, *,
 def settings_change(old: dict | None, new: dict) -> str:
     """'top_k 6 -> 12' for the settings that differ; a decision that predates recorded settings
     says so."""
-    if not isinstance(old, dict):
-        return "no settings recorded"
-    fields = sorted(set(old) | set(new))
-    return ", ".join(f"{f} {old.get(f)} -> {new.get(f)}" for f in fields if old.get(f) != new.get(f))
-
-
-def replayable_source(source: dict) -> bool:
-    """Whether `autosage replay` can rebuild a graph from its recorded source: a file, a named
-    dataset or a generator preset (with its seed). A graph built in memory (the Python API on
-    arrays) cannot be, and its entries are skipped by replay, not failed."""
-    source = source or {}
-    return bool(source.get("path") or source.get("dataset") or source.get("generator")
-                or (source.get("sample") or {}).get("of"))
+    return software_change(old, new) if isinstance(old, dict) else "no settings recorded"
 
 
 def software_change(old: dict, new: dict) -> str:
-    """'cuda_sources 1a2b -> 3c4d, cupy 14.1 -> 14.2' for the fields that differ."""
+    """'cuda_sources 1a2b -> 3c4d, cupy 14.1 -> 14.2' for the fields that differ (of any two
+    records: the settings use it too)."""
     fields = sorted(set(old) | set(new))
     return ", ".join(f"{f} {old.get(f)} -> {new.get(f)}" for f in fields if old.get(f) != new.get(f))
 

@@ -33,6 +33,13 @@ class AutosageError(Exception):
         super().__init__(plain(message))
 
 
+def one_line(exc: BaseException, limit: int = 240) -> str:
+    """'Type: message' on one line, cut to `limit` characters: how a failure is recorded as data
+    (a probe candidate's reason, a kernel that did not compile)."""
+    text = " ".join(f"{type(exc).__name__}: {exc}".split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def exception_text(exc: BaseException) -> str:
     """A library exception's message on one line, plain values, or its type when it has none."""
     return plain(str(exc)) or type(exc).__name__

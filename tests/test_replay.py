@@ -135,7 +135,7 @@ def test_malformed_entry_is_reported_not_fatal(tuned):
 
 
 def test_an_in_memory_graph_is_skipped_not_failed(tmp_path):
-    from autosage_cli.cache import replayable_source
+    from autosage_cli.graphs.csr import replayable_source
     from autosage_cli.scheduler import replay as replay_mod
 
     assert replayable_source({"path": "g.mtx"}) and replayable_source({"generator": "er", "seed": 1})

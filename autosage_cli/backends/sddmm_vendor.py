@@ -49,9 +49,9 @@ _CHECK_TOLERANCE = 1e-4
 def sddmm_vendor_names() -> list[str]:
     """The vendor SDDMM entries whose library is installed (no import): cusparseSDDMM through
     nvmath-python, then through torch, then the gather-dot composition (always)."""
-    have = {name: importlib.util.find_spec(module) is not None
-            for name, module in ((SDDMM_VENDOR_NAME, "nvmath"), (TORCH_SDDMM_NAME, "torch"))}
-    return [n for n in (SDDMM_VENDOR_NAME, TORCH_SDDMM_NAME) if have[n]] + [GATHER_DOT_NAME]
+    installed = [name for name, module in ((SDDMM_VENDOR_NAME, "nvmath"), (TORCH_SDDMM_NAME, "torch"))
+                 if importlib.util.find_spec(module) is not None]
+    return installed + [GATHER_DOT_NAME]
 
 
 def edge_rows(dgraph: DeviceGraph):

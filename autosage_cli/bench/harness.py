@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 from ..environment import now_iso
+from ..scheduler.probe import SCREEN_RATIO   # the probe's screen, applied to --exhaustive
 from . import guard
 from .rows import Row, compulsory_bytes, effective_tbps, gather_bytes, speedup
 from .suites import Case, GraphWork
@@ -42,10 +43,6 @@ TOLERANCE = 1e-4
 # K=256) or hundreds (attention H=8): every candidate gets its minimum repeats whatever the budget,
 # and the oracle's larger budget buys the rest of its repeats.
 ORACLE_BUDGET_MS = 20_000.0
-# --exhaustive: a schedule whose one screening launch is this much slower than the case's best
-# (vendors, autosage's choice, the schedules before it) is not timed again: one launch's noise is a
-# few percent, and nothing 1.3x behind can be the best. Its row keeps the one launch (repeats 1).
-SCREEN_RATIO = 1.3
 
 
 @dataclass
@@ -160,10 +157,8 @@ class CaseRunner:
             rows.append(oracle_row)
             self._mark_agreement(probe_row, probe_choice, oracle_row, oracle_choice)
         rows += self._baselines()
-        if o.exhaustive:
-            rows += self._exhaustive(rows)
-        elif c.op in o.all_schedules:
-            rows += self._all_schedules()
+        if o.exhaustive or c.op in o.all_schedules:
+            rows += self._all_schedules(rows, screen=o.exhaustive)
         self._fill_speedups(rows, vendors)
         self.inputs = self.reference = None
         return rows
@@ -273,20 +268,11 @@ class CaseRunner:
             rows.append(self._row(self.measure(plans.pop(0)), "fixed"))  # each freed after its row
         return rows
 
-    def _all_schedules(self) -> list[Row]:
-        c = self.case
-        rows = []
-        for schedule in self.tk.schedules(c.op, c.k, c.heads):
-            plan, failed = self._prepare("native", schedule.name,
-                                         lambda: self.tk.prepare_native(self.dgraph, schedule, c.k, c.heads))
-            rows.append(self._row(failed or self.measure(plan, backend="native"), "fixed"))
-            del plan
-        return rows
-
-    def _exhaustive(self, rows: list[Row]) -> list[Row]:
-        """Every supported native schedule, screened: one timed launch each, then the ones within
-        SCREEN_RATIO of the case's best so far timed again with the run's repeats (decision
-        "fixed"). With the vendors and autosage's rows, the case's exhaustive best is in the CSV."""
+    def _all_schedules(self, rows: list[Row], screen: bool) -> list[Row]:
+        """Every supported native schedule (decision "fixed"), with the run's repeats. With `screen`
+        (--exhaustive) each gets one timed launch first, and only those within SCREEN_RATIO of the
+        case's best so far (`rows`, then the schedules before it) are timed again with the run's
+        repeats: with the vendors and autosage's rows, the case's exhaustive best is in the CSV."""
         c = self.case
         best = min((r.ms_median for r in rows if r.status == "ok" and math.isfinite(r.ms_median)),
                    default=math.inf)
@@ -294,12 +280,12 @@ class CaseRunner:
         for schedule in self.tk.schedules(c.op, c.k, c.heads):
             prepare = lambda s=schedule: self.tk.prepare_native(self.dgraph, s, c.k, c.heads)  # noqa: E731
             plan, failed = self._prepare("native", schedule.name, prepare)
-            m = failed or self.measure(plan, backend="native", repeat=1)
-            if m.status == "ok" and m.ms[0] <= SCREEN_RATIO * best:
+            m = failed or self.measure(plan, backend="native", repeat=1 if screen else None)
+            if screen and m.status == "ok" and m.ms[0] <= SCREEN_RATIO * best:
                 m = self.measure(plan, backend="native")     # a contender: the run's repeats
                 best = min(best, m.ms[0]) if m.status == "ok" else best
             row = self._row(m, "fixed")
-            if m.status == "ok" and m.repeats == 1:
+            if screen and m.status == "ok" and m.repeats == 1:
                 row.reason = f"screened: one launch, {m.ms[0] / best:.2f}x the best so far"
             out.append(row)
             del plan

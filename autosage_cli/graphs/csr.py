@@ -165,6 +165,16 @@ def validate(indptr: np.ndarray, indices: np.ndarray, values: np.ndarray,
         raise AutosageError("column indices are not sorted and unique within each row")
 
 
+# The keys of a CSRGraph's `source` that graphs.load.load_source rebuilds a graph from, in the
+# order it tries them; a graph built in memory (the Python API on arrays) has none of them.
+RELOADABLE_SOURCE_KEYS = ("path", "generator", "dataset")
+
+
+def replayable_source(source: dict | None) -> bool:
+    """Whether `autosage replay` can rebuild a graph from its recorded source (load_source can)."""
+    return any((source or {}).get(key) for key in RELOADABLE_SOURCE_KEYS)
+
+
 def canonical_csr(matrix, source: dict | None = None) -> CSRGraph:
     """Canonical CSR from any SciPy sparse matrix/array: duplicates summed, columns sorted,
     float32 values, int32 indices (int64 from 2**31 nonzeros). Validates once."""

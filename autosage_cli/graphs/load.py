@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import AutosageError
 from . import datasets, ogb
-from .csr import CSRGraph, from_arrays
+from .csr import RELOADABLE_SOURCE_KEYS, CSRGraph, from_arrays
 from .edges import csr_from_keys
 from .readers import read_graph_file, read_npz
 from .synthetic import generate
@@ -111,4 +111,4 @@ def load_source(source: dict) -> CSRGraph:
     if "dataset" in source:
         return load_graph(dataset=source["dataset"], root=source.get("root", "datasets"),
                           symmetrize=symmetrize)
-    raise AutosageError(f"graph source {source!r} names no path, dataset or generator")
+    raise AutosageError(f"graph source {source!r} names none of {', '.join(RELOADABLE_SOURCE_KEYS)}")

@@ -22,7 +22,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Callable, Iterable
 
-from ..errors import AutosageError
+from ..errors import AutosageError, one_line
 from . import compile as kcompile
 
 # The target when no GPU is visible: sm_90 (H100/H200), the architecture the kernels are tuned for.
@@ -86,7 +86,7 @@ def nvrtc_version() -> tuple[int, int]:
         return tuple(compiler._get_nvrtc_version())
     except Exception as exc:
         raise AutosageError(f"NVRTC is not available, so kernels cannot be compiled here "
-                            f"({kcompile.one_line(exc, 200)})") from None
+                            f"({one_line(exc, 200)})") from None
 
 
 @contextlib.contextmanager

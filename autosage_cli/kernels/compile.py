@@ -12,7 +12,6 @@ independent modules in parallel.
 from __future__ import annotations
 
 import importlib
-import os
 import re
 import subprocess
 import tempfile
@@ -23,27 +22,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, NamedTuple
 
-# sources_hash is part of this module's interface (the cache key's hash of what it compiles)
-from ..cuda_sources import CUDA_DIR, kernel_source, sources_hash  # noqa: F401
+from ..cuda_sources import CUDA_DIR, kernel_source
+from ..errors import one_line
+from ..graphs.csr import default_workers   # NVRTC releases the GIL: threads compile in parallel
 
 ARCH = "sm_90"
 # The options NVRTC gets at run time; the nvcc check passes the same ones.
 COMPILE_OPTIONS = ("-std=c++17",)
 # Element types the kernels are instantiated for: the dtype names the CLI takes -> the C++ type.
 C_TYPES = {"float32": "float"}
-MAX_WORKERS = 32
 
 
 def runtime_options() -> tuple[str, ...]:
     return COMPILE_OPTIONS + (f"-I{CUDA_DIR}",)
-
-
-def default_workers() -> int:
-    try:
-        n = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        n = os.cpu_count() or 1
-    return max(1, min(MAX_WORKERS, n))
 
 
 # ---------------------------------------------------------------- instantiations and modules
@@ -61,11 +52,6 @@ class CompileRecord:
     ref: KernelRef
     ms: float
     error: str | None = None
-
-
-def one_line(exc: BaseException, limit: int = 300) -> str:
-    text = " ".join(f"{type(exc).__name__}: {exc}".split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def build_module(ref: KernelRef, device_id: int | None = None):
@@ -106,7 +92,7 @@ class ModuleMemo:
         try:
             fn = self.build(ref, device_id)
         except BaseException as exc:   # settle the future whatever happens: others wait on it
-            record = CompileRecord(ref, (time.perf_counter() - t0) * 1e3, one_line(exc))
+            record = CompileRecord(ref, (time.perf_counter() - t0) * 1e3, one_line(exc, 300))
             fut.set_exception(exc)
             if not isinstance(exc, Exception):
                 raise
@@ -153,7 +139,7 @@ class ModuleMemo:
         for ref in refs:
             if ref not in records:   # built earlier or elsewhere: wait for it, no cost to this call
                 exc = self._futures[ref].exception()
-                records[ref] = CompileRecord(ref, 0.0, one_line(exc) if exc else None)
+                records[ref] = CompileRecord(ref, 0.0, one_line(exc, 300) if exc else None)
         return {ref: records[ref] for ref in refs}
 
 

@@ -20,7 +20,7 @@ warm-up, one timed launch) and the survivors of the screen MIN_REPEATS - 1 more.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from . import estimate
 
@@ -45,7 +45,6 @@ class ProbePlan:
     confirm: int
     predicted_ms: float              # predicted GPU time of the whole-graph part
     why: str
-    costs: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {"where": self.where, "candidates": len(self.candidates), "confirm": self.confirm,
@@ -93,13 +92,11 @@ def plan_probe(ranked, top_k: int, budget_ms: float, vendor_est_ms: float, n_ven
     if full_forced or whole_is_sample:
         why = "--full: the top-k timed on the whole graph" if full_forced else whole_is_sample
         return ProbePlan("full", shortlist, 0, cost, why)
-    fits = 0
-    for n in range(len(shortlist), 0, -1):
-        if full_probe_cost_ms(shortlist[:n], vendor_est_ms, n_vendors) <= budget_ms:
-            fits = n
-            break
+    # The largest n whose shortlist (the candidates that would run) fits the budget.
+    chosen = next((c for c in (estimate.shortlist(ranked, n) for n in range(len(shortlist), 0, -1))
+                   if full_probe_cost_ms(c, vendor_est_ms, n_vendors) <= budget_ms), [])
+    fits = len(chosen)
     if fits >= min(MIN_FULL_CANDIDATES, len(shortlist)) and fits > 0:
-        chosen = estimate.shortlist(ranked, fits)
         cost = full_probe_cost_ms(chosen, vendor_est_ms, n_vendors)
         why = (f"whole graph: {fits} candidates fit the {budget_ms:g} ms budget "
                f"(predicted {cost:.0f} ms)")

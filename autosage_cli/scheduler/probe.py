@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from ..errors import one_line   # probe failures are recorded as one line (replay uses it too)
 from ..graphs.csr import CSRGraph
 
 REL_TOLERANCE = 1e-4        # fp32 sums in widely different reduction orders (docs/MEASUREMENT.md)
@@ -72,11 +73,6 @@ class ProbeResult:
     def overrun_ms(self) -> float:
         """How far the probe went over its budget (the minimum is spent whatever the budget)."""
         return max(0.0, self.spent_ms - self.budget_ms)
-
-
-def one_line(exc: BaseException, limit: int = 240) -> str:
-    text = " ".join(f"{type(exc).__name__}: {exc}".split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 # ------------------------------------------------------------------ measuring
@@ -184,8 +180,9 @@ def interleave(*groups):
 
 def probe_candidates(dgraph, op: str, k: int, heads: int, candidates, vendor_names,
                      budget_ms: float = DEFAULT_BUDGET_MS, measure=None, seed: int = 0,
-                     progress=None) -> ProbeResult:
-    """Verify and time `candidates` [(Schedule, estimate_ms)] and every vendor algorithm on `dgraph`.
+                     progress=None, where: str = "") -> ProbeResult:
+    """Verify and time `candidates` [(Schedule, estimate_ms)] and every vendor algorithm on `dgraph`
+    (`where` it is, "full" or "sample", is recorded in every record).
 
     1. Every vendor algorithm is prepared and run once; the reference is the first (registry order)
        whose output another vendor confirms (a lone vendor is trusted; if none agree, the float64
@@ -204,8 +201,8 @@ def probe_candidates(dgraph, op: str, k: int, heads: int, candidates, vendor_nam
     t0 = time.perf_counter()
     budget = _Budget(budget_ms)
     inputs = measure.inputs(dgraph, op, k, heads, seed)
-    vendors = [ProbeRecord(name=v, backend=v) for v in vendor_names]
-    natives = [ProbeRecord(name=s.name, backend="native", estimate_ms=float(est), params=s.params())
+    vendors = [ProbeRecord(name=v, backend=v, graph=where) for v in vendor_names]
+    natives = [ProbeRecord(name=s.name, backend="native", estimate_ms=float(est), params=s.params(), graph=where)
                for s, est in candidates]
     live_vendors: list[_Live] = []
     live_natives: list[_Live] = []

@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 
-from ..cache import replayable_source
 from ..errors import AutosageError
+from ..graphs.csr import replayable_source
 from . import probe
 from .tune import plan_for
 

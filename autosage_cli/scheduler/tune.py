@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from .. import cache as cache_mod
 from ..errors import AutosageError
+from ..graphs.csr import replayable_source
 from ..kernels import schedule as schedule_mod
 from . import estimate, policy, probe, roofline, sample
 from .select import DEFAULT_GUARDRAIL, Decision, decide
@@ -97,8 +98,8 @@ def _machine(device_info: dict | None, software_info: dict | None) -> tuple[dict
         device_info = device_info if device_info is not None else dev
         software_info = software_info if software_info is not None else soft
     if software_info.get("cuda_sources") is None:
-        from ..kernels import compile as kcompile
-        software_info = {**software_info, "cuda_sources": kcompile.sources_hash()}
+        from ..cuda_sources import sources_hash
+        software_info = {**software_info, "cuda_sources": sources_hash()}
     return device_info, software_info
 
 
@@ -195,7 +196,7 @@ def tune(graph, op: str, k: int, heads: int = 1, *, cache=None, top_k: int = DEF
     entry = {
         "graph": {"fingerprint": graph.fingerprint, "source": dict(graph.source),
                   "n_rows": graph.n_rows, "n_cols": graph.n_cols, "nnz": graph.nnz},
-        "replayable": cache_mod.replayable_source(graph.source),
+        "replayable": replayable_source(graph.source),
         "op": op, "k": int(k), "dtype": dtype, "heads": int(heads), "settings": settings,
         "decision": decision.to_dict(), "reason": decision.reason,
         "candidates": candidates, "vendor": vendor, "reference": outcome.reference,
@@ -251,28 +252,22 @@ class _Outcome:
     compile_ms: float = 0.0     # building the probed candidates' kernels (wall ms)
 
 
-def _tag(records, where: str):
-    for r in records:
-        r.graph = where
-    return records
-
-
 def _run_probe(graph, device_graph, op, k, heads, pplan, vendor_names, target, budget_ms, measure,
                seed, say) -> _Outcome:
     """Run the probe `pplan` describes: the candidates on the whole graph, or on a sample and then
     its best `pplan.confirm` natives with every vendor on the whole graph."""
     whole = {"graph": "full", "rows": graph.n_rows, "nnz": graph.nnz, "why": pplan.why}
-    dgraph = device_graph if device_graph is not None else None
+    dgraph = device_graph
 
     def on_whole(cands, budget):
         nonlocal dgraph
         dgraph = dgraph if dgraph is not None else measure.to_device(graph)
         return probe.probe_candidates(dgraph, op, k, heads, cands, vendor_names, budget, measure=measure,
-                                      seed=seed, progress=say)
+                                      seed=seed, progress=say, where="full")
 
     if pplan.where == "full":
         r = on_whole(pplan.candidates, budget_ms)
-        return _Outcome(_tag(r.natives, "full"), _tag(r.vendors, "full"), [], r.reference, r.spent_ms,
+        return _Outcome(r.natives, r.vendors, [], r.reference, r.spent_ms,
                         r.floor_ms, r.overrun_ms, 0.0, whole, r.compile_ms)
     t = time.perf_counter()
     say("sampling windows of whole rows")
@@ -282,10 +277,10 @@ def _run_probe(graph, device_graph, op, k, heads, pplan, vendor_names, target, b
     info = {"graph": "sample", **{f: s_info[f] for f in ("rows", "nnz", "target_nnz", "window", "seed")},
             "why": pplan.why}
     rs = probe.probe_candidates(measure.to_device(probe_graph), op, k, heads, pplan.candidates, vendor_names,
-                                budget_ms, measure=measure, seed=seed, progress=say)
+                                budget_ms, measure=measure, seed=seed, progress=say, where="sample")
     best = sorted((r for r in rs.natives if r.ok), key=lambda r: r.ms)[:pplan.confirm]
     if not best or not pplan.confirm:
-        return _Outcome(_tag(rs.natives, "sample"), _tag(rs.vendors, "sample"), [], rs.reference, rs.spent_ms,
+        return _Outcome(rs.natives, rs.vendors, [], rs.reference, rs.spent_ms,
                         rs.floor_ms, rs.overrun_ms, sample_ms, info, rs.compile_ms)
     by_name = {s.name: (s, est) for s, est in pplan.candidates}
     confirm = [by_name[r.name] for r in best]
@@ -293,7 +288,7 @@ def _run_probe(graph, device_graph, op, k, heads, pplan, vendor_names, target, b
     rf = on_whole(confirm, max(budget_ms - rs.spent_ms, 0.0))
     confirmed = {r.name for r in rf.natives}
     rest = [r for r in rs.natives if r.name not in confirmed]
-    return _Outcome(_tag(rf.natives, "full"), _tag(rf.vendors, "full"), _tag(rest, "sample"), rf.reference,
+    return _Outcome(rf.natives, rf.vendors, rest, rf.reference,
                     rs.spent_ms + rf.spent_ms, rs.floor_ms + rf.floor_ms,
                     max(0.0, rs.spent_ms + rf.spent_ms - budget_ms), sample_ms,
                     {**info, "confirmed_on": "full", "confirmed": len(confirm)},

@@ -25,7 +25,7 @@
 //   M = max_c m_c;  L = sum_c l_c 2^(m_c - M);  out = sum_c acc_c 2^(m_c - M) / L.
 //
 // Template knobs (see autosage_cli/kernels/attention_space.py):
-//   T      value type (float)             I   index type (int or long long)
+//   T      value type (float, __half, __nv_bfloat16; float math)   I   index type (int, long long)
 //   LANES  lanes per (row, head) group     VEC floats per vector load (1, 2, 4)
 //   NV     vectors per lane (features held per lane = NV * VEC)
 //   E      edges per step                  W   team width in lanes = LANES * heads sharing the indices
@@ -298,6 +298,6 @@ __global__ void attention_combine(const I* __restrict__ heavy_rows, const I* __r
       a = fmaf(part_acc[(c * heads + head) * d + f], w, a);
     }
     const long long row = (long long)heavy_rows[r];
-    out[(row * heads + head) * d + f] = L > 0.f ? a / L : 0.f;
+    out[(row * heads + head) * d + f] = autosage::from_float<T>(L > 0.f ? a / L : 0.f);
   }
 }

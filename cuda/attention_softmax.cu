@@ -15,7 +15,9 @@
 // of THREADS threads (heavy_rows is built once by the plan). Rows without edges have nothing to do.
 //
 // Template knobs (autosage_cli/kernels/attention_space.py, family "unfused"):
-//   I index type (int, long long); LANES lanes per (row, head); THREADS threads per heavy-row block.
+//   I index type (int, long long); LANES lanes per (row, head); THREADS threads per heavy-row block;
+//   T the scores' type (float, __half, __nv_bfloat16: the SDDMM's output type; max, sum and exp are
+//   float whatever T is). T is last and defaults to float so float32 names stay `<I, LANES>`.
 
 #include "common.cuh"
 
@@ -40,27 +42,27 @@ __device__ __forceinline__ void merge(float& m, float& l, float m2, float l2) {
 }
 
 // Running (max, sum) of this thread's edges begin+first, begin+first+stride, ... < end.
-template <typename I>
-__device__ __forceinline__ void partial_max_sum(const float* __restrict__ s, const float* __restrict__ values,
+template <typename I, typename T>
+__device__ __forceinline__ void partial_max_sum(const T* __restrict__ s, const float* __restrict__ values,
                                                 I begin, I end, I first, I stride, float& m, float& l) {
   m = neg_inf();
   l = 0.f;
   for (long long e = (long long)begin + first; e < (long long)end; e += stride) {
-    float t = s[e];
+    float t = autosage::to_float(s[e]);
     if (values) t += values[e];
     t *= kLog2e;
     merge(m, l, t, 1.f);
   }
 }
 
-template <typename I>
-__device__ __forceinline__ void write_probabilities(float* __restrict__ s, const float* __restrict__ values,
+template <typename I, typename T>
+__device__ __forceinline__ void write_probabilities(T* __restrict__ s, const float* __restrict__ values,
                                                     I begin, I end, I first, I stride, float m, float l) {
   const float inv = 1.f / l;  // l >= 1: the max edge contributes 2^0
   for (long long e = (long long)begin + first; e < (long long)end; e += stride) {
-    float t = s[e];
+    float t = autosage::to_float(s[e]);
     if (values) t += values[e];
-    s[e] = fast_exp2(t * kLog2e - m) * inv;
+    s[e] = autosage::from_float<T>(fast_exp2(t * kLog2e - m) * inv);
   }
 }
 
@@ -68,9 +70,9 @@ __device__ __forceinline__ void write_probabilities(float* __restrict__ s, const
 
 // One group of LANES lanes per (row, head); groups are numbered head-major (g = head * n_rows + row)
 // so consecutive groups read consecutive scores.
-template <typename I, int LANES>
+template <typename I, int LANES, typename T = float>
 __global__ void attention_softmax_rows(const I* __restrict__ indptr, const float* __restrict__ values,
-                                       float* __restrict__ S, long long n_rows, long long nnz, int heads,
+                                       T* __restrict__ S, long long n_rows, long long nnz, int heads,
                                        long long split) {
   using namespace attention_softmax_detail;
   const long long g = (long long)blockIdx.x * (blockDim.x / LANES) + threadIdx.x / LANES;
@@ -79,10 +81,10 @@ __global__ void attention_softmax_rows(const I* __restrict__ indptr, const float
   const long long row = g - head * n_rows;
   const I begin = indptr[row], end = indptr[row + 1];
   if ((long long)(end - begin) > split) return;  // a heavy row: attention_softmax_heavy's
-  float* s = S + head * nnz;
+  T* s = S + head * nnz;
   const I lane = (I)(threadIdx.x & (LANES - 1));
   float m, l;
-  partial_max_sum<I>(s, values, begin, end, lane, (I)LANES, m, l);
+  partial_max_sum<I, T>(s, values, begin, end, lane, (I)LANES, m, l);
   const unsigned mask = autosage::group_mask<LANES>();
 #pragma unroll
   for (int off = LANES / 2; off > 0; off >>= 1) {
@@ -90,13 +92,13 @@ __global__ void attention_softmax_rows(const I* __restrict__ indptr, const float
     const float l2 = __shfl_xor_sync(mask, l, off, LANES);
     merge(m, l, m2, l2);
   }
-  write_probabilities<I>(s, values, begin, end, lane, (I)LANES, m, l);
+  write_probabilities<I, T>(s, values, begin, end, lane, (I)LANES, m, l);
 }
 
 // One block of THREADS threads per (heavy row, head): blockIdx.x = r * heads + head.
-template <typename I, int THREADS>
+template <typename I, int THREADS, typename T = float>
 __global__ void __launch_bounds__(THREADS) attention_softmax_heavy(
-    const I* __restrict__ indptr, const float* __restrict__ values, float* __restrict__ S,
+    const I* __restrict__ indptr, const float* __restrict__ values, T* __restrict__ S,
     const I* __restrict__ heavy_rows, long long n_heavy, long long nnz, int heads) {
   using namespace attention_softmax_detail;
   static_assert(THREADS % 32 == 0 && THREADS <= 1024, "whole warps, at most 1024 threads");
@@ -109,9 +111,9 @@ __global__ void __launch_bounds__(THREADS) attention_softmax_heavy(
   const long long head = item - r * heads;
   const long long row = heavy_rows[r];
   const I begin = indptr[row], end = indptr[row + 1];
-  float* s = S + head * nnz;
+  T* s = S + head * nnz;
   float m, l;
-  partial_max_sum<I>(s, values, begin, end, (I)threadIdx.x, (I)THREADS, m, l);
+  partial_max_sum<I, T>(s, values, begin, end, (I)threadIdx.x, (I)THREADS, m, l);
 #pragma unroll
   for (int off = 16; off > 0; off >>= 1) {
     const float m2 = __shfl_xor_sync(AUTOSAGE_FULL_MASK, m, off);
@@ -131,5 +133,5 @@ __global__ void __launch_bounds__(THREADS) attention_softmax_heavy(
     row_l = L;
   }
   __syncthreads();
-  write_probabilities<I>(s, values, begin, end, (I)threadIdx.x, (I)THREADS, row_m, row_l);
+  write_probabilities<I, T>(s, values, begin, end, (I)threadIdx.x, (I)THREADS, row_m, row_l);
 }

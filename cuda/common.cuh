@@ -1,13 +1,25 @@
 // common.cuh: small device helpers shared by every autosage kernel family.
 //
-// Value types: kernels are templates on the stored value type T and always accumulate in float.
-// Only float overloads exist today; fp16/bf16 are added by overloading to_float/from_float and
-// load_vec/store_vec for __half/__nv_bfloat16 (the kernels themselves do not change).
+// Value types: kernels are templates on the stored value type T (float, __half, __nv_bfloat16) and
+// always accumulate in float: to_float/from_float convert one element, load_vec/store_vec convert a
+// vector of V elements to and from float registers. The kernels themselves never name a type.
 //
-// Vector access: load_vec<V>/store_vec<V> move V consecutive elements with one instruction
-// (16 bytes for float, V = 4). The caller guarantees alignment: every plan checks base pointers and
-// leading dimensions on the host before launching, and schedules refuse K % V != 0.
+// Vector access: load_vec<V>/store_vec<V> move V consecutive elements with one instruction: for
+// float V = 1, 2, 4 (4 to 16 bytes); for the 2-byte types V = 1, 2, 4, 8 (2 to 16 bytes: V = 4 is
+// an 8-byte load, V = 8 a 16-byte one). The caller guarantees alignment to V elements: every plan
+// checks base pointers and leading dimensions on the host before launching, and schedules refuse
+// K % V != 0 and vectors wider than 16 bytes.
 #pragma once
+// NVRTC has these headers built in (CUDA 12 and later); nvcc finds them in its toolkit. Guarded so
+// that an NVRTC without them still builds every float kernel (the 2-byte instantiations then fail
+// to compile, and the plans that need them report it).
+#if __has_include(<cuda_fp16.h>) && __has_include(<cuda_bf16.h>)
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#define AUTOSAGE_HAS_2BYTE_TYPES 1
+#else
+#define AUTOSAGE_HAS_2BYTE_TYPES 0
+#endif
 
 #define AUTOSAGE_FULL_MASK 0xffffffffu
 // Kernels are compiled for any block size up to 1024 threads with one block per SM guaranteed,
@@ -19,17 +31,36 @@
 
 namespace autosage {
 
-__device__ __forceinline__ float to_float(float x) { return x; }
+// ------------------------------------------------------------------ one element
 
+__device__ __forceinline__ float to_float(float x) { return x; }
+#if AUTOSAGE_HAS_2BYTE_TYPES
+__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+#endif
+
+// Round to nearest even, as the host's rounding of the inputs (the reference uses the same values).
 template <typename T> __device__ __forceinline__ T from_float(float x);
 template <> __device__ __forceinline__ float from_float<float>(float x) { return x; }
+#if AUTOSAGE_HAS_2BYTE_TYPES
+template <> __device__ __forceinline__ __half from_float<__half>(float x) { return __float2half_rn(x); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
+    return __float2bfloat16_rn(x);
+}
+#endif
 
 // Read-only scalar load through the non-coherent path.
 __device__ __forceinline__ float load_scalar(const float* __restrict__ p) { return __ldg(p); }
+#if AUTOSAGE_HAS_2BYTE_TYPES
+__device__ __forceinline__ __half load_scalar(const __half* __restrict__ p) { return __ldg(p); }
+__device__ __forceinline__ __nv_bfloat16 load_scalar(const __nv_bfloat16* __restrict__ p) { return __ldg(p); }
+#endif
+
+// ------------------------------------------------------------------ vectors of float
 
 template <int V>
 __device__ __forceinline__ void load_vec(const float* __restrict__ p, float (&out)[V]) {
-    static_assert(V == 1 || V == 2 || V == 4, "vector width must be 1, 2 or 4");
+    static_assert(V == 1 || V == 2 || V == 4, "float vectors are 1, 2 or 4 elements (at most 16 bytes)");
     if constexpr (V == 4) {
         const float4 t = __ldg(reinterpret_cast<const float4*>(p));
         out[0] = t.x; out[1] = t.y; out[2] = t.z; out[3] = t.w;
@@ -66,6 +97,95 @@ __device__ __forceinline__ void store_vec(float* __restrict__ p, const float (&v
         *p = v[0];
     }
 }
+
+// ------------------------------------------------------------------ vectors of 2-byte elements
+#if AUTOSAGE_HAS_2BYTE_TYPES
+// V elements are moved as one unsigned integer of 2V bytes (uint4 for 16 bytes) and taken apart
+// in registers as V/2 pairs (__half2 / __nv_bfloat162), converted to float two at a time.
+
+template <typename H> struct Pair;
+template <> struct Pair<__half> {
+    using type = __half2;
+    static __device__ __forceinline__ float2 to_float2(type x) { return __half22float2(x); }
+    static __device__ __forceinline__ type from_float2(float a, float b) { return __floats2half2_rn(a, b); }
+};
+template <> struct Pair<__nv_bfloat16> {
+    using type = __nv_bfloat162;
+    static __device__ __forceinline__ float2 to_float2(type x) { return __bfloat1622float2(x); }
+    static __device__ __forceinline__ type from_float2(float a, float b) { return __floats2bfloat162_rn(a, b); }
+};
+
+// The unsigned integer type of V 2-byte elements (V >= 2).
+template <int V> struct Bits;
+template <> struct Bits<2> { using type = unsigned int; };
+template <> struct Bits<4> { using type = uint2; };
+template <> struct Bits<8> { using type = uint4; };
+
+template <typename H, int V>
+__device__ __forceinline__ void unpack(const typename Bits<V>::type& bits, float (&out)[V]) {
+    const auto* pairs = reinterpret_cast<const typename Pair<H>::type*>(&bits);
+#pragma unroll
+    for (int i = 0; i < V / 2; ++i) {
+        const float2 f = Pair<H>::to_float2(pairs[i]);
+        out[2 * i] = f.x;
+        out[2 * i + 1] = f.y;
+    }
+}
+
+template <typename H, int V, bool CG>
+__device__ __forceinline__ void load_vec_2byte(const H* p, float (&out)[V]) {
+    static_assert(V == 1 || V == 2 || V == 4 || V == 8, "2-byte vectors are 1, 2, 4 or 8 elements");
+    if constexpr (V == 1) {
+        out[0] = to_float(CG ? __ldcg(p) : __ldg(p));
+    } else {
+        using B = typename Bits<V>::type;
+        const B* q = reinterpret_cast<const B*>(p);
+        unpack<H, V>(CG ? __ldcg(q) : __ldg(q), out);
+    }
+}
+
+template <int V>
+__device__ __forceinline__ void load_vec(const __half* __restrict__ p, float (&out)[V]) {
+    load_vec_2byte<__half, V, false>(p, out);
+}
+template <int V>
+__device__ __forceinline__ void load_vec(const __nv_bfloat16* __restrict__ p, float (&out)[V]) {
+    load_vec_2byte<__nv_bfloat16, V, false>(p, out);
+}
+template <int V>
+__device__ __forceinline__ void load_vec_cg(const __half* p, float (&out)[V]) {
+    load_vec_2byte<__half, V, true>(p, out);
+}
+template <int V>
+__device__ __forceinline__ void load_vec_cg(const __nv_bfloat16* p, float (&out)[V]) {
+    load_vec_2byte<__nv_bfloat16, V, true>(p, out);
+}
+
+template <typename H, int V>
+__device__ __forceinline__ void store_vec_2byte(H* p, const float (&v)[V]) {
+    static_assert(V == 1 || V == 2 || V == 4 || V == 8, "2-byte vectors are 1, 2, 4 or 8 elements");
+    if constexpr (V == 1) {
+        *p = from_float<H>(v[0]);
+    } else {
+        typename Bits<V>::type bits;
+        auto* pairs = reinterpret_cast<typename Pair<H>::type*>(&bits);
+#pragma unroll
+        for (int i = 0; i < V / 2; ++i) pairs[i] = Pair<H>::from_float2(v[2 * i], v[2 * i + 1]);
+        *reinterpret_cast<typename Bits<V>::type*>(p) = bits;
+    }
+}
+
+template <int V>
+__device__ __forceinline__ void store_vec(__half* __restrict__ p, const float (&v)[V]) {
+    store_vec_2byte<__half, V>(p, v);
+}
+template <int V>
+__device__ __forceinline__ void store_vec(__nv_bfloat16* __restrict__ p, const float (&v)[V]) {
+    store_vec_2byte<__nv_bfloat16, V>(p, v);
+}
+#endif  // AUTOSAGE_HAS_2BYTE_TYPES
+
+// ------------------------------------------------------------------ the rest
 
 template <int V>
 __device__ __forceinline__ void atomic_add_vec(float* p, const float (&v)[V]) {

@@ -13,7 +13,7 @@
 // (1, 2, 4, 8; a schedule serves KMAX/2 < K <= KMAX); U edges per lane whose B loads are in flight at
 // once. The next U edges' (col, val) are loaded while the current ones' B rows are gathered, so a
 // step costs one gather latency, not an index load followed by a gather.
-// B rows are read as 8/16-byte vectors when K == KMAX >= 2 and B's base pointer and ldb allow it
+// B rows are read as vectors of up to 16 bytes when K == KMAX >= 2 and B's base pointer and ldb allow it
 // (checked here, per launch, so a misaligned view falls back to scalar loads instead of failing);
 // otherwise as K scalars. Rows with no edges are written as zeros.
 //
@@ -25,9 +25,15 @@
 namespace autosage {
 
 // Gather B[c, 0..KMAX) into b: vector loads when `vec` (K == KMAX, aligned), else K guarded scalars.
+// Elements of one vector load of B: 16 bytes (4 floats, 8 halves), or the whole row when shorter.
+template <typename T, int KMAX>
+__host__ __device__ constexpr int gather_width() {
+    return KMAX < static_cast<int>(16 / sizeof(T)) ? KMAX : static_cast<int>(16 / sizeof(T));
+}
+
 template <typename T, int KMAX>
 __device__ __forceinline__ void gather_row(const T* __restrict__ p, int k, bool vec, float (&b)[KMAX]) {
-    constexpr int VW = KMAX < 4 ? KMAX : 4;
+    constexpr int VW = gather_width<T, KMAX>();
     if (KMAX > 1 && vec) {
 #pragma unroll
         for (int j = 0; j < KMAX; j += VW) {
@@ -101,7 +107,7 @@ spmm_vector(const int n_rows, const int k, const int* __restrict__ indptr,
     const int begin = __ldg(indptr + row);
     const int end = __ldg(indptr + row + 1);
     const int glane = autosage::lane_id() & (G - 1);
-    constexpr int VW = KMAX < 4 ? KMAX : 4;
+    constexpr int VW = autosage::gather_width<T, KMAX>();
     const bool vec = KMAX > 1 && k == KMAX && ldb % VW == 0 &&
                      reinterpret_cast<unsigned long long>(B) % (VW * sizeof(T)) == 0;
 

@@ -15,6 +15,7 @@ import pytest
 from autosage_cli.kernels import compile as kcompile
 from autosage_cli.kernels import schedule as sched
 from autosage_cli.kernels.schedule import FAMILIES, Family, Schedule
+from autosage_cli.kernels.value_types import vector_bytes_fit
 from autosage_cli.scheduler.estimate import estimate_ms, rank
 
 from scheduler_fakes import REDDIT_LIKE, UNIFORM_1M
@@ -25,17 +26,33 @@ REPO = Path(__file__).resolve().parents[1]
 # cache keys and the registry order breaks estimate ties, so a rename, a reorder, an addition or a
 # removal must be deliberate: update these numbers together with the change that needs them.
 REGISTRY_SNAPSHOT = {
+    "spmm": (91, "ab748042d3ef6eb7"),
+    "sddmm": (41, "16961c3ff133561b"),
+    "attention": (77, "60212896b62ebb9c"),
+}
+# The same for the schedules float32 can run (vectors of at most 16 bytes): the 16-byte half
+# schedules were appended, so float32's names and order are those from before they existed.
+FLOAT32_SNAPSHOT = {
     "spmm": (81, "d373e3591e4517c4"),
     "sddmm": (31, "ea36edbb8d6eca39"),
     "attention": (59, "7a4a194d14a39ccc"),
 }
 
 
+def _digest(names: list[str]) -> tuple[int, str]:
+    return len(names), hashlib.sha256("\n".join(names).encode()).hexdigest()[:16]
+
+
 @pytest.mark.parametrize("op", sched.OPS)
 def test_registry_names_and_order_match_the_snapshot(op):
     names = [s.name for s in sched.registry(op)]
-    digest = hashlib.sha256("\n".join(names).encode()).hexdigest()[:16]
-    assert (len(names), digest) == REGISTRY_SNAPSHOT[op], names
+    assert _digest(names) == REGISTRY_SNAPSHOT[op], names
+
+
+@pytest.mark.parametrize("op", sched.OPS)
+def test_float32_schedules_are_unchanged_by_the_half_schedules(op):
+    names = [s.name for s in sched.registry(op) if vector_bytes_fit(s.vec, "float32") is None]
+    assert _digest(names) == FLOAT32_SNAPSHOT[op], names
 
 
 def test_importing_schedule_alone_knows_every_family():

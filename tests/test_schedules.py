@@ -3,6 +3,7 @@ geometry, and the native backend's refusals that need no GPU."""
 from __future__ import annotations
 
 import re
+from itertools import product
 
 import pytest
 
@@ -10,6 +11,7 @@ from autosage_cli.errors import AutosageError
 from autosage_cli.kernels import schedule as sched
 from autosage_cli.kernels import sddmm_space, spmm_space
 from autosage_cli.kernels.schedule import Schedule
+from autosage_cli.kernels.value_types import VALUE_TYPES, vector_bytes_fit
 
 SUITE_K = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 AWKWARD_K = (3, 5, 33, 127)
@@ -24,8 +26,12 @@ def own_schedules():
 
 def test_registry_sizes():
     spmm, sddmm = sched.registry("spmm"), sched.registry("sddmm")
-    assert 24 <= len(spmm) <= 90, len(spmm)
-    assert 8 <= len(sddmm) <= 40, len(sddmm)
+    # Bounds per value type: what one tune may screen (the 16-byte half schedules are refused by
+    # float32, the widest float schedules run in every type).
+    for dtype in ("float32", "bfloat16"):
+        runnable = [s for s in spmm + sddmm if vector_bytes_fit(s.vec, dtype) is None]
+        assert 24 <= sum(s.op == "spmm" for s in runnable) <= 91, dtype
+        assert 8 <= sum(s.op == "sddmm" for s in runnable) <= 41, dtype
     assert {s.family for s in spmm} == {"subwarp", "warprow", "split", "splitwarp", "vector"}
     assert {s.family for s in sddmm} == {"rowgroup", "edge"}
     assert {s.reduce for s in spmm if s.split} == {"atomic", "twophase"}
@@ -62,24 +68,27 @@ def test_space_rules_reject_inconsistent_knobs():
         sddmm_space.check_space_rules(Schedule("sddmm", "edge", lanes=4, vec=1, chunk=64))
 
 
+@pytest.mark.parametrize("dtype", VALUE_TYPES)
 @pytest.mark.parametrize("op", OWN_OPS)
 @pytest.mark.parametrize("k", SUITE_K + AWKWARD_K)
-def test_every_width_has_candidates(op, k):
-    assert sched.candidates(op, k), f"no {op} schedule runs K={k}"
+def test_every_width_has_candidates(op, k, dtype):
+    assert sched.candidates(op, k, dtype=dtype), f"no {op} schedule runs K={k} in {dtype}"
 
 
 @pytest.mark.parametrize("s", own_schedules(), ids=lambda s: s.name)
 def test_every_schedule_is_purposeful(s):
-    """Each schedule runs at least one suite width (else it could never win anywhere)."""
-    assert any(s.supports(k) is None for k in SUITE_K)
+    """Each schedule runs at least one suite width in some value type (else it could never win)."""
+    assert any(s.supports(k, 1, dtype) is None for k in SUITE_K for dtype in VALUE_TYPES)
 
 
 @pytest.mark.parametrize("s", own_schedules(), ids=lambda s: s.name)
 def test_supports_reasons(s):
-    for k in SUITE_K + AWKWARD_K:
-        reason = s.supports(k)
+    for k, dtype in product(SUITE_K + AWKWARD_K, VALUE_TYPES):
+        reason = s.supports(k, 1, dtype)
         assert reason is None or (isinstance(reason, str) and reason.strip())
-        if k % s.vec:
+        if vector_bytes_fit(s.vec, dtype):
+            assert reason and "16-byte vector loads" in reason
+        elif k % s.vec:
             assert reason and "vector width" in reason
     assert s.supports(0) and s.supports(-3)
 

@@ -27,6 +27,7 @@ Knobs of the fused families (template parameters of attention_fused.cu):
 from __future__ import annotations
 
 from .family import Family, first_reason
+from .value_types import value_type
 
 FUSED_SOURCE = "attention_fused.cu"
 SOFTMAX_SOURCE = "attention_softmax.cu"
@@ -87,13 +88,21 @@ def unfused_supports(s: Schedule, d: int, heads: int = 1) -> str | None:
 # ------------------------------------------------------------------ name expressions
 
 def fused_expression(s: Schedule, dtype: str = "float", index: str = "int") -> str:
+    dtype = value_type(dtype).c_type
     kernel = "attention_fused_rows" if s.family == "fused" else "attention_fused_segments"
     return (f"{kernel}<{dtype}, {index}, {s.lanes}, {s.vec}, {vectors_per_lane(s)}, {s.unroll}, "
             f"{team_width(s)}>")
 
 
-def softmax_expression(s: Schedule, index: str = "int") -> str:
-    return f"attention_softmax_rows<{index}, {s.lanes}>"
+def scores_type_argument(dtype: str) -> str:
+    """The softmax kernels' trailing scores-type argument: none for float (its default, so the
+    float32 expressions read `<index, lanes>`), else the C++ type."""
+    c_type = value_type(dtype).c_type
+    return "" if c_type == "float" else f", {c_type}"
+
+
+def softmax_expression(s: Schedule, index: str = "int", dtype: str = "float") -> str:
+    return f"attention_softmax_rows<{index}, {s.lanes}{scores_type_argument(dtype)}>"
 
 
 # ------------------------------------------------------------------ the families
@@ -109,7 +118,7 @@ FAMILIES: dict[str, Family] = {
         "as fused, plus: rows above `split` edges cut into `chunk`-edge chunks whose partial "
         "softmax states are merged two-phase (reduce)"),
     "unfused": Family(
-        "attention", SOFTMAX_SOURCE, lambda s, dtype: softmax_expression(s), unfused_supports,
+        "attention", SOFTMAX_SOURCE, lambda s, dtype: softmax_expression(s, dtype=dtype), unfused_supports,
         "the row softmax of SDDMM -> softmax -> SpMM: lanes per (row, head); rows above `split` "
         "edges (chunk = split) take a block of `threads` threads; the sub-steps are native "
         "schedules chosen at prepare"),

@@ -14,8 +14,10 @@ from __future__ import annotations
 from itertools import product
 
 from .attention_families import (  # the sources and expressions are the plans' too
-    FUSED_SOURCE, SOFTMAX_SOURCE, fused_expression, softmax_expression, team_width, vectors_per_lane)
+    FUSED_SOURCE, SOFTMAX_SOURCE, fused_expression, scores_type_argument, softmax_expression, team_width,
+    vectors_per_lane)
 from .schedule import Schedule
+from .value_types import value_type, vector_bytes_fit
 
 THREADS = 256
 MAX_FEATURES = 256           # largest d a fused group holds in registers (vec 1, 32 lanes x 8)
@@ -30,6 +32,10 @@ VECTOR_SHAPES = ((2, 4, 2), (4, 4, 1), (4, 4, 2), (8, 4, 1), (8, 4, 2), (16, 4, 
                  (32, 2, 1))
 # ... and scalar shapes for any d: 4 lanes for d <= 16, 32 lanes up to 256.
 SCALAR_SHAPES = ((4, 1, 1), (4, 1, 2), (4, 1, 4), (32, 1, 1), (32, 1, 2), (32, 1, 4), (32, 1, 8))
+# 16-byte loads of the 2-byte types (8 halves per lane; float32 refuses them), appended after the
+# float shapes so every older name keeps its place: d = 32, 64, 128 with one vector per lane, and
+# d = 128 with two (fewer lanes, shorter shuffle trees).
+HALF_SHAPES = ((4, 8, 1), (8, 8, 1), (16, 8, 1), (8, 8, 2))
 SPLITS = ((512, 256), (2048, 512))      # (split, chunk) of fused_split
 UNFUSED_SOFTMAX = ((32, 2048), (8, 512))  # (lanes, split) of the unfused row softmax
 
@@ -37,11 +43,11 @@ UNFUSED_SOFTMAX = ((32, 2048), (8, 512))  # (lanes, split) of the unfused row so
 # ------------------------------------------------------------------ name expressions
 
 def combine_expression(dtype: str = "float", index: str = "int") -> str:
-    return f"attention_combine<{dtype}, {index}>"
+    return f"attention_combine<{value_type(dtype).c_type}, {index}>"
 
 
-def softmax_heavy_expression(s: Schedule, index: str = "int") -> str:
-    return f"attention_softmax_heavy<{index}, {s.threads}>"
+def softmax_heavy_expression(s: Schedule, index: str = "int", dtype: str = "float") -> str:
+    return f"attention_softmax_heavy<{index}, {s.threads}{scores_type_argument(dtype)}>"
 
 
 def expressions(s: Schedule, dtype: str = "float", index: str = "int") -> tuple[str, ...]:
@@ -50,12 +56,14 @@ def expressions(s: Schedule, dtype: str = "float", index: str = "int") -> tuple[
         return (fused_expression(s, dtype, index),)
     if s.family == "fused_split":
         return (fused_expression(s, dtype, index), combine_expression(dtype, index))
-    return (softmax_expression(s, index), softmax_heavy_expression(s, index))
+    return (softmax_expression(s, index, dtype), softmax_heavy_expression(s, index, dtype))
 
 
 def file_expressions(source_file: str, dtype: str = "float", index: str = "int") -> tuple[str, ...]:
-    """All instantiations of one kernel file over the registry: compiled into one module."""
+    """All instantiations of one kernel file over the registry (the schedules whose vector width
+    `dtype` allows): compiled into one module."""
     return tuple(sorted({e for s in SCHEDULES if s.source_file == source_file
+                         and vector_bytes_fit(s.vec, dtype) is None
                          for e in expressions(s, dtype, index)}))
 
 
@@ -66,9 +74,9 @@ def _fused(lanes: int, vec: int, nv: int, **knobs) -> Schedule:
                     tile=lanes * vec * nv, **knobs)
 
 
-def _fused_space() -> list[Schedule]:
+def _fused_space(shapes=VECTOR_SHAPES + SCALAR_SHAPES) -> list[Schedule]:
     out = []
-    for (lanes, vec, nv), unroll in product(VECTOR_SHAPES + SCALAR_SHAPES, (2, 4)):
+    for (lanes, vec, nv), unroll in product(shapes, (2, 4)):
         if unroll * nv * vec > REGISTER_BUDGET or (vec == 1 and unroll != 2):
             continue
         if lanes % unroll == 0:  # a team of one head must hold whole steps
@@ -80,13 +88,13 @@ def _fused_space() -> list[Schedule]:
     return out
 
 
-def _fused_split_space() -> list[Schedule]:
+def _fused_split_space(shapes=VECTOR_SHAPES, scalar_shapes=SCALAR_SHAPES) -> list[Schedule]:
     out = []
-    for (lanes, vec, nv), (split, chunk) in product(VECTOR_SHAPES, SPLITS):
+    for (lanes, vec, nv), (split, chunk) in product(shapes, SPLITS):
         out.append(_fused(lanes, vec, nv, family="fused_split",
                           unroll=min(lanes, 4 if nv == 1 else 2),
                           split=split, chunk=chunk, reduce="twophase"))
-    for lanes, vec, nv in SCALAR_SHAPES:
+    for lanes, vec, nv in scalar_shapes:
         if lanes == 32:
             out.append(_fused(lanes, vec, nv, family="fused_split", unroll=2, split=2048, chunk=512,
                               reduce="twophase"))
@@ -121,6 +129,7 @@ def check_space_rules(s: Schedule) -> None:
         raise ValueError(f"{s.name}: unknown attention family")
 
 
-SCHEDULES: tuple[Schedule, ...] = tuple(_fused_space() + _fused_split_space() + _unfused_space())
+SCHEDULES: tuple[Schedule, ...] = tuple(_fused_space() + _fused_split_space() + _unfused_space()
+                                        + _fused_space(HALF_SHAPES) + _fused_split_space(HALF_SHAPES, ()))
 for _s in SCHEDULES:
     check_space_rules(_s)

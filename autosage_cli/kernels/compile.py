@@ -25,12 +25,13 @@ from typing import Callable, Iterable, NamedTuple
 from ..cuda_sources import CUDA_DIR, kernel_source
 from ..errors import one_line
 from ..graphs.csr import default_workers   # NVRTC releases the GIL: threads compile in parallel
+from .value_types import VALUE_TYPES, vector_bytes_fit
 
 ARCH = "sm_90"
 # The options NVRTC gets at run time; the nvcc check passes the same ones.
 COMPILE_OPTIONS = ("-std=c++17",)
 # Element types the kernels are instantiated for: the dtype names the CLI takes -> the C++ type.
-C_TYPES = {"float32": "float"}
+C_TYPES = {name: t.c_type for name, t in VALUE_TYPES.items()}
 
 
 def runtime_options() -> tuple[str, ...]:
@@ -197,8 +198,9 @@ def schedule_kernels(schedule, dtype: str = "float", index: str = "int") -> tupl
 
 def module_sets(ops=None, dtype: str = "float", index: str = "int") -> dict[str, tuple[str, ...]]:
     """kernel file -> every name expression of it that the plans of `ops` (None: every op) may
-    launch: the registry's instantiations of the file, or the space module's `file_expressions`
-    where it has one (a file whose schedules launch more than one kernel)."""
+    launch in `dtype` (a dtype name or its C++ type): the registry's instantiations of the file
+    (schedules whose vector is too wide for `dtype` never run in it), or the space module's
+    `file_expressions` where it has one (a file whose schedules launch more than one kernel)."""
     from .schedule import OPS, SPACE_MODULES, registry
 
     chosen = list(OPS if ops is None else ops)
@@ -212,7 +214,8 @@ def module_sets(ops=None, dtype: str = "float", index: str = "int") -> dict[str,
             if callable(file_expressions):
                 exprs = set(file_expressions(filename, dtype, index))
             else:
-                exprs = {s.name_expression(dtype) for s in schedules if s.source_file == filename}
+                exprs = {s.name_expression(dtype) for s in schedules if s.source_file == filename
+                         and vector_bytes_fit(s.vec, dtype) is None}
             sets[filename] = tuple(sorted(exprs))
     return sets
 
@@ -222,13 +225,13 @@ def instantiations(ops=None, dtype: str = "float", index: str = "int") -> list[K
     return [KernelRef(f, e) for f, exprs in module_sets(ops, dtype, index).items() for e in exprs]
 
 
-def precompile(ops=None, workers: int | None = None) -> dict[str, float]:
-    """Build every module the plans of `ops` (None: every op) may launch, in parallel, so that
+def precompile(ops=None, workers: int | None = None, dtype: str = "float32") -> dict[str, float]:
+    """Build every module the plans of `ops` (None: every op) may launch in `dtype`, in parallel, so that
     timing code that calls it first does not charge compilation to what it times. Returns kernel
     file -> seconds spent on its modules (about 0 for modules built before in this process).
     Raises RuntimeError naming the first failure if any module fails (the failure is remembered:
     the plans that need that kernel fail when prepared)."""
-    records = compile_kernels(instantiations(ops), workers)
+    records = compile_kernels(instantiations(ops, dtype), workers)
     seconds: dict[str, float] = {}
     for record in records.values():
         seconds[record.ref.source_file] = seconds.get(record.ref.source_file, 0.0) + record.ms / 1e3

@@ -24,6 +24,7 @@ from typing import Iterator
 from ..errors import AutosageError
 from . import attention_families, sddmm_families, spmm_families
 from .family import Family
+from .value_types import value_type, vector_bytes_fit
 
 OPS = ("spmm", "sddmm", "attention")
 SPACE_MODULES = {op: f"{__package__}.{op}_space" for op in OPS}
@@ -45,7 +46,8 @@ class Schedule:
              owns the item (32/G slots on different edges, summed by shuffles); vector: the
              group's lanes split the row's edges, not its features; unfused: the softmax's lanes
              per (row, head).
-      vec    floats per lane per load (4: 16-byte loads); vector and unfused: always 1.
+      vec    elements per lane per load (16-byte loads: 4 floats or 8 halves; 8 is for the 2-byte
+             types only); vector and unfused: always 1.
       tile   warprow: features per staging pass, P = tile / (G x V) register chunks, one pass per
              grid.y block (0: one chunk, a block loops over all passes); sddmm rowgroup: K held in
              registers (G x V x P, K <= tile); vector: KMAX, the sums a lane keeps (serves
@@ -104,8 +106,8 @@ class Schedule:
             raise ValueError(f"unknown family {self.family!r} for {self.op}")
         if self.lanes not in (1, 2, 4, 8, 16, 32):
             raise ValueError(f"lanes must be a power of two <= 32, got {self.lanes}")
-        if self.vec not in (1, 2, 4):
-            raise ValueError(f"vec must be 1, 2 or 4, got {self.vec}")
+        if self.vec not in (1, 2, 4, 8):
+            raise ValueError(f"vec must be 1, 2, 4 or 8, got {self.vec}")
         if self.threads % 32 or not 32 <= self.threads <= 1024 or self.threads % self.lanes:
             raise ValueError(f"threads must be a multiple of 32 in [32, 1024], got {self.threads}")
         if self.reduce not in REDUCTIONS:
@@ -115,19 +117,22 @@ class Schedule:
         if self.tile < 0 or self.unroll < 1 or self.heads_per_block < 1:
             raise ValueError("tile, unroll and heads_per_block must be positive")
 
-    def supports(self, k: int, heads: int = 1) -> str | None:
-        """None if this schedule can run width k (and heads); otherwise the reason it cannot."""
+    def supports(self, k: int, heads: int = 1, dtype: str = "float32") -> str | None:
+        """None if this schedule can run width k (and heads) in `dtype`; otherwise the reason it
+        cannot. The element size bounds the vector width (16-byte loads: 4 floats, 8 halves); the
+        family's own predicates decide the rest (K % vec included)."""
         if k < 1:
             return f"K must be >= 1, got {k}"
-        return family_of(self.family).supports(self, k, heads)
+        return vector_bytes_fit(self.vec, dtype) or family_of(self.family).supports(self, k, heads)
 
     @property
     def source_file(self) -> str:
         return family_of(self.family).source_file
 
     def name_expression(self, dtype: str = "float") -> str:
-        """The C++ template instantiation CuPy compiles for this schedule (NVRTC name expression)."""
-        return family_of(self.family).name_expression(self, dtype)
+        """The C++ template instantiation CuPy compiles for this schedule (NVRTC name expression)
+        in `dtype`: a dtype name ("bfloat16") or its C++ type ("__nv_bfloat16")."""
+        return family_of(self.family).name_expression(self, value_type(dtype).c_type)
 
     def launch(self, n_items: int, k: int,
                lanes_per_item: int | None = None) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
@@ -192,9 +197,10 @@ def get(name: str) -> Schedule:
     raise AutosageError(f"unknown schedule {name!r}")
 
 
-def candidates(op: str, k: int, heads: int = 1) -> tuple[Schedule, ...]:
-    """Registered schedules of `op` that can run width k (unsupported ones are skipped, never run)."""
-    return tuple(s for s in registry(op) if s.supports(k, heads) is None)
+def candidates(op: str, k: int, heads: int = 1, dtype: str = "float32") -> tuple[Schedule, ...]:
+    """Registered schedules of `op` that can run width k in `dtype` (unsupported ones are skipped,
+    never run)."""
+    return tuple(s for s in registry(op) if s.supports(k, heads, dtype) is None)
 
 
 @contextlib.contextmanager

@@ -21,6 +21,11 @@ CHUNKED_SHAPES = ((1, 1, 1), (4, 1, 1), (1, 4, 1), (4, 4, 1), (8, 4, 1), (32, 4,
 ROW_CHUNK = 256
 # (G, V, U) for the edge family.
 EDGE_SHAPES = ((1, 1, 4), (4, 1, 4), (32, 1, 2), (1, 4, 2), (2, 4, 2), (4, 4, 2), (8, 4, 2), (32, 4, 2))
+# 16-byte loads of the 2-byte types (8 halves per lane; float32 refuses them): appended after the
+# float shapes so every older name keeps its place. rowgroup (G, 8, 1) holds K = 8G in registers.
+HALF_ROWGROUP_SHAPES = ((2, 8, 1), (4, 8, 1), (8, 8, 1), (16, 8, 1), (32, 8, 1))
+HALF_CHUNKED_SHAPES = ((8, 8, 1), (32, 8, 1))
+HALF_EDGE_SHAPES = ((4, 8, 2), (8, 8, 2), (32, 8, 2))
 
 
 def _unroll_for(v: int, p: int) -> int:
@@ -28,16 +33,16 @@ def _unroll_for(v: int, p: int) -> int:
     return 4 if v * p <= 8 else 2
 
 
-def _rowgroup() -> list[Schedule]:
+def _rowgroup(shapes=ROWGROUP_SHAPES, chunked_shapes=CHUNKED_SHAPES) -> list[Schedule]:
     out = [Schedule("sddmm", "rowgroup", lanes=g, vec=v, threads=THREADS, tile=g * v * p,
-                    unroll=_unroll_for(v, p)) for g, v, p in ROWGROUP_SHAPES]
+                    unroll=_unroll_for(v, p)) for g, v, p in shapes]
     out += [Schedule("sddmm", "rowgroup", lanes=g, vec=v, threads=THREADS, tile=g * v * p, chunk=ROW_CHUNK,
-                     unroll=_unroll_for(v, p)) for g, v, p in CHUNKED_SHAPES]
+                     unroll=_unroll_for(v, p)) for g, v, p in chunked_shapes]
     return out
 
 
-def _edge() -> list[Schedule]:
-    return [Schedule("sddmm", "edge", lanes=g, vec=v, threads=THREADS, unroll=u) for g, v, u in EDGE_SHAPES]
+def _edge(shapes=EDGE_SHAPES) -> list[Schedule]:
+    return [Schedule("sddmm", "edge", lanes=g, vec=v, threads=THREADS, unroll=u) for g, v, u in shapes]
 
 
 def check_space_rules(s: Schedule) -> None:
@@ -50,6 +55,7 @@ def check_space_rules(s: Schedule) -> None:
         raise ValueError(f"{s.name}: the edge family has no tile or chunk")
 
 
-SCHEDULES: tuple[Schedule, ...] = tuple(_rowgroup() + _edge())
+SCHEDULES: tuple[Schedule, ...] = tuple(_rowgroup() + _edge() + _rowgroup(HALF_ROWGROUP_SHAPES, HALF_CHUNKED_SHAPES)
+                                        + _edge(HALF_EDGE_SHAPES))
 for _s in SCHEDULES:
     check_space_rules(_s)

@@ -97,6 +97,28 @@ def _vector() -> list[Schedule]:
     return out
 
 
+# 16-byte loads of the 2-byte types: 8 halves per lane per load. Float32 refuses them (a 32-byte
+# vector; Schedule.supports), so they only ever run in float16/bfloat16. Appended after the float
+# shapes so every older name keeps its place. One shape per K regime of each family: G x 8 columns
+# per pass (subwarp), GE-SpMM at K = 256 in one pass, and the split families' hub shapes.
+HALF_VEC = 8
+HALF_SUBWARP_LANES = (2, 4, 8, 16, 32)
+# (family, lanes, split, chunk, reduce, unroll): split's sub-warp light rows keep 2 edges in flight
+# (4 spilled: 8 halves x 4 edges next to the heavy-chunk path's registers, nvcc 13.0 sm_90).
+HALF_SPLIT_SHAPES = (("split", 4, 256, 256, "atomic", 2), ("split", 16, 256, 256, "atomic", 2),
+                     ("splitwarp", 32, 2048, 512, "atomic", 4), ("splitwarp", 32, 2048, 1024, "twophase", 4))
+
+
+def _half_wide() -> list[Schedule]:
+    out = [Schedule("spmm", "subwarp", lanes=g, vec=HALF_VEC, threads=THREADS, unroll=4)
+           for g in HALF_SUBWARP_LANES]
+    out.append(Schedule("spmm", "warprow", lanes=32, vec=HALF_VEC, threads=THREADS, unroll=4))
+    out += [Schedule("spmm", family, lanes=g, vec=HALF_VEC, threads=THREADS, split=split, chunk=chunk,
+                     reduce=reduce, unroll=unroll)
+            for family, g, split, chunk, reduce, unroll in HALF_SPLIT_SHAPES]
+    return out
+
+
 def check_space_rules(s: Schedule) -> None:
     """Family rules beyond Schedule.validate(); raises ValueError."""
     s.validate()
@@ -115,6 +137,6 @@ def check_space_rules(s: Schedule) -> None:
                          f"{VECTOR_LANES}, vec 1 and unroll 2, 4 or 8")
 
 
-SCHEDULES: tuple[Schedule, ...] = tuple(_subwarp() + _warprow() + _split() + _vector())
+SCHEDULES: tuple[Schedule, ...] = tuple(_subwarp() + _warprow() + _split() + _vector() + _half_wide())
 for _s in SCHEDULES:
     check_space_rules(_s)

@@ -1,0 +1,88 @@
+"""Value types (CPU): float32, float16 and bfloat16 name expressions for every family, the vector
+widths each element size allows (with reasons), and float32 left exactly as it was."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from autosage_cli.kernels import compile as kcompile
+from autosage_cli.kernels import schedule as sched
+from autosage_cli.kernels.attention_space import combine_expression, expressions
+from autosage_cli.kernels.schedule import Schedule
+from autosage_cli.kernels.value_types import VALUE_TYPES, value_type, vector_bytes_fit
+
+HALVES = ("float16", "bfloat16")
+
+
+def test_value_types_by_name_and_c_type():
+    assert {n: (t.c_type, t.itemsize, t.max_vec) for n, t in VALUE_TYPES.items()} == {
+        "float32": ("float", 4, 4), "float16": ("__half", 2, 8), "bfloat16": ("__nv_bfloat16", 2, 8)}
+    assert value_type("__nv_bfloat16") is VALUE_TYPES["bfloat16"]
+    with pytest.raises(ValueError, match="unknown dtype 'float64'"):
+        value_type("float64")
+    assert kcompile.C_TYPES == {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16"}
+
+
+@pytest.mark.parametrize("s", sched.all_schedules(), ids=lambda s: s.name)
+def test_every_family_names_its_kernel_in_every_value_type(s):
+    float_expr = s.name_expression("float")
+    assert s.name_expression("float32") == float_expr
+    for dtype in HALVES:
+        c_type = VALUE_TYPES[dtype].c_type
+        expr = s.name_expression(dtype)
+        assert expr == s.name_expression(c_type)
+        if s.family == "unfused":   # the softmax: scores type last, float's left to its default
+            assert expr == float_expr[:-1] + f", {c_type}>"
+        else:                      # the value type is the first template argument
+            assert expr == float_expr.replace("<float,", f"<{c_type},", 1) and expr != float_expr
+
+
+def test_float32_expressions_are_the_old_ones():
+    sub = Schedule("spmm", "subwarp", lanes=8, vec=4, unroll=4)
+    assert sub.name_expression() == "spmm_subwarp<float, 8, 4, 4>"
+    unfused = next(s for s in sched.registry("attention") if s.family == "unfused")
+    assert expressions(unfused, "float", "int") == (
+        f"attention_softmax_rows<int, {unfused.lanes}>", f"attention_softmax_heavy<int, {unfused.threads}>")
+    assert combine_expression("float32", "long long") == "attention_combine<float, long long>"
+    assert combine_expression("bfloat16") == "attention_combine<__nv_bfloat16, int>"
+
+
+def test_sixteen_byte_vectors_per_element_size():
+    wide = Schedule("spmm", "subwarp", lanes=8, vec=8, unroll=4)
+    reason = wide.supports(64, 1, "float32")
+    assert "32 bytes" in reason and "at most 4 per load" in reason
+    assert wide.supports(64) == reason                      # float32 is the default
+    for dtype in HALVES:
+        assert wide.supports(64, 1, dtype) is None
+        assert "vector width 8" in wide.supports(60, 1, dtype)   # K % 8: rows would be misaligned
+        assert "vector width 8" in wide.supports(4, 1, dtype)
+    assert vector_bytes_fit(4, "bfloat16") is None and vector_bytes_fit(4, "float32") is None
+    with pytest.raises(ValueError, match="vec must be 1, 2, 4 or 8"):
+        Schedule("spmm", "subwarp", lanes=8, vec=16).validate()
+
+
+@pytest.mark.parametrize("op", sched.OPS)
+def test_candidates_per_value_type(op):
+    for k in (1, 3, 64, 127, 256):
+        f32 = sched.candidates(op, k)
+        assert f32 == sched.candidates(op, k, dtype="float32")
+        assert all(s.vec <= 4 for s in f32)
+        for dtype in HALVES:
+            half = sched.candidates(op, k, dtype=dtype)
+            assert set(f32) <= set(half)                   # every float schedule runs in halves
+            assert {s for s in half if s.vec == 8} == {s for s in sched.registry(op) if s.vec == 8
+                                                          and s.supports(k, 1, dtype) is None}
+    assert any(s.vec == 8 for s in sched.candidates(op, 64, dtype="bfloat16"))
+
+
+def test_instantiations_per_value_type_skip_vectors_a_type_cannot_load():
+    for dtype, c_type in kcompile.C_TYPES.items():
+        refs = kcompile.instantiations(dtype=dtype)
+        assert refs and all(c_type in r.expression or "attention_softmax" in r.expression for r in refs)
+    f32 = {r.expression for r in kcompile.instantiations(dtype="float32")}
+    assert not any(re.match(r"spmm_subwarp<float, \d+, 8,", e) for e in f32)   # V = 8 floats
+    assert any(re.match(r"spmm_subwarp<float, \d+, 4,", e) for e in f32)
+    bf16 = {r.expression for r in kcompile.instantiations(dtype="bfloat16")}
+    assert "spmm_subwarp<__nv_bfloat16, 8, 8, 4>" in bf16
+    assert "attention_softmax_rows<int, 32, __nv_bfloat16>" in bf16

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 
 from autosage_cli.kernels import compile as kcompile
+from autosage_cli.kernels import value_types as vt
 from autosage_cli.kernels import schedule as sched
 from autosage_cli.kernels.attention_space import combine_expression, expressions
 from autosage_cli.kernels.schedule import Schedule
@@ -86,3 +88,51 @@ def test_instantiations_per_value_type_skip_vectors_a_type_cannot_load():
     bf16 = {r.expression for r in kcompile.instantiations(dtype="bfloat16")}
     assert "spmm_subwarp<__nv_bfloat16, 8, 8, 4>" in bf16
     assert "attention_softmax_rows<int, 32, __nv_bfloat16>" in bf16
+
+
+# ------------------------------------------------------------------ rounding and tolerance
+
+def test_host_rounding_is_to_nearest_even_and_exact_back():
+    x = np.array([1.0, 1 + 2 ** -8, 1 + 3 * 2 ** -8, 1 + 2 ** -9, -2.5, 65504.0, 1e-3, 0.0],
+                 dtype=np.float32)
+    bf = vt.to_storage(x, "bfloat16")
+    assert bf.dtype == np.uint16 and vt.storage_dtype("bfloat16") == "uint16"
+    # ties go to the even significand: 1 + 2^-8 -> 1, 1 + 3 * 2^-8 -> 1 + 2^-6; 1 + 2^-9 -> 1
+    assert list(vt.from_storage(bf, "bfloat16")[:5]) == [1.0, 1.0, 1 + 2 ** -6, 1.0, -2.5]
+    assert bf[0] == 0x3F80 and bf[4] == 0xC020
+    half = vt.to_storage(x, "float16")
+    assert half.dtype == np.float16 and vt.from_storage(half, "float16")[5] == 65504.0
+    f32 = vt.to_storage(x, "float32")
+    assert f32.dtype == np.float32 and np.array_equal(vt.from_storage(f32, "float32"), x)
+    rng = np.random.default_rng(0)
+    y = rng.uniform(-1, 1, 10_000).astype(np.float32)
+    for dtype in ("float16", "bfloat16"):
+        back = vt.from_storage(vt.to_storage(y, dtype), dtype)
+        normal = np.abs(y) > 1e-3           # float16 is subnormal below 6.1e-5: absolute steps
+        rel = np.abs(back - y)[normal] / np.abs(y)[normal]
+        assert rel.max() <= vt.UNIT_ROUNDOFF[dtype] and rel.max() > vt.UNIT_ROUNDOFF[dtype] / 4
+        # rounding twice changes nothing: the stored values are the type's own
+        assert np.array_equal(vt.to_storage(back, dtype), vt.to_storage(y, dtype))
+
+
+def test_tolerance_rules():
+    # float32: 1e-4 for every sum up to ~175k terms, then the float32 drift bound
+    assert vt.tolerance("float32", 1) == vt.tolerance("float32", 21_700) == 1e-4
+    assert vt.tolerance("float32", 10 ** 6) > 1e-4
+    for dtype in ("float16", "bfloat16"):
+        u = vt.UNIT_ROUNDOFF[dtype]
+        short, long = vt.tolerance(dtype, 1), vt.tolerance(dtype, 21_700)
+        assert 3 * u <= short < long < 3 * u + 1e-4         # the roundings, then the drift
+        assert vt.tolerance(dtype, 0) == short               # at least one term
+    assert vt.tolerance("bfloat16", 64) > vt.tolerance("float16", 64) > vt.tolerance("float32", 64)
+    assert vt.tolerance("__nv_bfloat16", 64) == vt.tolerance("bfloat16", 64)
+    # a wrong kernel (a dropped edge of 8, a wrong column) is far outside every bound
+    assert vt.tolerance("bfloat16", 10 ** 6) < 0.02
+
+
+def test_accumulation_length_per_op():
+    assert vt.accumulation_length("sddmm", 64, 21_700) == 64
+    assert vt.accumulation_length("spmm", 64, 21_700) == 21_700
+    assert vt.accumulation_length("attention", 256, 12) == 256
+    assert vt.accumulation_length("attention", 64, 21_700) == 21_700
+    assert vt.accumulation_length("spmm", 8, 0) == 1          # an edgeless graph still sums once

@@ -11,12 +11,20 @@ and cusparseSpMatSetValues for caller-given values) when a pointer changed, then
 on CuPy's current stream (CuPy's `spMM` binding sets the handle's stream before each call).
 cusparseSpMM_preprocess is optional for every algorithm (cuSPARSE docs) and CuPy has no binding for
 it; ALG3 runs without it (verified on the H200).
+
+Value types: float32 (CUDA_R_32F), float16 (CUDA_R_16F) and bfloat16 (CUDA_R_16BF, stored as uint16
+bit patterns: backends/value_arrays.py) for A's values, B and C, always with CUDA_R_32F compute (so
+alpha and beta are float32). An algorithm that does not support a type says so with its status when
+its workspace is sized: `DtypeRefused` names the algorithm, the type and the status, and the plan's
+preparation fails with that reason (a failed vendor entry, like any other preparation failure).
 """
 from __future__ import annotations
 
 import numpy as np
 
+from ..kernels.value_types import storage_dtype, value_type
 from .base import DeviceGraph, Plan, PrepareTimer
+from .value_arrays import cuda_data_type, graph_values
 
 # Vendor name -> cusparseSpMMAlg_t value.
 SPMM_ALGORITHMS = {
@@ -26,7 +34,10 @@ SPMM_ALGORITHMS = {
     "cusparse-default": 0,  # CUSPARSE_SPMM_ALG_DEFAULT
 }
 SPMM_NAMES = tuple(SPMM_ALGORITHMS)
-_FLOAT_BYTES = 4
+
+
+class DtypeRefused(RuntimeError):
+    """cuSPARSE returned a status refusing this algorithm in this value type."""
 
 
 def algorithm_id(alg: int | str) -> int:
@@ -42,24 +53,27 @@ def algorithm_id(alg: int | str) -> int:
     return int(alg)
 
 
-def _row_view_check(name: str, arr, rows: int, k: int, ld: int) -> None:
-    """`arr` must be a float32 (rows x k) row-major view with leading dimension `ld` elements."""
+def _row_view_check(name: str, arr, rows: int, k: int, ld: int, dtype: str = "float32") -> None:
+    """`arr` must be a (rows x k) row-major view of `dtype`'s storage with leading dimension `ld`
+    elements."""
     import cupy
 
-    if arr.dtype != cupy.float32 or arr.ndim != 2 or arr.shape != (rows, k):
-        raise ValueError(f"{name}: expected a float32 array of shape {(rows, k)}, "
+    stored, size = cupy.dtype(storage_dtype(dtype)), value_type(dtype).itemsize
+    if arr.dtype != stored or arr.ndim != 2 or arr.shape != (rows, k):
+        raise ValueError(f"{name}: expected a {dtype} ({stored}) array of shape {(rows, k)}, "
                          f"got {arr.dtype} {tuple(arr.shape)}")
-    if rows > 1 and arr.strides[0] != ld * _FLOAT_BYTES:
-        raise ValueError(f"{name}: row stride {arr.strides[0]} bytes, expected ld={ld} floats")
-    if k > 1 and arr.strides[1] != _FLOAT_BYTES:
-        raise ValueError(f"{name}: rows must be contiguous (element stride 4 bytes)")
+    if rows > 1 and arr.strides[0] != ld * size:
+        raise ValueError(f"{name}: row stride {arr.strides[0]} bytes, expected ld={ld} elements")
+    if k > 1 and arr.strides[1] != size:
+        raise ValueError(f"{name}: rows must be contiguous (element stride {size} bytes)")
 
 
 class CusparseSpMM:
-    """Reusable cusparseSpMM for one graph, one algorithm and one width K.
+    """Reusable cusparseSpMM for one graph, one algorithm, one width K and one value type (dtype:
+    A's values, B and C are all of it; float32 compute).
 
     `launch(B, C, values=None)` computes C = A·B where
-      * B is a CuPy float32 array of shape (n_cols, k) whose rows are `ldb` floats apart and whose
+      * B is a CuPy array of the dtype's storage (float32 below) of shape (n_cols, k) whose rows are `ldb` floats apart and whose
         elements within a row are contiguous: a C-contiguous (n_cols, k) array (ldb = k) or a
         strided view such as `X[:, h, :]` of a C-contiguous (n, H, d) array (k = d, ldb = H*d; the
         pointer offset h*d floats is in the view's data pointer);
@@ -72,13 +86,13 @@ class CusparseSpMM:
     """
 
     def __init__(self, dgraph: DeviceGraph, alg: int | str, k: int, ldb: int | None = None,
-                 ldc: int | None = None):
+                 ldc: int | None = None, dtype: str = "float32"):
         import cupy
         from cupy_backends.cuda.libs import cusparse as cs
 
         if k < 1:
             raise ValueError(f"K must be >= 1, got {k}")
-        self.graph, self.k = dgraph, int(k)
+        self.graph, self.k, self.dtype = dgraph, int(k), value_type(dtype).name
         self.alg = algorithm_id(alg)
         self.ldb = int(ldb if ldb is not None else k)
         self.ldc = int(ldc if ldc is not None else k)
@@ -97,21 +111,29 @@ class CusparseSpMM:
         self._handle = cupy.cuda.device.get_cusparse_handle()
         cs.setPointerMode(self._handle, cs.CUSPARSE_POINTER_MODE_HOST)
         index_type = cs.CUSPARSE_INDEX_64I if dgraph.indices.dtype == cupy.int64 else cs.CUSPARSE_INDEX_32I
-        f32 = _cuda_r_32f()
+        f32, vt = _cuda_r_32f(), cuda_data_type(self.dtype)
         self._f32 = f32
+        self._values = graph_values(dgraph, self.dtype)
         self._sp = cs.createCsr(dgraph.n_rows, dgraph.n_cols, dgraph.nnz, dgraph.indptr.data.ptr,
-                                dgraph.indices.data.ptr, dgraph.values.data.ptr, index_type,
-                                index_type, cs.CUSPARSE_INDEX_BASE_ZERO, f32)
+                                dgraph.indices.data.ptr, self._values.data.ptr, index_type,
+                                index_type, cs.CUSPARSE_INDEX_BASE_ZERO, vt)
         # The dense descriptors need *some* valid device pointer at creation; creation and
         # spMM_bufferSize never dereference it, and every launch re-points them to the real arrays.
-        self._placeholder = cupy.empty(4, dtype=cupy.float32)
+        self._placeholder = cupy.empty(8, dtype=cupy.float32)
         p = self._placeholder.data.ptr
-        self._b = cs.createDnMat(dgraph.n_cols, self.k, self.ldb, p, f32, cs.CUSPARSE_ORDER_ROW)
-        self._c = cs.createDnMat(dgraph.n_rows, self.k, self.ldc, p, f32, cs.CUSPARSE_ORDER_ROW)
-        self._ptrs = (dgraph.values.data.ptr, p, p)
+        self._b = cs.createDnMat(dgraph.n_cols, self.k, self.ldb, p, vt, cs.CUSPARSE_ORDER_ROW)
+        self._c = cs.createDnMat(dgraph.n_rows, self.k, self.ldc, p, vt, cs.CUSPARSE_ORDER_ROW)
+        self._ptrs = (self._values.data.ptr, p, p)
         op = cs.CUSPARSE_OPERATION_NON_TRANSPOSE
-        size = cs.spMM_bufferSize(self._handle, op, op, self._alpha.ctypes.data, self._sp, self._b,
-                                  self._beta.ctypes.data, self._c, f32, self.alg)
+        try:
+            size = cs.spMM_bufferSize(self._handle, op, op, self._alpha.ctypes.data, self._sp, self._b,
+                                      self._beta.ctypes.data, self._c, f32, self.alg)
+        except getattr(cs, "CUSPARSEError", RuntimeError) as exc:   # its status names the refusal
+            if self.dtype == "float32":
+                raise
+            self.close()
+            raise DtypeRefused(f"cuSPARSE SpMM algorithm {self.alg} refuses {self.dtype} "
+                               f"(float32 compute): {exc}") from None
         self.workspace_bytes = int(size)
         # At least a few bytes so the pointer is never NULL (cuSPARSE accepts NULL for size 0 on
         # recent versions, but nothing is gained by relying on it).
@@ -119,18 +141,20 @@ class CusparseSpMM:
 
     def launch(self, B, C, values=None) -> None:
         g = self.graph
-        _row_view_check("B", B, g.n_cols, self.k, self.ldb)
-        _row_view_check("C", C, g.n_rows, self.k, self.ldc)
+        _row_view_check("B", B, g.n_cols, self.k, self.ldb, self.dtype)
+        _row_view_check("C", C, g.n_rows, self.k, self.ldc, self.dtype)
         if self._sp is None:  # nnz == 0: A·B is zero
             C.fill(0)
             return
         cs = self._cs
         if values is not None:
-            if values.dtype != np.float32 or values.shape != (g.nnz,) or not values.flags.c_contiguous:
-                raise ValueError(f"values: expected a contiguous float32 array of {g.nnz} entries")
+            stored = storage_dtype(self.dtype)
+            if values.dtype != stored or values.shape != (g.nnz,) or not values.flags.c_contiguous:
+                raise ValueError(f"values: expected a contiguous {self.dtype} ({stored}) array of "
+                                 f"{g.nnz} entries")
             v_ptr = values.data.ptr
         else:
-            v_ptr = g.values.data.ptr
+            v_ptr = self._values.data.ptr
         ptrs = (v_ptr, B.data.ptr, C.data.ptr)
         if ptrs != self._ptrs:
             if ptrs[0] != self._ptrs[0]:
@@ -171,12 +195,12 @@ def _cuda_r_32f() -> int:
 class CusparseSpMMPlan(Plan):
     """Vendor SpMM plan: out = A @ B with one cuSPARSE algorithm; B and out C-contiguous."""
 
-    def __init__(self, dgraph: DeviceGraph, name: str, k: int):
+    def __init__(self, dgraph: DeviceGraph, name: str, k: int, dtype: str = "float32"):
         super().__init__(dgraph, "spmm", k, 1)
         self.backend = self.schedule = name
         self.provider = "cusparseSpMM"
         with PrepareTimer(self):
-            self.spmm = CusparseSpMM(dgraph, name, k)
+            self.spmm = CusparseSpMM(dgraph, name, k, dtype=dtype)
 
     def run(self, inputs: tuple, out) -> None:
         self.spmm.launch(inputs[0], out)
@@ -189,6 +213,6 @@ class CusparseSpMMPlan(Plan):
         self.spmm.close()
 
 
-def prepare_spmm(dgraph: DeviceGraph, name: str, k: int) -> CusparseSpMMPlan:
+def prepare_spmm(dgraph: DeviceGraph, name: str, k: int, dtype: str = "float32") -> CusparseSpMMPlan:
     algorithm_id(name)  # unknown names fail before any GPU work
-    return CusparseSpMMPlan(dgraph, name, k)
+    return CusparseSpMMPlan(dgraph, name, k, dtype)

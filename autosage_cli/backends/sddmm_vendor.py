@@ -16,6 +16,13 @@ the output poisoned with NaN: a provider that fails or disagrees is skipped (the
 `fallback_reasons`). If the poisoned output leaks through (cuSPARSE reading C although beta = 0),
 that provider zero-fills the output before each launch, and says so in `provider`.
 
+Value types: every provider runs float32, float16 and bfloat16 inputs and output (bfloat16 stored as
+uint16 bit patterns, backends/value_arrays.py) where its library allows, with float32 products and
+sums: cusparseSDDMM with CUDA_R_16F/CUDA_R_16BF matrices and CUDA_R_32F compute (a type it refuses
+fails with cuSPARSE's status), torch's sampled_addmm on bfloat16/float16 views of the same memory,
+and the gather-dot composition converting the gathered rows to float32 and rounding the sums. The
+check of a provider compares with a float64 sum of the rounded inputs within the type's tolerance.
+
 torch's op ignores A's values (it samples the pattern), so the plan multiplies by A's values
 afterwards with one CuPy elementwise kernel when they are not all 1 (checked once): part of the
 vendor's cost of the same op. torch and CuPy share one stream (torch runs on a
@@ -30,7 +37,9 @@ from collections import OrderedDict
 
 import numpy as np
 
+from ..kernels.value_types import accumulation_length, storage_dtype, tolerance, value_type
 from .base import DeviceGraph, Plan, PrepareTimer
+from .value_arrays import cuda_data_type, graph_values, to_float32, to_value_type
 
 PROVIDER_NVMATH = "nvmath-python cusparseSDDMM"
 PROVIDER_TORCH = "torch.sparse.sampled_addmm"
@@ -43,7 +52,6 @@ GATHER_DOT_NAME = "gather-dot"                # what PyG and DGL compose: gather
 VENDOR_PROVIDERS = {SDDMM_VENDOR_NAME: PROVIDER_NVMATH, TORCH_SDDMM_NAME: PROVIDER_TORCH,
                     GATHER_DOT_NAME: PROVIDER_GATHER}
 _CHECK_EDGES = 4096          # edges compared with the gather-dot sample when a provider is checked
-_CHECK_TOLERANCE = 1e-4
 
 
 def sddmm_vendor_names() -> list[str]:
@@ -104,37 +112,60 @@ class TorchBridge:
             self._views.move_to_end(key)
         return value
 
-    def tensor(self, arr):
-        """A torch tensor sharing `arr`'s memory (same shape and strides)."""
+    def tensor(self, arr, dtype: str = "float32"):
+        """A torch tensor sharing `arr`'s memory (same shape and strides), of `dtype` (bfloat16's
+        uint16 bit patterns are viewed as torch.bfloat16)."""
         key = (arr.data.ptr, arr.shape, arr.strides, arr.dtype.str)
-        return self.cached(key, lambda: self.torch.from_dlpack(arr))
+
+        def make():
+            t = self.torch.from_dlpack(arr)
+            return t.view(self.torch.bfloat16) if value_type(dtype).name == "bfloat16" else t
+
+        return self.cached(key, make)
 
     def clear(self) -> None:
         self._views.clear()
 
 
 class _GatherDot:
-    """out[e] = <X[row e], Y[col e]> in CuPy, chunked so temporaries stay under ~2 x 64 MiB."""
+    """out[e] = <X[row e], Y[col e]> in CuPy, chunked so temporaries stay under ~2 x 64 MiB. In
+    the 2-byte types the gathered rows are converted to float32 and the sums rounded once."""
     provider = PROVIDER_GATHER
 
-    def __init__(self, dgraph: DeviceGraph, k: int, chunk_bytes: int = 64 << 20):
+    def __init__(self, dgraph: DeviceGraph, k: int, chunk_bytes: int = 64 << 20, dtype: str = "float32"):
         import cupy
 
-        self.rows, self.cols = edge_rows(dgraph), dgraph.indices
+        self.rows, self.cols, self.dtype = edge_rows(dgraph), dgraph.indices, value_type(dtype).name
         chunk = max(1, min(dgraph.nnz, chunk_bytes // (4 * k)))
         self.bx = cupy.empty((chunk, k), dtype=cupy.float32)
         self.by = cupy.empty((chunk, k), dtype=cupy.float32)
         self.spans = [(s, min(s + chunk, dgraph.nnz)) for s in range(0, dgraph.nnz, chunk)]
+        if self.dtype != "float32":   # gathered rows as stored, and the float32 sums
+            self.gx = cupy.empty((chunk, k), dtype=storage_dtype(self.dtype))
+            self.gy = cupy.empty((chunk, k), dtype=storage_dtype(self.dtype))
+            self.sums = cupy.empty(chunk, dtype=cupy.float32)
 
     def launch(self, X, Y, out) -> None:
         import cupy
 
         for s, e in self.spans:
             bx, by = self.bx[: e - s], self.by[: e - s]
-            cupy.take(X, self.rows[s:e], axis=0, out=bx)
-            cupy.take(Y, self.cols[s:e], axis=0, out=by)
+            if self.dtype == "float32":
+                cupy.take(X, self.rows[s:e], axis=0, out=bx)
+                cupy.take(Y, self.cols[s:e], axis=0, out=by)
+            else:
+                gx, gy = self.gx[: e - s], self.gy[: e - s]
+                cupy.take(X, self.rows[s:e], axis=0, out=gx)
+                cupy.take(Y, self.cols[s:e], axis=0, out=gy)
+                to_float32(gx, self.dtype, out=bx)
+                to_float32(gy, self.dtype, out=by)
             cupy.multiply(bx, by, out=bx)
-            cupy.sum(bx, axis=1, out=out[s:e])
+            if self.dtype == "float32":
+                cupy.sum(bx, axis=1, out=out[s:e])
+            else:
+                sums = self.sums[: e - s]
+                cupy.sum(bx, axis=1, out=sums)
+                to_value_type(sums, self.dtype, out=out[s:e])
 
     def forget_views(self) -> None:
         pass
@@ -146,12 +177,12 @@ class _GatherDot:
 class _TorchSampledAddmm:
     provider = PROVIDER_TORCH
 
-    def __init__(self, dgraph: DeviceGraph, k: int, launch_sets: int):
+    def __init__(self, dgraph: DeviceGraph, k: int, launch_sets: int, dtype: str = "float32"):
         import torch
 
         if not torch.cuda.is_available():
             raise RuntimeError("torch sees no CUDA device")
-        self.graph, self.torch = dgraph, torch
+        self.graph, self.torch, self.dtype = dgraph, torch, value_type(dtype).name
         # Four memoized objects per distinct launch: X, Y, out and the CSR wrapper of out.
         self.bridge = TorchBridge(capacity=4 * max(1, launch_sets))
         if not dgraph.nnz:  # launch() never reaches a provider without edges
@@ -164,14 +195,14 @@ class _TorchSampledAddmm:
         """A torch CSR tensor with our crow/col whose values are `out` (no copy)."""
         g = self.graph
         return self.bridge.cached(("csr", out.data.ptr, out.shape), lambda: self.torch.sparse_csr_tensor(
-            self.crow, self.col, self.bridge.tensor(out), size=(g.n_rows, g.n_cols),
+            self.crow, self.col, self.bridge.tensor(out, self.dtype), size=(g.n_rows, g.n_cols),
             check_invariants=False))
 
     def launch(self, X, Y, out) -> None:
-        b = self.bridge
+        b, t = self.bridge, self.dtype
         with b.stream():
             c = self._csr_of(out)
-            self.torch.sparse.sampled_addmm(c, b.tensor(X), b.tensor(Y).t(), beta=0.0, out=c)
+            self.torch.sparse.sampled_addmm(c, b.tensor(X, t), b.tensor(Y, t).t(), beta=0.0, out=c)
 
     def forget_views(self) -> None:
         self.bridge.clear()
@@ -186,12 +217,13 @@ class _NvmathSDDMM:
     pattern whose values pointer is the output."""
     provider = PROVIDER_NVMATH
 
-    def __init__(self, dgraph: DeviceGraph, k: int, ldx: int, ldy: int):
+    def __init__(self, dgraph: DeviceGraph, k: int, ldx: int, ldy: int, dtype: str = "float32"):
         import cupy
         from nvmath.bindings import cusparse as nv
 
-        self.nv, self.graph = nv, dgraph
+        self.nv, self.graph, self.dtype = nv, dgraph, value_type(dtype).name
         f32 = int(cupy.cuda.runtime.CUDA_R_32F)
+        vt = int(cuda_data_type(self.dtype))   # A, B, C in the value type; float32 compute
         idx = nv.IndexType.INDEX_64I if dgraph.indices.dtype == cupy.int64 else nv.IndexType.INDEX_32I
         self._f32, self._alg = f32, int(nv.SDDMMAlg.DEFAULT)
         self._op = int(nv.Operation.NON_TRANSPOSE)
@@ -201,14 +233,20 @@ class _NvmathSDDMM:
         nv.set_pointer_mode(self.handle, int(nv.PointerMode.HOST))
         self._placeholder = cupy.empty(4, dtype=cupy.float32)
         p = self._placeholder.data.ptr  # never dereferenced: every launch re-points the descriptors
-        self.a = nv.create_dn_mat(dgraph.n_rows, k, ldx, p, f32, int(nv.Order.ROW))
-        self.b = nv.create_dn_mat(k, dgraph.n_cols, ldy, p, f32, int(nv.Order.COL))
+        self.a = nv.create_dn_mat(dgraph.n_rows, k, ldx, p, vt, int(nv.Order.ROW))
+        self.b = nv.create_dn_mat(k, dgraph.n_cols, ldy, p, vt, int(nv.Order.COL))
         self.c = nv.create_csr(dgraph.n_rows, dgraph.n_cols, dgraph.nnz, dgraph.indptr.data.ptr,
                                dgraph.indices.data.ptr, p, int(idx), int(idx),
-                               int(nv.IndexBase.ZERO), f32)
+                               int(nv.IndexBase.ZERO), vt)
         size = np.zeros(1, dtype=np.uint64)  # the binding writes the size through this pointer
-        nv.sddmm_buffer_size(self.handle, self._op, self._op, self._alpha.ctypes.data, self.a,
-                             self.b, self._beta.ctypes.data, self.c, f32, self._alg, size.ctypes.data)
+        try:
+            nv.sddmm_buffer_size(self.handle, self._op, self._op, self._alpha.ctypes.data, self.a,
+                                 self.b, self._beta.ctypes.data, self.c, f32, self._alg, size.ctypes.data)
+        except Exception as exc:   # nvmath's cuSPARSEError: its status names the refusal
+            if self.dtype == "float32":
+                raise
+            self.close()
+            raise RuntimeError(f"cusparseSDDMM refuses {self.dtype} (float32 compute): {exc}") from None
         self._workspace = cupy.empty(max(int(size[0]), 16), dtype=cupy.uint8)
         self._preprocessed = False
 
@@ -245,13 +283,15 @@ class _NvmathSDDMM:
         self.close()
 
 
-def _check_view(name: str, arr, rows: int, k: int, ld: int) -> None:
+def _check_view(name: str, arr, rows: int, k: int, ld: int, dtype: str = "float32") -> None:
     import cupy
 
-    if arr.dtype != cupy.float32 or arr.shape != (rows, k):
-        raise ValueError(f"{name}: expected float32 {(rows, k)}, got {arr.dtype} {tuple(arr.shape)}")
-    if (rows > 1 and arr.strides[0] != 4 * ld) or (k > 1 and arr.strides[1] != 4):
-        raise ValueError(f"{name}: expected rows {ld} floats apart with contiguous elements")
+    stored, size = cupy.dtype(storage_dtype(dtype)), value_type(dtype).itemsize
+    if arr.dtype != stored or arr.shape != (rows, k):
+        raise ValueError(f"{name}: expected {dtype} ({stored}) {(rows, k)}, got {arr.dtype} "
+                         f"{tuple(arr.shape)}")
+    if (rows > 1 and arr.strides[0] != size * ld) or (k > 1 and arr.strides[1] != size):
+        raise ValueError(f"{name}: expected rows {ld} elements apart with contiguous elements")
 
 
 class VendorSDDMM:
@@ -267,10 +307,10 @@ class VendorSDDMM:
     (which keep those arrays alive while memoized)."""
 
     def __init__(self, dgraph: DeviceGraph, k: int, ldx: int | None = None, ldy: int | None = None,
-                 providers: tuple[str, ...] | None = None, launch_sets: int = 1):
+                 providers: tuple[str, ...] | None = None, launch_sets: int = 1, dtype: str = "float32"):
         if k < 1:
             raise ValueError(f"K must be >= 1, got {k}")
-        self.graph, self.k = dgraph, int(k)
+        self.graph, self.k, self.dtype = dgraph, int(k), value_type(dtype).name
         self.ldx, self.ldy = int(ldx or k), int(ldy or k)
         if self.ldx < k or self.ldy < k:
             raise ValueError(f"leading dimensions must be >= K={k}")
@@ -303,13 +343,13 @@ class VendorSDDMM:
         if provider == PROVIDER_NVMATH:
             if importlib.util.find_spec("nvmath") is None:
                 raise ImportError("nvmath-python is not installed")
-            return _NvmathSDDMM(self.graph, self.k, self.ldx, self.ldy)
+            return _NvmathSDDMM(self.graph, self.k, self.ldx, self.ldy, self.dtype)
         if provider == PROVIDER_TORCH:
             if importlib.util.find_spec("torch") is None:
                 raise ImportError("torch is not installed")
-            return _TorchSampledAddmm(self.graph, self.k, launch_sets)
+            return _TorchSampledAddmm(self.graph, self.k, launch_sets, self.dtype)
         if provider == PROVIDER_GATHER:
-            return _GatherDot(self.graph, self.k)
+            return _GatherDot(self.graph, self.k, dtype=self.dtype)
         raise ValueError(f"unknown SDDMM provider {provider!r}")
 
     def _check(self, impl) -> None:
@@ -317,31 +357,34 @@ class VendorSDDMM:
         with a direct CuPy computation. Sets zero_first if the poison survives a launch."""
         import cupy
 
-        g, k = self.graph, self.k
+        g, k, t = self.graph, self.k, self.dtype
         rng = cupy.random.default_rng(1234)
-        X = rng.uniform(-1, 1, (g.n_rows, self.ldx), dtype=cupy.float32)[:, :k]
-        Y = rng.uniform(-1, 1, (g.n_cols, self.ldy), dtype=cupy.float32)[:, :k]
-        out = cupy.full(g.nnz, cupy.nan, dtype=cupy.float32)
+        X = to_value_type(rng.uniform(-1, 1, (g.n_rows, self.ldx), dtype=cupy.float32), t)[:, :k]
+        Y = to_value_type(rng.uniform(-1, 1, (g.n_cols, self.ldy), dtype=cupy.float32), t)[:, :k]
+        out = to_value_type(cupy.full(g.nnz, cupy.nan, dtype=cupy.float32), t)
         impl.launch(X, Y, out)
-        if bool(cupy.isnan(out).any()):
+        if bool(cupy.isnan(to_float32(out, t)).any()):
             self.zero_first = True
             out.fill(0)
             impl.launch(X, Y, out)
         edges = cupy.unique(cupy.linspace(0, g.nnz - 1, min(g.nnz, _CHECK_EDGES)).astype(cupy.int64))
         rows, cols = edge_rows(g)[edges], g.indices[edges]
-        want = (X[rows].astype(cupy.float64) * Y[cols].astype(cupy.float64)).sum(axis=1)
-        got = out[edges].astype(cupy.float64)
+        # float64 sums of the inputs as rounded to the type
+        want = (to_float32(X[rows], t).astype(cupy.float64) * to_float32(Y[cols], t).astype(cupy.float64)).sum(axis=1)
+        got = to_float32(out[edges], t).astype(cupy.float64)
         err = float(cupy.linalg.norm(got - want) / max(float(cupy.linalg.norm(want)), 1e-30))
         impl.forget_views()  # do not keep the check's arrays alive
-        if not np.isfinite(err) or err > _CHECK_TOLERANCE:
-            raise RuntimeError(f"disagrees with a direct computation (relative error {err:.2e})")
+        bound = tolerance(t, accumulation_length("sddmm", k, 0))
+        if not np.isfinite(err) or err > bound:
+            raise RuntimeError(f"disagrees with a direct computation (relative error {err:.2e} > {bound:.2g})")
 
     def launch(self, X, Y, out) -> None:
         g = self.graph
-        _check_view("X", X, g.n_rows, self.k, self.ldx)
-        _check_view("Y", Y, g.n_cols, self.k, self.ldy)
-        if out.dtype != np.float32 or out.shape != (g.nnz,) or not out.flags.c_contiguous:
-            raise ValueError(f"out: expected a contiguous float32 array of {g.nnz} entries")
+        _check_view("X", X, g.n_rows, self.k, self.ldx, self.dtype)
+        _check_view("Y", Y, g.n_cols, self.k, self.ldy, self.dtype)
+        stored = storage_dtype(self.dtype)
+        if out.dtype != stored or out.shape != (g.nnz,) or not out.flags.c_contiguous:
+            raise ValueError(f"out: expected a contiguous {self.dtype} ({stored}) array of {g.nnz} entries")
         if g.nnz == 0:
             return
         if self.zero_first:
@@ -357,12 +400,20 @@ class SDDMMVendorPlan(Plan):
     """Vendor SDDMM plan: out[e] = a_e <X[i], Y[j]> by the one provider of vendor entry `name`
     (VENDOR_PROVIDERS); `provider` says which ran."""
 
-    def __init__(self, dgraph: DeviceGraph, name: str, k: int):
+    def __init__(self, dgraph: DeviceGraph, name: str, k: int, dtype: str = "float32"):
         super().__init__(dgraph, "sddmm", k, 1)
+        self.dtype = value_type(dtype).name
         with PrepareTimer(self):
-            self.sddmm = VendorSDDMM(dgraph, k, providers=(VENDOR_PROVIDERS[name],))
+            self.sddmm = VendorSDDMM(dgraph, k, providers=(VENDOR_PROVIDERS[name],), dtype=self.dtype)
             # the providers sample the pattern only; A's values are applied afterwards unless all 1.
             self.scale_by_values = bool(dgraph.nnz) and not bool((dgraph.values == 1).all())
+            if self.scale_by_values and self.dtype != "float32":
+                import cupy
+
+                # out = round(out x a) in float32: the values as rounded to the type (the
+                # reference's), and one float32 buffer made here, not per launch
+                self.values32 = to_float32(graph_values(dgraph, self.dtype), self.dtype)
+                self.scaled = cupy.empty(dgraph.nnz, dtype=cupy.float32)
         self.backend = self.schedule = name
         self.provider = self.sddmm.provider + (" x values" if self.scale_by_values else "")
         self.fallback_reasons = self.sddmm.fallback_reasons
@@ -372,14 +423,20 @@ class SDDMMVendorPlan(Plan):
 
         X, Y = inputs
         self.sddmm.launch(X, Y, out)
-        if self.scale_by_values:
+        if not self.scale_by_values:
+            return
+        if self.dtype == "float32":
             cupy.multiply(out, self.graph.values, out=out)
+        else:
+            to_float32(out, self.dtype, out=self.scaled)
+            cupy.multiply(self.scaled, self.values32, out=self.scaled)
+            to_value_type(self.scaled, self.dtype, out=out)
 
     def close(self) -> None:
         self.sddmm.close()
 
 
-def prepare_sddmm(dgraph: DeviceGraph, name: str, k: int) -> SDDMMVendorPlan:
+def prepare_sddmm(dgraph: DeviceGraph, name: str, k: int, dtype: str = "float32") -> SDDMMVendorPlan:
     if name not in VENDOR_PROVIDERS:
         raise ValueError(f"unknown SDDMM vendor {name!r}")
-    return SDDMMVendorPlan(dgraph, name, k)
+    return SDDMMVendorPlan(dgraph, name, k, dtype)

@@ -32,26 +32,34 @@ def _bf16_kernels():
     return _TO_BF16, _FROM_BF16
 
 
-def to_value_type(x, dtype: str):
-    """A device array of `dtype`'s storage holding `x` (any real CuPy array) rounded to nearest even;
-    `x` itself when it is stored so already."""
+def to_value_type(x, dtype: str, out=None):
+    """A device array of `dtype`'s storage holding `x` (any real CuPy array) rounded to nearest even
+    (written into `out` when given); `x` itself when it is stored so already and no `out` is given."""
     import cupy
 
     name = value_type(dtype).name
-    if x.dtype == cupy.dtype(storage_dtype(name)):
+    stored = cupy.dtype(storage_dtype(name))
+    if out is None and x.dtype == stored:
         return x
-    if name == "bfloat16":
-        return _bf16_kernels()[0](x.astype(cupy.float32, copy=False))
-    return x.astype(storage_dtype(name))
+    if name == "bfloat16" and x.dtype != stored:
+        args = (x.astype(cupy.float32, copy=False),) + (() if out is None else (out,))
+        return _bf16_kernels()[0](*args)
+    if out is None:
+        return x.astype(stored)
+    cupy.copyto(out, x, casting="unsafe")
+    return out
 
 
-def to_float32(x, dtype: str):
-    """float32 values of a device array stored as `dtype` (exact)."""
+def to_float32(x, dtype: str, out=None):
+    """float32 values of a device array stored as `dtype` (exact; into `out` when given)."""
     import cupy
 
     if value_type(dtype).name == "bfloat16":
-        return _bf16_kernels()[1](x)
-    return x.astype(cupy.float32, copy=False)
+        return _bf16_kernels()[1](*((x,) if out is None else (x, out)))
+    if out is None:
+        return x.astype(cupy.float32, copy=False)
+    cupy.copyto(out, x, casting="unsafe")
+    return out
 
 
 def graph_values(dgraph, dtype: str):

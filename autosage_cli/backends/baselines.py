@@ -27,7 +27,7 @@ import importlib.util
 import math
 
 from .base import DeviceGraph, Plan, PrepareTimer
-from .sddmm_vendor import TorchBridge, edge_rows
+from .sddmm_providers import TorchBridge, edge_rows
 
 _MEMORY_HEADROOM = 0.85   # use at most this share of the free device memory
 

@@ -136,3 +136,27 @@ def test_accumulation_length_per_op():
     assert vt.accumulation_length("attention", 256, 12) == 256
     assert vt.accumulation_length("attention", 64, 21_700) == 21_700
     assert vt.accumulation_length("spmm", 8, 0) == 1          # an edgeless graph still sums once
+
+
+@pytest.mark.parametrize("dtype", ("float16", "bfloat16"))
+def test_reference_reads_stored_inputs_and_rounds_the_values(dtype):
+    import scipy.sparse as sp
+
+    from autosage_cli.backends.reference import reference
+
+    rng = np.random.default_rng(3)
+    a = sp.random(30, 20, density=0.2, random_state=rng, format="csr", dtype=np.float64)
+    a.data = rng.uniform(0.5, 1.5, a.nnz)
+    b = rng.uniform(-1, 1, (20, 8))
+    stored = vt.to_storage(b, dtype)
+    rounded_a = a.copy()
+    rounded_a.data = vt.from_storage(vt.to_storage(a.data, dtype), dtype)
+    want = rounded_a @ vt.from_storage(stored, dtype)
+    got = reference("spmm", a, [stored], dtype=dtype)
+    assert np.allclose(got, want, rtol=0, atol=1e-12)
+    assert not np.allclose(got, a @ b, rtol=0, atol=1e-6)    # the rounding shows: it is not float32's
+    x, y = rng.uniform(-1, 1, (30, 8)), rng.uniform(-1, 1, (20, 8))
+    sx, sy = vt.to_storage(x, dtype), vt.to_storage(y, dtype)
+    rows = np.repeat(np.arange(30), np.diff(a.indptr))
+    dots = (vt.from_storage(sx, dtype)[rows] * vt.from_storage(sy, dtype)[a.indices]).sum(axis=1)
+    assert np.allclose(reference("sddmm", a, [sx, sy], dtype=dtype), rounded_a.data * dots, atol=1e-12)

@@ -8,7 +8,10 @@
              1/sqrt(d), as `native_attention.attention_scale` does. A's values are ignored unless
              attention_bias=True (then they are an additive per-edge bias).
 Inputs may be NumPy or CuPy arrays (CuPy ones are copied to the host). Work is chunked over edges
-so memory stays bounded on larger graphs.
+so memory stays bounded on larger graphs. In float16/bfloat16 (`dtype`) the inputs are read as
+stored (bfloat16 as its uint16 bit patterns) and A's values are rounded to the type as the plans
+read them, so the float64 result is that of the rounded inputs; an attention bias stays float32,
+as the kernels read it.
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ import scipy.sparse as sp
 
 from ..errors import AutosageError
 from ..graphs.csr import CSRGraph
+from ..kernels.value_types import from_storage, to_storage, value_type
 
 _CHUNK_ELEMENTS = 1 << 24   # float64 elements per temporary (128 MiB)
 
@@ -83,11 +87,19 @@ def segment_softmax(scores: np.ndarray, indptr: np.ndarray) -> np.ndarray:
 
 
 def reference(op: str, csr, inputs, scale: float | None = None,
-              attention_bias: bool = False) -> np.ndarray:
-    """The float64 result of `op` on graph `csr` (CSRGraph or SciPy sparse) and dense `inputs`."""
+              attention_bias: bool = False, dtype: str = "float32") -> np.ndarray:
+    """The float64 result of `op` on graph `csr` (CSRGraph or SciPy sparse) and dense `inputs`
+    stored as `dtype`."""
     a = _as_csr(csr)
     n, m = a.shape
-    arrays = [_host64(x) for x in inputs]
+    if value_type(dtype).name == "float32":
+        arrays = [_host64(x) for x in inputs]
+        bias = a.data
+    else:
+        arrays = [from_storage(x.get() if hasattr(x, "get") and not isinstance(x, np.ndarray) else x,
+                               dtype) for x in inputs]
+        bias = a.data.astype(np.float32).astype(np.float64)
+        a.data = from_storage(to_storage(a.data, dtype), dtype)
     if op == "spmm":
         (b,) = arrays
         if b.ndim != 2:
@@ -112,7 +124,7 @@ def reference(op: str, csr, inputs, scale: float | None = None,
         _check_shapes("V", v, (m, heads, d))
         s = (scale if scale is not None else default_attention_scale(d)) * _edge_dots(q, k, rows, cols)
         if attention_bias:
-            s = s + a.data[:, None]
+            s = s + bias[:, None]
         p = segment_softmax(s, a.indptr)                           # nnz x H
         out = np.zeros((n, heads, d), dtype=np.float64)
         for h in range(heads):

@@ -9,6 +9,7 @@ import numpy as np
 
 from ..kernels import attention_space as space
 from ..kernels.compile import get_function
+from ..kernels.value_types import storage_dtype, value_type
 from .base import DeviceGraph, Plan, input_shapes, output_shape
 
 
@@ -35,22 +36,24 @@ def kernel(source_file: str, expression: str):
 
 
 def check_inputs(plan: Plan, inputs: tuple, out, vec: int = 1) -> None:
-    """Shapes, dtype and layout of (Q, K, V) and out; vector loads also need aligned pointers.
-    Raises ValueError: a wrong layout would otherwise be read as garbage."""
+    """Shapes, dtype (the plan's, as stored) and layout of (Q, K, V) and out; vector loads also
+    need aligned pointers. Raises ValueError: a wrong layout would otherwise be read as garbage."""
     names = ("Q", "K", "V")
     if len(inputs) != 3:
         raise ValueError(f"attention takes (Q, K, V), got {len(inputs)} inputs")
     shapes = input_shapes("attention", plan.graph, plan.k, plan.heads)
     arrays = list(zip(names, inputs, shapes)) + [("out", out, output_shape("attention", plan.graph,
                                                                              plan.k, plan.heads))]
+    stored, size = np.dtype(storage_dtype(plan.dtype)), value_type(plan.dtype).itemsize
     for name, arr, shape in arrays:
-        if tuple(arr.shape) != tuple(shape) or arr.dtype != np.float32 or not arr.flags.c_contiguous:
-            raise ValueError(f"{name}: expected a C-contiguous float32 array of shape {tuple(shape)}, "
-                             f"got {arr.dtype} {tuple(arr.shape)}")
-        if arr.data.ptr % (4 * vec):
-            raise ValueError(f"{name}: {4 * vec}-byte vector loads need an aligned base pointer")
+        if tuple(arr.shape) != tuple(shape) or arr.dtype != stored or not arr.flags.c_contiguous:
+            raise ValueError(f"{name}: expected a C-contiguous {plan.dtype} ({stored}) array of shape "
+                             f"{tuple(shape)}, got {arr.dtype} {tuple(arr.shape)}")
+        if arr.data.ptr % (size * vec):
+            raise ValueError(f"{name}: {size * vec}-byte vector loads need an aligned base pointer")
 
 
 def values_arg(dgraph: DeviceGraph, use_values: bool):
-    """The bias pointer the kernels take: A's values, or a null pointer (no bias)."""
+    """The bias pointer the kernels take: A's values (float32 in every value type: a bias, not
+    an operand), or a null pointer (no bias)."""
     return dgraph.values if use_values and dgraph.nnz else np.uint64(0)

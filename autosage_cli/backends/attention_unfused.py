@@ -24,6 +24,7 @@ import numpy as np
 
 from ..kernels import attention_space as space
 from ..kernels.schedule import Schedule, get, registry
+from ..kernels.value_types import storage_dtype
 from . import native_sddmm, native_spmm
 from .attention_common import check_inputs, index_type, kernel, values_arg
 from .base import DeviceGraph, Plan, PrepareTimer
@@ -46,10 +47,10 @@ def _fit_key(s: Schedule, d: int):
     return (passes, width * passes - d, -s.vec, s.reduce != "atomic", s.name)
 
 
-def best_fit(op: str, d: int, tiers) -> Schedule:
-    """The best-fitting supported `op` schedule of the first tier (family, chunked) that covers d
-    in at most MAX_PASSES passes; the best fit overall when no tier does."""
-    supported = [s for s in registry(op) if s.supports(d, 1) is None]
+def best_fit(op: str, d: int, tiers, dtype: str = "float32") -> Schedule:
+    """The best-fitting `op` schedule supported in `dtype` of the first tier (family, chunked)
+    that covers d in at most MAX_PASSES passes; the best fit overall when no tier does."""
+    supported = [s for s in registry(op) if s.supports(d, 1, dtype) is None]
     if not supported:
         raise ValueError(f"no native {op} schedule supports d={d}")
     for family, chunked in tiers:
@@ -61,20 +62,21 @@ def best_fit(op: str, d: int, tiers) -> Schedule:
     return min(supported, key=lambda s: _fit_key(s, d))
 
 
-def substep_schedules(schedule: Schedule, d: int, substeps=None) -> tuple[Schedule, Schedule]:
-    """(SDDMM schedule, SpMM schedule) for an unfused attention schedule at width d."""
+def substep_schedules(schedule: Schedule, d: int, substeps=None,
+                      dtype: str = "float32") -> tuple[Schedule, Schedule]:
+    """(SDDMM schedule, SpMM schedule) for an unfused attention schedule at width d in `dtype`."""
     if substeps is not None:
         chosen = tuple(s if isinstance(s, Schedule) else get(s) for s in substeps)
         if len(chosen) != 2 or chosen[0].op != "sddmm" or chosen[1].op != "spmm":
             raise ValueError("substeps must name an SDDMM schedule and an SpMM schedule")
         for s in chosen:
-            reason = s.supports(d, 1)
+            reason = s.supports(d, 1, dtype)
             if reason:
                 raise ValueError(f"{s.name} cannot run d={d}: {reason}")
         return chosen
     paired = UNFUSED_SPMM_FAMILY.get(schedule.lanes)
     spmm_tiers = ((paired, None),) + tuple((f, None) for f in SPMM_SKEW_FAMILIES) + ((None, None),)
-    return best_fit("sddmm", d, SDDMM_TIERS), best_fit("spmm", d, spmm_tiers)
+    return best_fit("sddmm", d, SDDMM_TIERS, dtype), best_fit("spmm", d, spmm_tiers, dtype)
 
 
 def heavy_rows(dgraph: DeviceGraph, split: int):
@@ -92,28 +94,31 @@ class UnfusedAttentionPlan(Plan):
     backend = "native"
 
     def __init__(self, dgraph: DeviceGraph, schedule: Schedule, d: int, heads: int, scale: float,
-                 use_values: bool, substeps=None):
+                 use_values: bool, substeps=None, dtype: str = "float32"):
         super().__init__(dgraph, "attention", d, heads)
         import cupy
 
         self.sched, self.schedule, self.scale, self.use_values = schedule, schedule.name, scale, use_values
+        self.dtype = dtype
         with PrepareTimer(self):
-            self.sddmm_schedule, self.spmm_schedule = substep_schedules(schedule, d, substeps)
+            self.sddmm_schedule, self.spmm_schedule = substep_schedules(schedule, d, substeps, dtype)
             self.provider = (f"{self.sddmm_schedule.name} -> attention_softmax.cu -> "
                              f"{self.spmm_schedule.name}")
             # Without edges run() only writes zeros: no sub-step plans to make.
             # substep_schedules returns only schedules that support d, so the op's own prepare is
             # called directly (native.prepare, the dispatcher, sits above this module)
-            self.sddmm = native_sddmm.prepare(dgraph, self.sddmm_schedule, d) if dgraph.nnz else None
-            self.spmm = native_spmm.prepare(dgraph, self.spmm_schedule, d) if dgraph.nnz else None
+            self.sddmm = native_sddmm.prepare(dgraph, self.sddmm_schedule, d, dtype=dtype) if dgraph.nnz else None
+            self.spmm = native_spmm.prepare(dgraph, self.spmm_schedule, d, dtype) if dgraph.nnz else None
             index = index_type(dgraph)
-            self.softmax = kernel(space.SOFTMAX_SOURCE, space.softmax_expression(schedule, index))
-            self.softmax_heavy = kernel(space.SOFTMAX_SOURCE, space.softmax_heavy_expression(schedule, index))
+            self.softmax = kernel(space.SOFTMAX_SOURCE, space.softmax_expression(schedule, index, dtype))
+            self.softmax_heavy = kernel(space.SOFTMAX_SOURCE,
+                                        space.softmax_heavy_expression(schedule, index, dtype))
             self.heavy = heavy_rows(dgraph, schedule.split)
             self.n_heavy = int(self.heavy.shape[0])
             self.grid, self.block = schedule.launch(dgraph.n_rows * heads, d)
-            # Scores of every head, head-major: row h is one SDDMM output (made once).
-            self.scores = cupy.empty((heads, max(1, dgraph.nnz)), dtype=cupy.float32)
+            # Scores of every head, head-major: row h is one SDDMM output (made once), in the value
+            # type (the SpMM reads them back as A's values); the softmax computes in float32.
+            self.scores = cupy.empty((heads, max(1, dgraph.nnz)), dtype=storage_dtype(dtype))
             self.bias = values_arg(dgraph, use_values)
             self.vec = max(self.sddmm_schedule.vec, self.spmm_schedule.vec)
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from ..graphs.csr import CSRGraph
 from ..kernels.compile import compile_ms_total
+from ..kernels.value_types import storage_dtype
 
 
 @dataclass(eq=False)
@@ -66,12 +67,16 @@ def input_shapes(op: str, graph: DeviceGraph | CSRGraph, k: int, heads: int = 1)
     return [(graph.n_rows, heads, k), (graph.n_cols, heads, k), (graph.n_cols, heads, k)]
 
 
-def make_inputs(op: str, graph: DeviceGraph, k: int, heads: int = 1, seed: int = 0) -> tuple:
-    """Random (never zero) float32 inputs on the device, uniform in [-1, 1)."""
+def make_inputs(op: str, graph: DeviceGraph, k: int, heads: int = 1, seed: int = 0,
+                dtype: str = "float32") -> tuple:
+    """Random float32 inputs on the device, uniform in [-1, 1), rounded to nearest even into
+    `dtype` (the same draws for every type)."""
     import cupy
 
+    from .value_arrays import to_value_type
+
     rng = cupy.random.default_rng(seed)
-    return tuple(rng.uniform(-1.0, 1.0, size=s, dtype=cupy.float32)
+    return tuple(to_value_type(rng.uniform(-1.0, 1.0, size=s, dtype=cupy.float32), dtype)
                  for s in input_shapes(op, graph, k, heads))
 
 
@@ -84,6 +89,7 @@ class Plan(ABC):
     heads: int = 1
     prepare_ms: float = 0.0
     compile_ms: float = 0.0   # of prepare_ms: building kernel modules (0 when they were built before)
+    dtype: str = "float32"    # value type of inputs and output (bfloat16 stored as uint16 bits)
 
     def __init__(self, graph: DeviceGraph, op: str, k: int, heads: int = 1):
         self.graph, self.op, self.k, self.heads = graph, op, k, heads
@@ -91,7 +97,8 @@ class Plan(ABC):
     def alloc_out(self):
         import cupy
 
-        return cupy.empty(output_shape(self.op, self.graph, self.k, self.heads), dtype=cupy.float32)
+        return cupy.empty(output_shape(self.op, self.graph, self.k, self.heads),
+                          dtype=storage_dtype(self.dtype))
 
     @abstractmethod
     def run(self, inputs: tuple, out) -> None:

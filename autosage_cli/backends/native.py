@@ -19,12 +19,12 @@ from .base import DeviceGraph, Plan
 
 
 def prepare(dgraph: DeviceGraph, schedule: Schedule | str, k: int, heads: int = 1,
-            scale: float | None = None, **attention_options) -> Plan:
-    """A prepared native plan. `attention_options` (e.g. use_values, substeps) go to
-    native_attention.prepare and are refused for the other ops."""
+            scale: float | None = None, dtype: str = "float32", **attention_options) -> Plan:
+    """A prepared native plan in `dtype` (float32, float16, bfloat16). `attention_options` (e.g.
+    use_values, substeps) go to native_attention.prepare and are refused for the other ops."""
     if isinstance(schedule, str):
         schedule = get(schedule)
-    reason = schedule.supports(k, heads)
+    reason = schedule.supports(k, heads, dtype)
     if reason:
         raise AutosageError(f"{schedule.name} cannot run K={k}: {reason}")
     if attention_options and schedule.op != "attention":
@@ -34,46 +34,47 @@ def prepare(dgraph: DeviceGraph, schedule: Schedule | str, k: int, heads: int = 
             raise AutosageError(f"spmm runs one head; got heads={heads}")
         from . import native_spmm
 
-        return native_spmm.prepare(dgraph, schedule, k)
+        return native_spmm.prepare(dgraph, schedule, k, dtype)
     if schedule.op == "sddmm":
         if heads != 1:
             raise AutosageError(f"sddmm runs one head; got heads={heads}")
         from . import native_sddmm
 
-        return native_sddmm.prepare(dgraph, schedule, k, scale)
+        return native_sddmm.prepare(dgraph, schedule, k, scale, dtype)
     if schedule.op == "attention":
         from .native_attention import prepare as prepare_attention
 
-        return prepare_attention(dgraph, schedule, k, heads, scale, **attention_options)
+        return prepare_attention(dgraph, schedule, k, heads, scale, dtype=dtype, **attention_options)
     raise AutosageError(f"no native backend for op {schedule.op!r}")
 
 
-def kernel_refs(schedule: Schedule, k: int, index: str = "int") -> tuple[kcompile.KernelRef, ...]:
-    """Every kernel instantiation a plan of `schedule` at width k launches: its own, plus, for the
-    unfused attention pipeline, those of the SDDMM and SpMM sub-step schedules it picks for d = k
-    (none when no sub-step fits: prepare then says why)."""
-    refs = kcompile.schedule_kernels(schedule, "float", index)
+def kernel_refs(schedule: Schedule, k: int, index: str = "int",
+                dtype: str = "float32") -> tuple[kcompile.KernelRef, ...]:
+    """Every kernel instantiation a plan of `schedule` at width k in `dtype` launches: its own,
+    plus, for the unfused attention pipeline, those of the SDDMM and SpMM sub-step schedules it
+    picks for d = k (none when no sub-step fits: prepare then says why)."""
+    refs = kcompile.schedule_kernels(schedule, dtype, index)
     if schedule.op == "attention" and schedule.family == "unfused":
         from .attention_unfused import substep_schedules
 
         try:
-            steps = substep_schedules(schedule, k)
+            steps = substep_schedules(schedule, k, dtype=dtype)
         except ValueError:
             steps = ()
-        refs += tuple(r for step in steps for r in kcompile.schedule_kernels(step))
+        refs += tuple(r for step in steps for r in kcompile.schedule_kernels(step, dtype))
     return tuple(dict.fromkeys(refs))
 
 
 def compile_plans(dgraph: DeviceGraph, schedules, k: int, heads: int = 1,
-                  workers: int | None = None) -> dict[str, tuple[float, str | None]]:
+                  workers: int | None = None, dtype: str = "float32") -> dict[str, tuple[float, str | None]]:
     """Build the kernels of every schedule that can run (k, heads) on `dgraph`, all at once on a
     thread pool. Returns schedule name -> (ms, error): ms is what building its kernels took (a
     kernel shared by several schedules counts for each), error the first failure's one line, or
     None. Schedules that cannot run are left out (prepare refuses them with the reason), and so
     are SpMM and SDDMM schedules on an int64-index graph (their kernels take int32)."""
     index = index_type(dgraph)
-    wanted = {s.name: kernel_refs(s, k, index) for s in schedules
-              if s.supports(k, heads) is None and (index == "int" or s.op == "attention")}
+    wanted = {s.name: kernel_refs(s, k, index, dtype) for s in schedules
+              if s.supports(k, heads, dtype) is None and (index == "int" or s.op == "attention")}
     records = kcompile.compile_kernels(r for refs in wanted.values() for r in refs)
     outcome = {}
     for name, refs in wanted.items():

@@ -10,6 +10,7 @@ family needs and returns a Plan whose `run((Q, K, V), out)` only launches:
   unfused      SDDMM per head -> row softmax (light rows by groups, heavy rows by blocks) -> SpMM per
                head, with native SDDMM/SpMM plans chosen at prepare (backends/attention_unfused.py).
 A's values are ignored unless `use_values=True`, which adds them to the scores as a per-edge bias.
+In float16/bfloat16 (`dtype`) Q, K, V and out are of that type; scores, max, sum and exp are float32.
 Derived row lists are kept in `dgraph.derived`, so plans of one graph share them.
 """
 from __future__ import annotations
@@ -31,13 +32,14 @@ class FusedAttentionPlan(Plan):
     backend = "native"
 
     def __init__(self, dgraph: DeviceGraph, schedule: Schedule, d: int, heads: int, scale: float,
-                 use_values: bool):
+                 use_values: bool, dtype: str = "float32"):
         super().__init__(dgraph, "attention", d, heads)
         self.sched, self.schedule, self.scale, self.use_values = schedule, schedule.name, scale, use_values
+        self.dtype = dtype
         self.provider = "attention_fused.cu"
         with PrepareTimer(self):
             index = index_type(dgraph)
-            self.fn = kernel(space.FUSED_SOURCE, space.fused_expression(schedule, "float", index))
+            self.fn = kernel(space.FUSED_SOURCE, space.fused_expression(schedule, dtype, index))
             self.grid, self.block = schedule.launch(dgraph.n_rows * heads, d)
             self.bias = values_arg(dgraph, use_values)
 
@@ -86,16 +88,17 @@ class SplitAttentionPlan(FusedAttentionPlan):
     two-phase merge of the chunk partials (deterministic)."""
 
     def __init__(self, dgraph: DeviceGraph, schedule: Schedule, d: int, heads: int, scale: float,
-                 use_values: bool):
+                 use_values: bool, dtype: str = "float32"):
         Plan.__init__(self, dgraph, "attention", d, heads)
         self.sched, self.schedule, self.scale, self.use_values = schedule, schedule.name, scale, use_values
+        self.dtype = dtype
         self.provider = "attention_fused.cu (split + combine)"
         import cupy
 
         with PrepareTimer(self):
             index = index_type(dgraph)
-            self.fn = kernel(space.FUSED_SOURCE, space.fused_expression(schedule, "float", index))
-            self.combine = kernel(space.FUSED_SOURCE, space.combine_expression("float", index))
+            self.fn = kernel(space.FUSED_SOURCE, space.fused_expression(schedule, dtype, index))
+            self.combine = kernel(space.FUSED_SOURCE, space.combine_expression(dtype, index))
             key = ("attention_segments", schedule.split, schedule.chunk)
             if key not in dgraph.derived:
                 host = split_segments(dgraph.host.indptr, schedule.split, schedule.chunk)
@@ -130,17 +133,18 @@ class SplitAttentionPlan(FusedAttentionPlan):
 
 
 def prepare(dgraph: DeviceGraph, schedule: Schedule, k: int, heads: int = 1, scale: float | None = None,
-            *, use_values: bool = False, substeps=None) -> Plan:
-    """A native attention plan for `schedule` at d = k with `heads` heads. `substeps` (unfused only)
-    optionally names the (SDDMM, SpMM) native schedules to use instead of the default choice."""
+            *, use_values: bool = False, substeps=None, dtype: str = "float32") -> Plan:
+    """A native attention plan for `schedule` at d = k with `heads` heads in `dtype`. `substeps`
+    (unfused only) optionally names the (SDDMM, SpMM) native schedules to use instead of the
+    default choice."""
     if schedule.op != "attention" or schedule.family not in FAMILIES:
         raise ValueError(f"{schedule.name} is not an attention schedule")
-    reason = schedule.supports(k, heads)
+    reason = schedule.supports(k, heads, dtype)
     if reason:
         raise ValueError(f"{schedule.name} cannot run d={k}, H={heads}: {reason}")
     value = attention_scale(k, scale)
     if schedule.family == "fused":
-        return FusedAttentionPlan(dgraph, schedule, k, heads, value, use_values)
+        return FusedAttentionPlan(dgraph, schedule, k, heads, value, use_values, dtype)
     if schedule.family == "fused_split":
-        return SplitAttentionPlan(dgraph, schedule, k, heads, value, use_values)
-    return UnfusedAttentionPlan(dgraph, schedule, k, heads, value, use_values, substeps)
+        return SplitAttentionPlan(dgraph, schedule, k, heads, value, use_values, dtype)
+    return UnfusedAttentionPlan(dgraph, schedule, k, heads, value, use_values, substeps, dtype)

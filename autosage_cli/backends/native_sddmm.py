@@ -16,7 +16,9 @@ Lower-level entry point (used by attention on per-head strided views):
     Y       float32, n_cols rows of K at ldy;
     out     float32 contiguous vector of at least nnz elements, CSR edge order;
     out[e] = scale * (a_e if use_values else 1) * <X[row_e], Y[col_e]>.
-  Vector schedules (vec > 1) need 4*vec-byte aligned base pointers and ld % vec == 0; the plan
+  In float16/bfloat16 (the plan's dtype) X, Y, A's values and out are of that type (bfloat16 as
+  uint16 bit patterns); products are summed in float32 and the result rounded once.
+  Vector schedules (vec > 1) need vec-element aligned base pointers and ld % vec == 0; the plan
   checks this and raises AutosageError rather than read misaligned memory.
 """
 from __future__ import annotations
@@ -28,6 +30,7 @@ from .base import DeviceGraph, Plan, PrepareTimer
 from .native_common import (NULL, check_dense, check_edge_vector, kernel_for, require_int32,
                             values_all_ones)
 from .row_partition import chunk_rows
+from .value_arrays import graph_values
 
 
 def device_row_chunks(dgraph: DeviceGraph, chunk: int) -> tuple:
@@ -56,13 +59,14 @@ def device_coo_rows(dgraph: DeviceGraph):
 class NativeSddmmPlan(Plan):
     backend = "native"
 
-    def __init__(self, dgraph: DeviceGraph, schedule: Schedule, k: int, scale: float | None = None):
+    def __init__(self, dgraph: DeviceGraph, schedule: Schedule, k: int, scale: float | None = None,
+                 dtype: str = "float32"):
         super().__init__(dgraph, "sddmm", k)
-        self.sched, self.schedule = schedule, schedule.name
+        self.sched, self.schedule, self.dtype = schedule, schedule.name, dtype
         self.scale = 1.0 if scale is None else float(scale)
         with PrepareTimer(self):
             require_int32(dgraph)
-            self.kernel = kernel_for(schedule)
+            self.kernel = kernel_for(schedule, dtype)
             self.values_all_ones = values_all_ones(dgraph)
             self.n_items, self.head, self.tail_before_values = self._work_list()
             self.grid, self.block = schedule.launch(self.n_items, k)
@@ -86,12 +90,12 @@ class NativeSddmmPlan(Plan):
     def launch(self, X, Y, out, ldx: int, ldy: int, scale: float = 1.0, use_values: bool = True) -> None:
         """Launch on the current stream: out[e] = scale * (a_e or 1) * <X[row_e], Y[col_e]>."""
         g, k, vec = self.graph, self.k, self.sched.vec
-        check_dense("X", X, g.n_rows, k, ldx, vec)
-        check_dense("Y", Y, g.n_cols, k, ldy, vec)
-        check_edge_vector("out", out, g.nnz)
+        check_dense("X", X, g.n_rows, k, ldx, vec, self.dtype)
+        check_dense("Y", Y, g.n_cols, k, ldy, vec, self.dtype)
+        check_edge_vector("out", out, g.nnz, self.dtype)
         if g.nnz == 0:
             return  # no edges: the output is empty
-        vals = g.values if use_values and not self.values_all_ones else NULL
+        vals = graph_values(g, self.dtype) if use_values and not self.values_all_ones else NULL
         args = (self.head + self.tail_before_values +
                 (vals, X, np.int64(ldx), Y, np.int64(ldy), out, np.float32(scale)))
         self.kernel(self.grid, self.block, args)
@@ -101,5 +105,6 @@ class NativeSddmmPlan(Plan):
         self.launch(X, Y, out, self.k, self.k, scale=self.scale, use_values=True)
 
 
-def prepare(dgraph: DeviceGraph, schedule: Schedule, k: int, scale: float | None = None) -> NativeSddmmPlan:
-    return NativeSddmmPlan(dgraph, schedule, k, scale)
+def prepare(dgraph: DeviceGraph, schedule: Schedule, k: int, scale: float | None = None,
+            dtype: str = "float32") -> NativeSddmmPlan:
+    return NativeSddmmPlan(dgraph, schedule, k, scale, dtype)

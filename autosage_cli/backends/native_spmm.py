@@ -17,7 +17,9 @@ Lower-level entry point (used by attention on per-head strided views):
             None for "all ones";
     B       float32, n_cols rows of K, row j at element j*ldb (2-D view or 1-D buffer);
     out     float32, n_rows rows of K at ldc; every row is written (empty rows as zeros).
-  Vector schedules (vec > 1) need 4*vec-byte aligned base pointers and ld % vec == 0; the plan
+  In float16/bfloat16 (the plan's dtype) values, B and out are of that type (bfloat16 as uint16
+  bit patterns); sums are float32.
+  Vector schedules (vec > 1) need vec-element aligned base pointers and ld % vec == 0; the plan
   checks this and raises AutosageError rather than read misaligned memory. The vector family
   (edge-parallel rows at K <= 8) has vec = 1 and launches like the row families (one group per
   row, grid from Schedule.launch(n_rows, K)); its kernel reads B rows as vectors only when K equals
@@ -33,6 +35,7 @@ from .base import DeviceGraph, Plan, PrepareTimer
 from .native_common import (NULL, check_dense, check_edge_vector, kernel_for, require_int32,
                             values_all_ones)
 from .row_partition import partition_rows
+from .value_arrays import graph_values
 
 WARP = 32
 # Split scratch: n_chunks x K floats (two-phase) or n_heavy x K (atomic); beyond this the plan refuses.
@@ -63,12 +66,12 @@ def split_blocks(schedule: Schedule, n_chunks: int, n_light: int, k: int) -> tup
 class NativeSpmmPlan(Plan):
     backend = "native"
 
-    def __init__(self, dgraph: DeviceGraph, schedule: Schedule, k: int):
+    def __init__(self, dgraph: DeviceGraph, schedule: Schedule, k: int, dtype: str = "float32"):
         super().__init__(dgraph, "spmm", k)
-        self.sched, self.schedule = schedule, schedule.name
+        self.sched, self.schedule, self.dtype = schedule, schedule.name, dtype
         with PrepareTimer(self):
             require_int32(dgraph)
-            self.kernel = kernel_for(schedule)
+            self.kernel = kernel_for(schedule, dtype)
             self.values_all_ones = values_all_ones(dgraph)
             # Each launch: (grid, block, args before the operands, args after them).
             self.launches: list[tuple] = []
@@ -104,10 +107,10 @@ class NativeSpmmPlan(Plan):
     def launch(self, values, B, out, ldb: int, ldc: int) -> None:
         """Launch on the current stream: out = A(values) @ B with explicit leading dimensions."""
         g, k, vec = self.graph, self.k, self.sched.vec
-        check_dense("B", B, g.n_cols, k, ldb, vec)
-        check_dense("out", out, g.n_rows, k, ldc, vec)
+        check_dense("B", B, g.n_cols, k, ldb, vec, self.dtype)
+        check_dense("out", out, g.n_rows, k, ldc, vec, self.dtype)
         if values is not None:
-            check_edge_vector("values", values, g.nnz)
+            check_edge_vector("values", values, g.nnz, self.dtype)
         vals = NULL if values is None or g.nnz == 0 else values
         operands = (vals, B, np.int64(ldb), out, np.int64(ldc))
         for grid, block, head, tail in self.launches:
@@ -115,7 +118,7 @@ class NativeSpmmPlan(Plan):
 
     def run(self, inputs: tuple, out) -> None:
         (B,) = inputs
-        values = None if self.values_all_ones else self.graph.values
+        values = None if self.values_all_ones else graph_values(self.graph, self.dtype)
         self.launch(values, B, out, self.k, self.k)
 
     def run_values(self, values, B, out) -> None:
@@ -124,5 +127,5 @@ class NativeSpmmPlan(Plan):
         self.launch(values, B, out, self.k, self.k)
 
 
-def prepare(dgraph: DeviceGraph, schedule: Schedule, k: int) -> NativeSpmmPlan:
-    return NativeSpmmPlan(dgraph, schedule, k)
+def prepare(dgraph: DeviceGraph, schedule: Schedule, k: int, dtype: str = "float32") -> NativeSpmmPlan:
+    return NativeSpmmPlan(dgraph, schedule, k, dtype)

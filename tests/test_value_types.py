@@ -160,3 +160,17 @@ def test_reference_reads_stored_inputs_and_rounds_the_values(dtype):
     rows = np.repeat(np.arange(30), np.diff(a.indptr))
     dots = (vt.from_storage(sx, dtype)[rows] * vt.from_storage(sy, dtype)[a.indices]).sum(axis=1)
     assert np.allclose(reference("sddmm", a, [sx, sy], dtype=dtype), rounded_a.data * dots, atol=1e-12)
+
+
+def test_bfloat16_results_are_poisoned_and_compared_by_value():
+    from autosage_cli.backends.timing import poison, rel_error
+
+    x = np.random.default_rng(0).uniform(-1, 1, 1000)
+    stored = vt.to_storage(x, "bfloat16")
+    err = rel_error(stored, x)                                 # values, not bit patterns
+    assert vt.UNIT_ROUNDOFF["bfloat16"] / 10 < err < vt.UNIT_ROUNDOFF["bfloat16"]
+    assert rel_error(stored, vt.from_storage(stored, "bfloat16")) == 0.0
+    poisoned = poison(stored.copy())
+    assert np.isnan(vt.from_storage(poisoned, "bfloat16")).all() and rel_error(poisoned, x) == np.inf
+    half = poison(vt.to_storage(x, "float16"))
+    assert np.isnan(half).all()

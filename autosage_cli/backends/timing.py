@@ -16,6 +16,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..kernels.value_types import from_storage
+
+BFLOAT16_NAN = 0x7FC0   # a quiet NaN's bfloat16 bits
+
 MIN_REPEATS = 3
 _L2_FLUSH_FACTOR = 2          # the flush buffer is larger than this many L2 caches
 _COPY_BYTES = 1 << 30         # bytes per buffer for the copy-bandwidth measurement
@@ -191,9 +195,10 @@ def _squared_sums(xp, o, r, diff2, ref2):
 def rel_error(out, ref) -> float:
     """||out - ref|| / ||ref|| in float64 for host or device arrays (computed on the device when
     either is a CuPy array, in chunks, with one synchronization). NaN/Inf in either -> inf;
-    ||ref|| = 0 -> the absolute error ||out - ref||."""
-    out = out if hasattr(out, "shape") else np.asarray(out)
-    ref = ref if hasattr(ref, "shape") else np.asarray(ref)
+    ||ref|| = 0 -> the absolute error ||out - ref||. uint16 arrays are bfloat16 bit patterns (the
+    storage of bfloat16 results) and are compared by value."""
+    out = _values_of(out if hasattr(out, "shape") else np.asarray(out))
+    ref = _values_of(ref if hasattr(ref, "shape") else np.asarray(ref))
     if tuple(out.shape) != tuple(ref.shape):
         raise ValueError(f"shape mismatch: out {tuple(out.shape)} vs ref {tuple(ref.shape)}")
     if _is_device_array(out) or _is_device_array(ref):
@@ -211,7 +216,19 @@ def rel_error(out, ref) -> float:
     return math.sqrt(diff2 / ref2) if ref2 > 0 else math.sqrt(diff2)
 
 
+def _values_of(arr):
+    """The values of a result array: bfloat16 bit patterns (uint16) widened exactly to float32."""
+    if arr.dtype != np.uint16:
+        return arr
+    if _is_device_array(arr):
+        from .value_arrays import to_float32
+
+        return to_float32(arr, "bfloat16")
+    return from_storage(arr, "bfloat16")
+
+
 def poison(out):
-    """Fill `out` (NumPy or CuPy, floating point) with NaN in place; returns it."""
-    out.fill(np.nan)
+    """Fill `out` (NumPy or CuPy, floating point, or uint16 bfloat16 bit patterns) with NaN in
+    place; returns it."""
+    out.fill(BFLOAT16_NAN if out.dtype == np.uint16 else np.nan)
     return out

@@ -199,6 +199,7 @@ class CusparseSpMMPlan(Plan):
         super().__init__(dgraph, "spmm", k, 1)
         self.backend = self.schedule = name
         self.provider = "cusparseSpMM"
+        self.dtype = value_type(dtype).name
         with PrepareTimer(self):
             self.spmm = CusparseSpMM(dgraph, name, k, dtype=dtype)
 

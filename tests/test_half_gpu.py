@@ -1,0 +1,269 @@
+"""float16 and bfloat16 (GPU): every native family and the vendors against the float64 reference of
+the *rounded* inputs, within the type's tolerance for the accumulation length (docs/MEASUREMENT.md).
+
+One test per (schedule, dtype, K) runs the schedule on every graph of test_native_gpu (one row of
+3000 edges, no edges, 40% empty rows, a hub with half the nonzeros, all-ones values with hubs, a
+Zipf power law) and reports every graph that fails. Outputs are poisoned with NaN (bfloat16's NaN
+bits for bfloat16) and each plan runs twice. A K a schedule cannot run in the type is skipped with
+its reason. Per-head strided views (ld = H*K, base pointers offset by h*K elements: only 2-byte
+aligned for odd K) go through the lower-level launches.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from autosage_cli.backends.reference import reference
+from autosage_cli.backends.timing import poison, rel_error
+from autosage_cli.graphs.csr import CSRGraph
+from autosage_cli.kernels.schedule import Schedule, registry
+from autosage_cli.kernels.value_types import accumulation_length, from_storage, to_storage, tolerance
+
+from test_native_gpu import build_graphs
+
+pytestmark = pytest.mark.gpu
+
+DTYPES = ("float16", "bfloat16")
+WIDTHS = (1, 3, 4, 5, 8, 33, 64, 127, 256)
+SCHEDULES = registry("spmm") + registry("sddmm")
+
+
+@pytest.fixture(scope="module")
+def graphs():
+    from autosage_cli.backends.base import DeviceGraph
+
+    return {name: (csr, DeviceGraph.from_host(csr)) for name, csr in build_graphs().items()}
+
+
+def bound(op: str, csr: CSRGraph, k: int, dtype: str) -> float:
+    max_degree = int(np.diff(csr.indptr).max()) if csr.n_rows else 0
+    return tolerance(dtype, accumulation_length(op, k, max_degree))
+
+
+_CASES: dict = {}
+
+
+def case(op: str, name: str, csr: CSRGraph, dgraph, k: int, dtype: str, heads: int = 1):
+    """(inputs in the type, float64 reference of the rounded inputs on the device), made once."""
+    key = (op, name, k, dtype, heads)
+    if key not in _CASES:
+        import cupy
+
+        from autosage_cli.backends.base import make_inputs
+
+        inputs = make_inputs(op, dgraph, k, heads, seed=k, dtype=dtype)
+        ref = reference(op, csr, tuple(x.get() for x in inputs), dtype=dtype)
+        _CASES[key] = (inputs, cupy.asarray(ref))
+    return _CASES[key]
+
+
+def run_checked(plan, inputs, ref, tol: float) -> list[str]:
+    import cupy
+
+    problems = []
+    out = plan.alloc_out()
+    for attempt in (1, 2):
+        poison(out)
+        plan.run(inputs, out)
+        cupy.cuda.get_current_stream().synchronize()
+        err = rel_error(out, ref)
+        if not err <= tol:
+            problems.append(f"run {attempt}: rel error {err:.3g} > {tol:.3g}")
+    return problems
+
+
+def check_on_every_graph(schedule_or_name, op: str, k: int, dtype: str, graphs, prepare, heads=1):
+    failures = []
+    for name, (csr, dgraph) in graphs.items():
+        try:
+            inputs, ref = case(op, name, csr, dgraph, k, dtype, heads)
+            plan = prepare(dgraph)
+            assert plan.dtype == dtype
+            failures += [f"{name}: {p}" for p in run_checked(plan, inputs, ref, bound(op, csr, k, dtype))]
+        except Exception as exc:  # report and go on with the next graph
+            failures.append(f"{name}: {type(exc).__name__}: {exc}")
+    return failures
+
+
+# ------------------------------------------------------------------ conversions
+
+def test_device_bfloat16_rounding_matches_the_host_bit_for_bit():
+    import cupy
+
+    from autosage_cli.backends.value_arrays import to_float32, to_value_type
+
+    rng = np.random.default_rng(5)
+    special = np.array([0.0, -0.0, 1.0, 1 + 2 ** -8, 1 + 3 * 2 ** -8, 3.3895e38, 3.4e38, np.inf,
+                        -np.inf, np.nan, 1e-40, -1e-45], dtype=np.float32)
+    scaled = rng.standard_normal(100_000) * 10.0 ** rng.integers(-20, 20, 100_000)
+    x = np.concatenate([special, scaled.astype(np.float32)])
+    for dtype in DTYPES:
+        dev = to_value_type(cupy.asarray(x), dtype).get()
+        host = to_storage(x, dtype)
+        nan = np.isnan(x)
+        assert np.array_equal(dev[~nan].view(np.uint16), host[~nan].view(np.uint16)), dtype
+        assert np.isnan(from_storage(dev[nan], dtype)).all()
+        back = to_float32(cupy.asarray(dev), dtype).get()
+        assert np.array_equal(back[~nan], from_storage(host, dtype)[~nan].astype(np.float32))
+
+
+# ------------------------------------------------------------------ native SpMM and SDDMM
+
+@pytest.mark.parametrize("k", WIDTHS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("schedule", SCHEDULES, ids=lambda s: s.name)
+def test_schedule_matches_the_rounded_reference(schedule: Schedule, dtype: str, k: int, graphs):
+    from autosage_cli.backends import native
+
+    reason = schedule.supports(k, 1, dtype)
+    if reason is not None:
+        assert reason.strip(), "a refusal must say why"
+        pytest.skip(reason)
+    failures = check_on_every_graph(schedule, schedule.op, k, dtype, graphs,
+                                    lambda dg: native.prepare(dg, schedule, k, dtype=dtype))
+    assert not failures, f"{schedule.name} {dtype} K={k}:\n" + "\n".join(failures)
+
+
+def one_per_family(op: str, k: int, dtype: str) -> list[Schedule]:
+    chosen = {}
+    for s in registry(op):
+        if s.supports(k, 1, dtype) is None:
+            chosen.setdefault((s.family, s.vec, s.reduce), s)
+    return list(chosen.values())
+
+
+HEADS = 3
+
+
+@pytest.mark.parametrize("d", (5, 32))   # d = 5: head views only 2-byte aligned
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_spmm_and_sddmm_on_head_views(dtype, d, graphs):
+    import cupy
+
+    from autosage_cli.backends import native
+    from autosage_cli.backends.value_arrays import to_value_type
+
+    failures = []
+    for name in ("half_in_one_row", "empty_rows", "pattern"):
+        csr, dgraph = graphs[name]
+        rng = cupy.random.default_rng(9)
+        B3 = to_value_type(rng.uniform(-1, 1, (csr.n_cols, HEADS, d), dtype=cupy.float32), dtype)
+        X3 = to_value_type(rng.uniform(-1, 1, (csr.n_rows, HEADS, d), dtype=cupy.float32), dtype)
+        probs = to_value_type(rng.uniform(0, 1, (HEADS, csr.nnz), dtype=cupy.float32), dtype)
+        ld = HEADS * d
+        for s in one_per_family("spmm", d, dtype):
+            out3 = poison(cupy.empty((csr.n_rows, HEADS, d), dtype=B3.dtype))
+            plan = native.prepare(dgraph, s, d, dtype=dtype)
+            for h in range(HEADS):
+                plan.launch(probs[h], B3[:, h, :], out3[:, h, :], ld, ld)
+            for h in range(HEADS):
+                a = sp.csr_matrix((from_storage(probs[h].get(), dtype), csr.indices, csr.indptr), shape=csr.shape)
+                want = a @ from_storage(B3[:, h, :].get(), dtype)
+                err = rel_error(out3[:, h, :], want)
+                tol = bound("spmm", csr, d, dtype)
+                if not err <= tol:
+                    failures.append(f"{name} {s.name} head {h}: rel error {err:.3g} > {tol:.3g}")
+        for s in one_per_family("sddmm", d, dtype):
+            out = poison(cupy.empty((HEADS, csr.nnz), dtype=B3.dtype))
+            plan = native.prepare(dgraph, s, d, dtype=dtype)
+            for h in range(HEADS):
+                plan.launch(X3[:, h, :], B3[:, h, :], out[h], ld, ld, scale=0.5, use_values=False)
+            ones = CSRGraph(csr.indptr, csr.indices, np.ones(csr.nnz, np.float32), csr.shape)
+            for h in range(HEADS):
+                want = 0.5 * reference("sddmm", ones, (X3[:, h, :].get(), B3[:, h, :].get()), dtype=dtype)
+                err = rel_error(out[h], want)
+                tol = bound("sddmm", csr, d, dtype)
+                if not err <= tol:
+                    failures.append(f"{name} {s.name} head {h}: rel error {err:.3g} > {tol:.3g}")
+    assert not failures, "\n".join(failures)
+
+
+def test_half_plans_refuse_operands_of_another_type(graphs):
+    import cupy
+
+    from autosage_cli.backends import native
+    from autosage_cli.errors import AutosageError
+
+    csr, dgraph = graphs["empty_rows"]
+    plan = native.prepare(dgraph, Schedule("spmm", "subwarp", lanes=4, vec=8, unroll=4), 16, dtype="bfloat16")
+    out = plan.alloc_out()
+    assert out.dtype == cupy.uint16
+    with pytest.raises(AutosageError, match="bfloat16"):
+        plan.launch(None, cupy.zeros((csr.n_cols, 16), dtype=cupy.float32), out, 16, 16)
+    shifted = cupy.zeros(csr.n_cols * 16 + 4, dtype=cupy.uint16)[4:].reshape(csr.n_cols, 16)
+    with pytest.raises(AutosageError, match="16-byte vector access"):
+        plan.launch(None, shifted, out, 16, 16)
+    with pytest.raises(AutosageError, match="16-byte vector loads"):
+        native.prepare(dgraph, Schedule("spmm", "subwarp", lanes=4, vec=8, unroll=4), 16)
+
+
+# ------------------------------------------------------------------ native attention
+
+ATTENTION_WIDTHS = (1, 3, 4, 5, 8, 32, 64, 127, 128, 256)
+
+
+def attention_schedules():
+    chosen = {}
+    for s in registry("attention"):
+        chosen.setdefault((s.family, s.vec, s.tile), s)
+    return list(chosen.values())
+
+
+@pytest.mark.parametrize("d", ATTENTION_WIDTHS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("schedule", attention_schedules(), ids=lambda s: s.name)
+def test_attention_matches_the_rounded_reference(schedule, dtype, d, graphs):
+    from autosage_cli.backends import native
+
+    heads = 2 * schedule.heads_per_block
+    reason = schedule.supports(d, heads, dtype)
+    if reason is not None:
+        pytest.skip(reason)
+    failures = check_on_every_graph(schedule, "attention", d, dtype, graphs,
+                                    lambda dg: native.prepare(dg, schedule, d, heads, dtype=dtype),
+                                    heads=heads)
+    assert not failures, f"{schedule.name} {dtype} d={d}:\n" + "\n".join(failures)
+
+
+# ------------------------------------------------------------------ vendors
+
+@pytest.mark.parametrize("k", (1, 5, 64, 127))
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", ("cusparse-alg1", "cusparse-alg2", "cusparse-alg3", "cusparse-default"))
+def test_cusparse_spmm_in_the_type_or_refused_with_its_status(name, dtype, k, graphs):
+    from autosage_cli.backends.cusparse import DtypeRefused, prepare_spmm
+
+    refusals, failures = [], []
+    for gname, (csr, dgraph) in graphs.items():
+        try:
+            plan = prepare_spmm(dgraph, name, k, dtype)
+        except DtypeRefused as exc:
+            assert "CUSPARSE_STATUS" in str(exc) and dtype in str(exc)
+            refusals.append(gname)
+            continue
+        inputs, ref = case("spmm", gname, csr, dgraph, k, dtype)
+        failures += [f"{gname}: {p}" for p in run_checked(plan, inputs, ref, bound("spmm", csr, k, dtype))]
+    assert not failures, f"{name} {dtype} K={k}:\n" + "\n".join(failures)
+    with_edges = [g for g, (csr, _) in graphs.items() if csr.nnz]
+    assert not refusals or set(refusals) == set(with_edges), "a type is refused for every graph or none"
+
+
+@pytest.mark.parametrize("k", (1, 5, 64))
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_vendor_sddmm_in_the_type(dtype, k, graphs):
+    from autosage_cli.backends.sddmm_vendor import prepare_sddmm, sddmm_vendor_names
+
+    failures = []
+    for name in sddmm_vendor_names():
+        for gname, (csr, dgraph) in graphs.items():
+            try:
+                plan = prepare_sddmm(dgraph, name, k, dtype)
+            except Exception as exc:   # a provider that refuses the type: a failed entry with why
+                if name == "gather-dot":
+                    failures.append(f"{name} {gname}: {exc}")
+                continue
+            inputs, ref = case("sddmm", gname, csr, dgraph, k, dtype)
+            failures += [f"{name} {gname}: {p}"
+                         for p in run_checked(plan, inputs, ref, bound("sddmm", csr, k, dtype))]
+    assert not failures, "\n".join(failures)

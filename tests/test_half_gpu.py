@@ -267,3 +267,15 @@ def test_vendor_sddmm_in_the_type(dtype, k, graphs):
             failures += [f"{name} {gname}: {p}"
                          for p in run_checked(plan, inputs, ref, bound("sddmm", csr, k, dtype))]
     assert not failures, "\n".join(failures)
+
+
+@pytest.mark.parametrize("d", (8, 64))
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", ("vendor-unfused-alg2", "vendor-unfused-default"))
+def test_vendor_attention_in_the_type(name, dtype, d, graphs):
+    from autosage_cli.backends.vendor import prepare_vendor
+
+    failures = check_on_every_graph(name, "attention", d, dtype, graphs,
+                                    lambda dg: prepare_vendor(dg, name, d, 2, dtype=dtype), heads=2)
+    refused = [f for f in failures if "CUSPARSE_STATUS" in f or "refuses" in f]
+    assert not [f for f in failures if f not in refused], "\n".join(failures)

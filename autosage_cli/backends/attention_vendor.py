@@ -14,15 +14,21 @@ n x H x d output instead of the nnz x H probabilities (out /= l), which reads an
 graphs with more edges than d per row. Rows without edges keep max -inf and sum 0; their sum is
 raised to 1 so the (zero) SpMM row stays zero. Buffers are made once at prepare; `run` only launches (CuPy
 may draw small temporaries from its pool).
+
+In float16/bfloat16 the SDDMM and the SpMM run in the type (float32 compute) and the softmax in
+float32 between them; the probabilities are normalised per edge before they are rounded to the type
+(out /= l on a 2-byte output would be one more rounding and a float32 copy of the output).
 """
 from __future__ import annotations
 
 import numpy as np
 
+from ..kernels.value_types import storage_dtype, value_type
 from .base import DeviceGraph, Plan, PrepareTimer
 from .cusparse import CusparseSpMM
 from .attention_common import attention_scale, check_inputs
 from .sddmm_vendor import VendorSDDMM, edge_rows
+from .value_arrays import to_float32, to_value_type
 
 # vendor name -> cuSPARSE SpMM vendor name (cusparse.SPMM_ALGORITHMS)
 VENDOR_SPMM = {
@@ -41,18 +47,19 @@ def vendor_names() -> list[str]:
 class VendorAttentionPlan(Plan):
 
     def __init__(self, dgraph: DeviceGraph, name: str, d: int, heads: int, scale: float,
-                 use_values: bool):
+                 use_values: bool, dtype: str = "float32"):
         super().__init__(dgraph, "attention", d, heads)
         import cupy
 
         self.backend = self.schedule = name
+        self.dtype = value_type(dtype).name
         self.scale, self.use_values = scale, use_values
         # exp(scale * (s - max s)) is the softmax of scale * s only for scale > 0.
         self.fold_scale = scale > 0 and not use_values
         ld = heads * d
         with PrepareTimer(self):
-            self.sddmm = VendorSDDMM(dgraph, d, ldx=ld, ldy=ld, launch_sets=heads)
-            self.spmm = CusparseSpMM(dgraph, VENDOR_SPMM[name], d, ldb=ld, ldc=ld)
+            self.sddmm = VendorSDDMM(dgraph, d, ldx=ld, ldy=ld, launch_sets=heads, dtype=self.dtype)
+            self.spmm = CusparseSpMM(dgraph, VENDOR_SPMM[name], d, ldb=ld, ldc=ld, dtype=self.dtype)
             nnz = max(1, dgraph.nnz)
             self.rows = edge_rows(dgraph)
             # One head at a time on one stream: a single scores buffer serves every head.
@@ -61,6 +68,9 @@ class VendorAttentionPlan(Plan):
             self.row_max = cupy.empty((heads, dgraph.n_rows), dtype=cupy.float32)
             self.row_sum = cupy.empty((heads, dgraph.n_rows), dtype=cupy.float32)
             self.inv_sum = cupy.empty((dgraph.n_rows, heads, 1), dtype=cupy.float32)
+            # the SDDMM's scores and the SpMM's probabilities as stored in a 2-byte type
+            self.stored = (cupy.empty(nnz, dtype=storage_dtype(self.dtype))
+                           if self.dtype != "float32" else None)
         self.provider = (f"{self.sddmm.provider} -> cupyx scatter softmax -> cusparseSpMM "
                          f"{VENDOR_SPMM[name]}")
 
@@ -97,6 +107,9 @@ class VendorAttentionPlan(Plan):
         if g.nnz == 0:
             out.fill(0)
             return
+        if self.stored is not None:
+            self._run_two_byte(Q, K, V, out)
+            return
         for h in range(H):
             scores = self.scores[:g.nnz]
             self.sddmm.launch(Q[:, h, :], K[:, h, :], scores)
@@ -109,15 +122,31 @@ class VendorAttentionPlan(Plan):
         cupy.divide(np.float32(1), l.T[:, :, None], out=self.inv_sum)
         cupy.multiply(out, self.inv_sum, out=out)
 
+    def _run_two_byte(self, Q, K, V, out) -> None:
+        """float16/bfloat16: scores in the type -> float32 softmax normalised per edge -> the
+        probabilities rounded to the type -> SpMM in the type."""
+        import cupy
+
+        nnz, t = self.graph.nnz, self.dtype
+        stored, s, gathered = self.stored[:nnz], self.scores[:nnz], self.gathered[:nnz]
+        for h in range(self.heads):
+            self.sddmm.launch(Q[:, h, :], K[:, h, :], stored)
+            to_float32(stored, t, out=s)
+            self._softmax_numerators(h)
+            cupy.take(self.row_sum[h], self.rows, out=gathered)   # >= 1 on every edge's row
+            cupy.divide(s, gathered, out=s)
+            to_value_type(s, t, out=stored)
+            self.spmm.launch(V[:, h, :], out[:, h, :], values=stored)
+
     def close(self) -> None:
         self.sddmm.close()
         self.spmm.close()
 
 
 def prepare(dgraph: DeviceGraph, name: str, k: int, heads: int = 1, scale: float | None = None,
-            *, use_values: bool = False) -> VendorAttentionPlan:
-    """The vendor composition `name` at d = k with `heads` heads (A's values ignored unless
-    use_values, then an additive per-edge bias)."""
+            *, use_values: bool = False, dtype: str = "float32") -> VendorAttentionPlan:
+    """The vendor composition `name` at d = k with `heads` heads in `dtype` (A's values ignored
+    unless use_values, then an additive per-edge bias)."""
     if name not in VENDOR_SPMM:
         raise ValueError(f"unknown vendor attention {name!r}; choose one of {', '.join(VENDOR_NAMES)}")
-    return VendorAttentionPlan(dgraph, name, k, heads, attention_scale(k, scale), use_values)
+    return VendorAttentionPlan(dgraph, name, k, heads, attention_scale(k, scale), use_values, dtype)

@@ -42,9 +42,10 @@ def vendor_op(name: str) -> str | None:
 
 
 def prepare_vendor(dgraph: DeviceGraph, name: str, k: int, heads: int = 1,
-                   scale: float | None = None) -> Plan:
-    """Prepare one vendor entry on a device graph (descriptors, buffers, checks), outside any timed
-    region; plan.prepare_ms records how long it took."""
+                   scale: float | None = None, dtype: str = "float32") -> Plan:
+    """Prepare one vendor entry on a device graph in `dtype` (descriptors, buffers, checks),
+    outside any timed region; plan.prepare_ms records how long it took. An entry whose library
+    refuses the type fails here with the library's status."""
     op = vendor_op(name)
     if op is None:
         raise AutosageError(f"unknown vendor backend {name!r}")
@@ -53,11 +54,11 @@ def prepare_vendor(dgraph: DeviceGraph, name: str, k: int, heads: int = 1,
             raise AutosageError("spmm has no heads")
         from .cusparse import prepare_spmm
 
-        return prepare_spmm(dgraph, name, k)
+        return prepare_spmm(dgraph, name, k, dtype)
     if op == "sddmm":
         if heads != 1:
             raise AutosageError("sddmm has no heads")
         from .sddmm_vendor import prepare_sddmm
 
-        return prepare_sddmm(dgraph, name, k)
-    return attention_vendor.prepare(dgraph, name, k, heads=heads, scale=scale)
+        return prepare_sddmm(dgraph, name, k, dtype)
+    return attention_vendor.prepare(dgraph, name, k, heads=heads, scale=scale, dtype=dtype)

@@ -10,15 +10,16 @@
 // checks base pointers and leading dimensions on the host before launching, and schedules refuse
 // K % V != 0 and vectors wider than 16 bytes.
 #pragma once
-// NVRTC has these headers built in (CUDA 12 and later); nvcc finds them in its toolkit. Guarded so
-// that an NVRTC without them still builds every float kernel (the 2-byte instantiations then fail
-// to compile, and the plans that need them report it).
-#if __has_include(<cuda_fp16.h>) && __has_include(<cuda_bf16.h>)
+// The 2-byte types' headers are included only when the compiler is told an instantiation needs
+// them (-DAUTOSAGE_2BYTE_TYPES=1, kernels/compile.py passes it for __half/__nv_bfloat16
+// expressions): they add ~40% to the compile time of a small kernel, which float32 need not pay.
+// NVRTC has them built in (CUDA 12 and later); nvcc finds them in its toolkit.
+#ifndef AUTOSAGE_2BYTE_TYPES
+#define AUTOSAGE_2BYTE_TYPES 0
+#endif
+#if AUTOSAGE_2BYTE_TYPES
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
-#define AUTOSAGE_HAS_2BYTE_TYPES 1
-#else
-#define AUTOSAGE_HAS_2BYTE_TYPES 0
 #endif
 
 #define AUTOSAGE_FULL_MASK 0xffffffffu
@@ -34,7 +35,7 @@ namespace autosage {
 // ------------------------------------------------------------------ one element
 
 __device__ __forceinline__ float to_float(float x) { return x; }
-#if AUTOSAGE_HAS_2BYTE_TYPES
+#if AUTOSAGE_2BYTE_TYPES
 __device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
 __device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
 #endif
@@ -42,7 +43,7 @@ __device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162f
 // Round to nearest even, as the host's rounding of the inputs (the reference uses the same values).
 template <typename T> __device__ __forceinline__ T from_float(float x);
 template <> __device__ __forceinline__ float from_float<float>(float x) { return x; }
-#if AUTOSAGE_HAS_2BYTE_TYPES
+#if AUTOSAGE_2BYTE_TYPES
 template <> __device__ __forceinline__ __half from_float<__half>(float x) { return __float2half_rn(x); }
 template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
     return __float2bfloat16_rn(x);
@@ -51,7 +52,7 @@ template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(f
 
 // Read-only scalar load through the non-coherent path.
 __device__ __forceinline__ float load_scalar(const float* __restrict__ p) { return __ldg(p); }
-#if AUTOSAGE_HAS_2BYTE_TYPES
+#if AUTOSAGE_2BYTE_TYPES
 __device__ __forceinline__ __half load_scalar(const __half* __restrict__ p) { return __ldg(p); }
 __device__ __forceinline__ __nv_bfloat16 load_scalar(const __nv_bfloat16* __restrict__ p) { return __ldg(p); }
 #endif
@@ -99,7 +100,7 @@ __device__ __forceinline__ void store_vec(float* __restrict__ p, const float (&v
 }
 
 // ------------------------------------------------------------------ vectors of 2-byte elements
-#if AUTOSAGE_HAS_2BYTE_TYPES
+#if AUTOSAGE_2BYTE_TYPES
 // V elements are moved as one unsigned integer of 2V bytes (uint4 for 16 bytes) and taken apart
 // in registers as V/2 pairs (__half2 / __nv_bfloat162), converted to float two at a time.
 
@@ -183,7 +184,7 @@ template <int V>
 __device__ __forceinline__ void store_vec(__nv_bfloat16* __restrict__ p, const float (&v)[V]) {
     store_vec_2byte<__nv_bfloat16, V>(p, v);
 }
-#endif  // AUTOSAGE_HAS_2BYTE_TYPES
+#endif  // AUTOSAGE_2BYTE_TYPES
 
 // ------------------------------------------------------------------ the rest
 

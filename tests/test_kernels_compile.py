@@ -111,3 +111,14 @@ def test_file_compiles_without_spills(source_file):
            f"{r.stack_frame} B stack, {r.registers} registers"
            for r in report if r.spill_stores or r.spill_loads]
     assert not bad, "\n".join(bad)
+
+
+def test_only_two_byte_instantiations_include_the_half_headers():
+    f32 = "spmm_subwarp<float, 8, 4, 4>"
+    bf16 = "spmm_subwarp<__nv_bfloat16, 8, 8, 4>"
+    assert kcompile.TWO_BYTE_DEFINE not in kcompile.runtime_options([f32])
+    assert kcompile.TWO_BYTE_DEFINE in kcompile.runtime_options([bf16])
+    assert kcompile.TWO_BYTE_DEFINE in kcompile.runtime_options(["attention_softmax_rows<int, 32, __half>"])
+    # each compiles with the options its module gets at run time
+    assert len(kcompile.nvcc_check("spmm_subwarp.cu", [f32])) == 1
+    assert len(kcompile.nvcc_check("spmm_subwarp.cu", [bf16])) == 1

@@ -34,8 +34,21 @@ COMPILE_OPTIONS = ("-std=c++17",)
 C_TYPES = {name: t.c_type for name, t in VALUE_TYPES.items()}
 
 
-def runtime_options() -> tuple[str, ...]:
-    return COMPILE_OPTIONS + (f"-I{CUDA_DIR}",)
+# Defined for instantiations of a 2-byte value type: cuda/common.cuh then includes cuda_fp16.h and
+# cuda_bf16.h (float32 modules compile without them, as fast as before they existed).
+TWO_BYTE_DEFINE = "-DAUTOSAGE_2BYTE_TYPES=1"
+
+
+def needs_two_byte_types(expressions) -> bool:
+    """Whether any name expression instantiates a kernel on a 2-byte value type."""
+    names = [t.c_type for t in VALUE_TYPES.values() if t.itemsize == 2]
+    return any(name in e for e in expressions for name in names)
+
+
+def runtime_options(expressions=()) -> tuple[str, ...]:
+    """The NVRTC options of a module holding `expressions`."""
+    defines = (TWO_BYTE_DEFINE,) if needs_two_byte_types(expressions) else ()
+    return COMPILE_OPTIONS + (f"-I{CUDA_DIR}",) + defines
 
 
 # ---------------------------------------------------------------- instantiations and modules
@@ -63,7 +76,8 @@ def build_module(ref: KernelRef, device_id: int | None = None):
 
     if device_id is not None:
         cupy.cuda.Device(device_id).use()
-    module = cupy.RawModule(code=kernel_source(ref.source_file), options=runtime_options(),
+    options = runtime_options([ref.expression])
+    module = cupy.RawModule(code=kernel_source(ref.source_file), options=options,
                             name_expressions=[ref.expression], backend="nvrtc")
     return module.get_function(ref.expression)   # RawModule compiles on first use
 
@@ -269,8 +283,8 @@ def nvcc_check(filename: str, name_expressions: list[str], arch: str = ARCH) -> 
     with tempfile.TemporaryDirectory() as tmp:
         cu = Path(tmp) / filename
         cu.write_text(source + "\n// instantiations (name expressions)\n" + inst + "\n")
-        cmd = ["nvcc", f"-arch={arch}", "-cubin", "-Xptxas", "-v", *COMPILE_OPTIONS,
-               f"-I{CUDA_DIR}", "-o", str(Path(tmp) / "out.cubin"), str(cu)]
+        cmd = ["nvcc", f"-arch={arch}", "-cubin", "-Xptxas", "-v", *runtime_options(name_expressions),
+               "-o", str(Path(tmp) / "out.cubin"), str(cu)]
         proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"nvcc failed on {filename}:\n{proc.stderr}")

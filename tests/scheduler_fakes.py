@@ -97,7 +97,8 @@ class FakeMeasurer:
     def vendor_names(self, op):
         return list(self.vendor_ms)
 
-    def inputs(self, dgraph, op, k, heads, seed):
+    def inputs(self, dgraph, op, k, heads, seed, dtype="float32"):
+        self.dtypes_seen = getattr(self, "dtypes_seen", []) + [dtype]
         rng = np.random.default_rng(seed)
         return tuple(rng.uniform(-1, 1, s) for s in input_shapes(op, dgraph.host, k, heads))
 
@@ -107,11 +108,11 @@ class FakeMeasurer:
             raise RuntimeError(f"nvrtc: compilation of {name} failed\n  error: bad template")
         return FakePlan(dgraph.host, None, k, heads, name, ms, name in self.wrong, name in self.crash)
 
-    def prepare_native(self, dgraph, schedule, k, heads, scale=None):
+    def prepare_native(self, dgraph, schedule, k, heads, scale=None, dtype="float32"):
         return self._plan(dgraph, schedule.name, k, heads,
                           self.native_ms.get(schedule.name, self.default_native_ms))
 
-    def prepare_vendor(self, dgraph, name, k, heads, scale=None):
+    def prepare_vendor(self, dgraph, name, k, heads, scale=None, dtype="float32"):
         return self._plan(dgraph, name, k, heads, self.vendor_ms[name])
 
     def run(self, plan, inputs):

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import dtypes
 from ..errors import AutosageError
 from ..kernels.schedule import Schedule
 from .base import DeviceGraph, Plan, PrepareTimer
@@ -63,12 +64,12 @@ def split_blocks(schedule: Schedule, n_chunks: int, n_light: int, k: int) -> tup
 class NativeSpmmPlan(Plan):
     backend = "native"
 
-    def __init__(self, dgraph: DeviceGraph, schedule: Schedule, k: int):
-        super().__init__(dgraph, "spmm", k)
+    def __init__(self, dgraph: DeviceGraph, schedule: Schedule, k: int, dtype: str = dtypes.DEFAULT):
+        super().__init__(dgraph, "spmm", k, 1, dtype)
         self.sched, self.schedule = schedule, schedule.name
         with PrepareTimer(self):
             require_int32(dgraph)
-            self.kernel = kernel_for(schedule)
+            self.kernel = kernel_for(schedule, dtype)
             self.values_all_ones = values_all_ones(dgraph)
             # Each launch: (grid, block, args before the operands, args after them).
             self.launches: list[tuple] = []
@@ -104,8 +105,8 @@ class NativeSpmmPlan(Plan):
     def launch(self, values, B, out, ldb: int, ldc: int) -> None:
         """Launch on the current stream: out = A(values) @ B with explicit leading dimensions."""
         g, k, vec = self.graph, self.k, self.sched.vec
-        check_dense("B", B, g.n_cols, k, ldb, vec)
-        check_dense("out", out, g.n_rows, k, ldc, vec)
+        check_dense("B", B, g.n_cols, k, ldb, vec, self.dtype)
+        check_dense("out", out, g.n_rows, k, ldc, vec, self.dtype)
         if values is not None:
             check_edge_vector("values", values, g.nnz)
         vals = NULL if values is None or g.nnz == 0 else values
@@ -124,5 +125,5 @@ class NativeSpmmPlan(Plan):
         self.launch(values, B, out, self.k, self.k)
 
 
-def prepare(dgraph: DeviceGraph, schedule: Schedule, k: int) -> NativeSpmmPlan:
-    return NativeSpmmPlan(dgraph, schedule, k)
+def prepare(dgraph: DeviceGraph, schedule: Schedule, k: int, dtype: str = dtypes.DEFAULT) -> NativeSpmmPlan:
+    return NativeSpmmPlan(dgraph, schedule, k, dtype)

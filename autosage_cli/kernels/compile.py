@@ -29,8 +29,6 @@ from ..graphs.csr import default_workers   # NVRTC releases the GIL: threads com
 ARCH = "sm_90"
 # The options NVRTC gets at run time; the nvcc check passes the same ones.
 COMPILE_OPTIONS = ("-std=c++17",)
-# Element types the kernels are instantiated for: the dtype names the CLI takes -> the C++ type.
-C_TYPES = {"float32": "float"}
 
 
 def runtime_options() -> tuple[str, ...]:

@@ -10,8 +10,8 @@
 // What differs from the vector family is how rows reach the groups:
 //   * persistent groups: the grid holds only as many blocks as stay resident (the plan asks the
 //     occupancy API), and each group strides over the row list. No block waits for the longest of
-//     its rows before its slot is refilled, and the next row's list entry and bounds are loaded
-//     while the current row is walked, so a row starts with a gather, not with two dependent loads;
+//     its rows before its slot is refilled, and the list entries and bounds of the rows ahead are
+//     loaded while the current row is walked, so a row's walk never waits for them;
 //   * longest rows first: the host orders the rows by degree bin, longest first (ascending ids
 //     within a bin keep the gathers' locality; backends/row_partition.py). Rows of one warp then
 //     have similar lengths, and the static stride hands every group one long row before any short
@@ -44,6 +44,9 @@ __device__ __forceinline__ bool gather_vectorizable(int k, const T* B, long long
 
 // Groups of G lanes, group `first` of `stride`, walk rows[first], rows[first + stride], ...
 // The stride is uniform per group, so all G lanes of a group stay together for the shuffles.
+// Two rows ahead are in flight while a row is walked: the next row's bounds (its id arrived one
+// row earlier, so their loads do not wait) and the id of the row after it. A load whose address
+// came from a load still in flight would stall the warp before the walk; these never do.
 template <typename T, int G, int KMAX, int U>
 __device__ __forceinline__ void parreduce_rows(long long first, long long stride, int n_items,
                                                const int* __restrict__ rows, int k, bool vec,
@@ -54,23 +57,22 @@ __device__ __forceinline__ void parreduce_rows(long long first, long long stride
     if (first >= n_items) return;
     const int glane = lane_id() & (G - 1);
     int row = __ldg(rows + first);
+    int next_row = first + stride < n_items ? __ldg(rows + first + stride) : 0;
     int begin = __ldg(indptr + row);
     int end = __ldg(indptr + row + 1);
 #pragma unroll 1
     for (long long item = first; item < n_items; item += stride) {
-        // The next row's list entry and bounds, loaded before this row is walked so that their
-        // latency hides behind its gathers.
-        const long long next = item + stride;
-        int next_row = 0, next_begin = 0, next_end = 0;
-        if (next < n_items) {
-            next_row = __ldg(rows + next);
+        int next_begin = 0, next_end = 0, after_next = 0;
+        if (item + stride < n_items) {
             next_begin = __ldg(indptr + next_row);
             next_end = __ldg(indptr + next_row + 1);
         }
+        if (item + 2 * stride < n_items) after_next = __ldg(rows + item + 2 * stride);
         vector_row<T, G, KMAX, U>(row, begin, end, glane, k, vec, indices, values, B, ldb, C, ldc);
         row = next_row;
         begin = next_begin;
         end = next_end;
+        next_row = after_next;
     }
 }
 

@@ -396,3 +396,13 @@ def test_a_vendor_is_screened_right_after_its_verification_run_without_a_warm_up
     assert result.spent_ms >= 2 * 260.0 and result.floor_ms < 3 * 260.0 + 100.0
     from autosage_cli.scheduler.select import decide
     assert decide(result.natives, result.vendors).vendor_ms == 8.0   # the guardrail's bar
+
+
+def test_a_batch_without_warm_up_is_only_allowed_without_a_time_cap():
+    from autosage_cli.backends.timing import check_warmup
+
+    check_warmup(1, 5.0)
+    check_warmup(0, None)          # right after a launch of the same plan: the probe's vendor screen
+    for warmup, max_ms in ((0, 5.0), (-1, None)):
+        with pytest.raises(ValueError, match="warmup must be >= 1"):
+            check_warmup(warmup, max_ms)

@@ -103,13 +103,13 @@ PARREDUCE_LANES = (8, 16, 32)
 def _parreduce() -> list[Schedule]:
     """Persistent edge-parallel groups at K <= 8, per K band (KMAX): a warp per row with one edge
     per lane in flight (the fewest registers: a full SM of warps, for rows shorter than a warp,
-    products-like q50 26) and with more edges in flight (long rows); G = 16 and G = 8 with a few
-    edges per lane (several short rows per warp). KMAX = 8 keeps U <= 2: at U = 4 its heavy-row
-    and light-row walks together spill."""
+    products-like q50 26), two, and four (long rows; more registers, fewer warps); G = 16 and
+    G = 8 with a few edges per lane (several short rows per warp). KMAX = 8 keeps U <= 2: at U = 4
+    its heavy-row and light-row walks together spill."""
     out = []
     for kmax in VECTOR_KMAX:
         deep = 2 if kmax == 8 else 4
-        for g, u in ((32, 1), (32, deep), (16, 2), (8, deep)):
+        for g, u in dict.fromkeys(((32, 1), (32, 2), (32, deep), (16, 2), (8, deep))):
             out.append(Schedule("spmm", "parreduce", lanes=g, vec=1, threads=THREADS, tile=kmax, unroll=u))
     return out
 

@@ -79,7 +79,7 @@ def test_a_kernel_that_fails_is_named_and_the_exit_code_says_so(fake_nvrtc):
 
 @pytest.mark.parametrize("args, message", [
     (("--op", "gemm"), "unknown op 'gemm' in --op"),
-    (("--dtype", "float64"), "dtype 'float64' is not supported yet"),
+    (("--dtype", "float64"), "unknown dtype 'float64'; known: float32, float16, bfloat16"),
     (("--arch", "hopper"), "--arch must look like 90, sm_90 or 9.0"),
     (("--workers", "0"), "--workers must be >= 1"),
 ])

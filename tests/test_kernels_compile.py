@@ -122,3 +122,20 @@ def test_only_two_byte_instantiations_include_the_half_headers():
     # each compiles with the options its module gets at run time
     assert len(kcompile.nvcc_check("spmm_subwarp.cu", [f32])) == 1
     assert len(kcompile.nvcc_check("spmm_subwarp.cu", [bf16])) == 1
+
+
+def test_a_module_is_keyed_on_every_cuda_source_not_only_its_own_file(tmp_path, monkeypatch):
+    """CuPy's disk cache keys a module on its text; an edited header must change that text."""
+    import shutil
+
+    from autosage_cli import cuda_sources
+    from autosage_cli.kernels import compile as kcompile
+
+    for f in cuda_sources.CUDA_DIR.iterdir():
+        shutil.copy(f, tmp_path / f.name)
+    monkeypatch.setattr(cuda_sources, "CUDA_DIR", tmp_path)
+    before = kcompile.module_source("spmm_vector.cu")
+    assert before.startswith((tmp_path / "spmm_vector.cu").read_text())
+    (tmp_path / "common.cuh").write_text((tmp_path / "common.cuh").read_text() + "\n// edited\n")
+    after = kcompile.module_source("spmm_vector.cu")
+    assert after != before and after.startswith((tmp_path / "spmm_vector.cu").read_text())

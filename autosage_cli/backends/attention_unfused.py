@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import dtypes
 from ..kernels import attention_space as space
 from ..kernels.schedule import Schedule, get, registry
 from ..kernels.value_types import storage_dtype
@@ -94,12 +95,11 @@ class UnfusedAttentionPlan(Plan):
     backend = "native"
 
     def __init__(self, dgraph: DeviceGraph, schedule: Schedule, d: int, heads: int, scale: float,
-                 use_values: bool, substeps=None, dtype: str = "float32"):
-        super().__init__(dgraph, "attention", d, heads)
+                 use_values: bool, substeps=None, dtype: str = dtypes.DEFAULT):
+        super().__init__(dgraph, "attention", d, heads, dtype)
         import cupy
 
         self.sched, self.schedule, self.scale, self.use_values = schedule, schedule.name, scale, use_values
-        self.dtype = dtype
         with PrepareTimer(self):
             self.sddmm_schedule, self.spmm_schedule = substep_schedules(schedule, d, substeps, dtype)
             self.provider = (f"{self.sddmm_schedule.name} -> attention_softmax.cu -> "

@@ -4,7 +4,7 @@
 and records how long it took; `Plan.run(inputs, out)` only launches (no allocation, no sync), so it
 can be timed with CUDA events and replayed.
 
-Op signatures (all CuPy arrays, C-contiguous, row-major, float32):
+Op signatures (all CuPy arrays, C-contiguous, row-major, of the plan's dtype: float32 today):
   spmm       inputs = (B,)        B: n_cols x K           out: n_rows x K          out = A @ B
   sddmm      inputs = (X, Y)      X: n_rows x K, Y: n_cols x K   out: nnz         out[e] = a_e * <X[i], Y[j]>
   attention  inputs = (Q, K, V)   Q: n_rows x H x d, K, V: n_cols x H x d   out: n_rows x H x d
@@ -16,6 +16,7 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
+from .. import dtypes
 from ..graphs.csr import CSRGraph
 from ..kernels.compile import compile_ms_total
 from ..kernels.value_types import storage_dtype
@@ -68,13 +69,15 @@ def input_shapes(op: str, graph: DeviceGraph | CSRGraph, k: int, heads: int = 1)
 
 
 def make_inputs(op: str, graph: DeviceGraph, k: int, heads: int = 1, seed: int = 0,
-                dtype: str = "float32") -> tuple:
-    """Random float32 inputs on the device, uniform in [-1, 1), rounded to nearest even into
-    `dtype` (the same draws for every type)."""
+                dtype: str = dtypes.DEFAULT) -> tuple:
+    """Random (never zero) inputs of `dtype` on the device, uniform in [-1, 1): drawn in float32
+    and rounded to nearest even into `dtype`, so every dtype sees the same values up to its
+    rounding (bfloat16 stored as uint16 bit patterns)."""
     import cupy
 
     from .value_arrays import to_value_type
 
+    dtypes.info(dtype)
     rng = cupy.random.default_rng(seed)
     return tuple(to_value_type(rng.uniform(-1.0, 1.0, size=s, dtype=cupy.float32), dtype)
                  for s in input_shapes(op, graph, k, heads))
@@ -87,12 +90,12 @@ class Plan(ABC):
     schedule: str       # schedule name, or the vendor algorithm name
     k: int
     heads: int = 1
+    dtype: str = dtypes.DEFAULT   # the element type of its operands and output (bfloat16: uint16 bits)
     prepare_ms: float = 0.0
     compile_ms: float = 0.0   # of prepare_ms: building kernel modules (0 when they were built before)
-    dtype: str = "float32"    # value type of inputs and output (bfloat16 stored as uint16 bits)
 
-    def __init__(self, graph: DeviceGraph, op: str, k: int, heads: int = 1):
-        self.graph, self.op, self.k, self.heads = graph, op, k, heads
+    def __init__(self, graph: DeviceGraph, op: str, k: int, heads: int = 1, dtype: str = dtypes.DEFAULT):
+        self.graph, self.op, self.k, self.heads, self.dtype = graph, op, k, heads, dtype
 
     def alloc_out(self):
         import cupy

@@ -1,4 +1,5 @@
-"""The native backend: `prepare(dgraph, schedule, k, heads=1, scale=None) -> Plan` for our kernels.
+"""The native backend: `prepare(dgraph, schedule, k, heads=1, scale=None, dtype="float32") -> Plan`
+for our kernels, instantiated for `dtype` (its C++ type from the dtypes table).
 
 Dispatches on schedule.op: "spmm" to native_spmm, "sddmm" to native_sddmm, "attention" to
 native_attention (imported only when asked for). `schedule` is a Schedule or a registered name.
@@ -11,6 +12,7 @@ schedules will launch (the tuner calls it before it prepares its candidates one 
 """
 from __future__ import annotations
 
+from .. import dtypes
 from ..errors import AutosageError
 from ..kernels import compile as kcompile
 from ..kernels.schedule import Schedule, get
@@ -19,11 +21,12 @@ from .base import DeviceGraph, Plan
 
 
 def prepare(dgraph: DeviceGraph, schedule: Schedule | str, k: int, heads: int = 1,
-            scale: float | None = None, dtype: str = "float32", **attention_options) -> Plan:
+            scale: float | None = None, dtype: str = dtypes.DEFAULT, **attention_options) -> Plan:
     """A prepared native plan in `dtype` (float32, float16, bfloat16). `attention_options` (e.g.
     use_values, substeps) go to native_attention.prepare and are refused for the other ops."""
     if isinstance(schedule, str):
         schedule = get(schedule)
+    dtypes.info(dtype)
     reason = schedule.supports(k, heads, dtype)
     if reason:
         raise AutosageError(f"{schedule.name} cannot run K={k}: {reason}")
@@ -49,11 +52,12 @@ def prepare(dgraph: DeviceGraph, schedule: Schedule | str, k: int, heads: int = 
 
 
 def kernel_refs(schedule: Schedule, k: int, index: str = "int",
-                dtype: str = "float32") -> tuple[kcompile.KernelRef, ...]:
-    """Every kernel instantiation a plan of `schedule` at width k in `dtype` launches: its own,
-    plus, for the unfused attention pipeline, those of the SDDMM and SpMM sub-step schedules it
-    picks for d = k (none when no sub-step fits: prepare then says why)."""
-    refs = kcompile.schedule_kernels(schedule, dtype, index)
+                dtype: str = dtypes.DEFAULT) -> tuple[kcompile.KernelRef, ...]:
+    """Every kernel instantiation a plan of `schedule` at width k with `dtype` operands launches:
+    its own, plus, for the unfused attention pipeline, those of the SDDMM and SpMM sub-step
+    schedules it picks for d = k in `dtype` (none when no sub-step fits: prepare then says why)."""
+    c_type = dtypes.c_type(dtype)
+    refs = kcompile.schedule_kernels(schedule, c_type, index)
     if schedule.op == "attention" and schedule.family == "unfused":
         from .attention_unfused import substep_schedules
 
@@ -61,12 +65,12 @@ def kernel_refs(schedule: Schedule, k: int, index: str = "int",
             steps = substep_schedules(schedule, k, dtype=dtype)
         except ValueError:
             steps = ()
-        refs += tuple(r for step in steps for r in kcompile.schedule_kernels(step, dtype))
+        refs += tuple(r for step in steps for r in kcompile.schedule_kernels(step, c_type))
     return tuple(dict.fromkeys(refs))
 
 
 def compile_plans(dgraph: DeviceGraph, schedules, k: int, heads: int = 1,
-                  workers: int | None = None, dtype: str = "float32") -> dict[str, tuple[float, str | None]]:
+                  dtype: str = dtypes.DEFAULT, workers: int | None = None) -> dict[str, tuple[float, str | None]]:
     """Build the kernels of every schedule that can run (k, heads) on `dgraph`, all at once on a
     thread pool. Returns schedule name -> (ms, error): ms is what building its kernels took (a
     kernel shared by several schedules counts for each), error the first failure's one line, or

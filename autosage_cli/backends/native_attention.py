@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import dtypes
 from ..kernels import attention_space as space
 from ..kernels.schedule import Schedule
 from .attention_common import attention_scale, check_inputs, index_type, kernel, values_arg
@@ -32,14 +33,13 @@ class FusedAttentionPlan(Plan):
     backend = "native"
 
     def __init__(self, dgraph: DeviceGraph, schedule: Schedule, d: int, heads: int, scale: float,
-                 use_values: bool, dtype: str = "float32"):
-        super().__init__(dgraph, "attention", d, heads)
+                 use_values: bool, dtype: str = dtypes.DEFAULT):
+        super().__init__(dgraph, "attention", d, heads, dtype)
         self.sched, self.schedule, self.scale, self.use_values = schedule, schedule.name, scale, use_values
-        self.dtype = dtype
         self.provider = "attention_fused.cu"
         with PrepareTimer(self):
             index = index_type(dgraph)
-            self.fn = kernel(space.FUSED_SOURCE, space.fused_expression(schedule, dtype, index))
+            self.fn = kernel(space.FUSED_SOURCE, space.fused_expression(schedule, dtypes.c_type(dtype), index))
             self.grid, self.block = schedule.launch(dgraph.n_rows * heads, d)
             self.bias = values_arg(dgraph, use_values)
 
@@ -88,17 +88,16 @@ class SplitAttentionPlan(FusedAttentionPlan):
     two-phase merge of the chunk partials (deterministic)."""
 
     def __init__(self, dgraph: DeviceGraph, schedule: Schedule, d: int, heads: int, scale: float,
-                 use_values: bool, dtype: str = "float32"):
-        Plan.__init__(self, dgraph, "attention", d, heads)
+                 use_values: bool, dtype: str = dtypes.DEFAULT):
+        Plan.__init__(self, dgraph, "attention", d, heads, dtype)
         self.sched, self.schedule, self.scale, self.use_values = schedule, schedule.name, scale, use_values
-        self.dtype = dtype
         self.provider = "attention_fused.cu (split + combine)"
         import cupy
 
         with PrepareTimer(self):
             index = index_type(dgraph)
-            self.fn = kernel(space.FUSED_SOURCE, space.fused_expression(schedule, dtype, index))
-            self.combine = kernel(space.FUSED_SOURCE, space.combine_expression(dtype, index))
+            self.fn = kernel(space.FUSED_SOURCE, space.fused_expression(schedule, dtypes.c_type(dtype), index))
+            self.combine = kernel(space.FUSED_SOURCE, space.combine_expression(dtypes.c_type(dtype), index))
             key = ("attention_segments", schedule.split, schedule.chunk)
             if key not in dgraph.derived:
                 host = split_segments(dgraph.host.indptr, schedule.split, schedule.chunk)
@@ -133,7 +132,7 @@ class SplitAttentionPlan(FusedAttentionPlan):
 
 
 def prepare(dgraph: DeviceGraph, schedule: Schedule, k: int, heads: int = 1, scale: float | None = None,
-            *, use_values: bool = False, substeps=None, dtype: str = "float32") -> Plan:
+            *, use_values: bool = False, substeps=None, dtype: str = dtypes.DEFAULT) -> Plan:
     """A native attention plan for `schedule` at d = k with `heads` heads in `dtype`. `substeps`
     (unfused only) optionally names the (SDDMM, SpMM) native schedules to use instead of the
     default choice."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import dtypes
 from ..errors import AutosageError
 from ..kernels.compile import get_function
 from ..kernels.schedule import Schedule
@@ -14,10 +15,10 @@ from .base import DeviceGraph
 NULL = np.uint64(0)  # a null device pointer, passed by value (8 zero bytes)
 
 
-def kernel_for(schedule: Schedule, dtype: str = "float"):
-    """The compiled kernel of `schedule`: its own module, built on first use (or found in CuPy's
-    disk cache), so a plan compiles only what it launches."""
-    return get_function(schedule.source_file, schedule.name_expression(dtype))
+def kernel_for(schedule: Schedule, dtype: str = dtypes.DEFAULT):
+    """The compiled kernel of `schedule` for `dtype` operands: its own module, built on first use
+    (or found in CuPy's disk cache), so a plan compiles only what it launches."""
+    return get_function(schedule.source_file, schedule.name_expression(dtypes.c_type(dtype)))
 
 
 def require_int32(dgraph: DeviceGraph) -> None:
@@ -37,20 +38,11 @@ def values_all_ones(dgraph: DeviceGraph) -> bool:
     return dgraph.derived[key]
 
 
-def check_stored(name: str, arr, dtype: str) -> int:
-    """`arr` must be stored as `dtype` (bfloat16: uint16 bit patterns); returns the element size."""
-    if arr.dtype != np.dtype(storage_dtype(dtype)):
-        stored = storage_dtype(dtype)
-        want = dtype if stored == dtype else f"{dtype} (stored as {stored})"
-        raise AutosageError(f"{name}: expected {want}, got {arr.dtype}")
-    return value_type(dtype).itemsize
-
-
-def check_dense(name: str, arr, rows: int, k: int, ld: int, vec: int, dtype: str = "float32") -> None:
-    """`arr` must hold `rows` rows of `k` elements of `dtype`, row i at element i*ld from its first
+def check_dense(name: str, arr, rows: int, k: int, ld: int, vec: int, dtype: str = dtypes.DEFAULT) -> None:
+    """`arr` must hold `rows` rows of `k` `dtype` elements, row i at element i*ld from its first
     element, with base pointer and ld aligned for `vec`-wide vector accesses. Accepts a 2-D array
     (row stride ld, unit column stride) or a 1-D contiguous buffer."""
-    size = check_stored(name, arr, dtype)
+    size = check_dtype(name, arr, dtype)
     if ld < k:
         raise AutosageError(f"{name}: leading dimension {ld} is smaller than K={k}")
     if arr.ndim == 2:
@@ -71,8 +63,17 @@ def check_dense(name: str, arr, rows: int, k: int, ld: int, vec: int, dtype: str
                             f"pointer and a leading dimension divisible by {vec} (ld={ld})")
 
 
-def check_edge_vector(name: str, arr, nnz: int, dtype: str = "float32") -> None:
-    """A per-edge vector of `dtype` (values or SDDMM output): contiguous, at least nnz elements."""
-    check_stored(name, arr, dtype)
+def check_dtype(name: str, arr, dtype: str) -> int:
+    """`arr` must be stored as `dtype` (bfloat16: uint16 bit patterns); returns the element size."""
+    stored = storage_dtype(dtype)
+    if arr.dtype != np.dtype(stored):
+        want = dtype if stored == dtype else f"{dtype} (stored as {stored})"
+        raise AutosageError(f"{name}: expected {want}, got {arr.dtype}")
+    return dtypes.itemsize(dtype)
+
+
+def check_edge_vector(name: str, arr, nnz: int, dtype: str = dtypes.DEFAULT) -> None:
+    """A per-edge `dtype` vector (values or SDDMM output): contiguous, at least nnz elements."""
+    check_dtype(name, arr, dtype)
     if arr.size < nnz or (arr.size > 1 and not arr.flags.c_contiguous):
         raise AutosageError(f"{name}: expected a contiguous array of at least {nnz} elements")

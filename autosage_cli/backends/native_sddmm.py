@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import dtypes
 from ..kernels.schedule import Schedule
 from .base import DeviceGraph, Plan, PrepareTimer
 from .native_common import (NULL, check_dense, check_edge_vector, kernel_for, require_int32,
@@ -60,9 +61,9 @@ class NativeSddmmPlan(Plan):
     backend = "native"
 
     def __init__(self, dgraph: DeviceGraph, schedule: Schedule, k: int, scale: float | None = None,
-                 dtype: str = "float32"):
-        super().__init__(dgraph, "sddmm", k)
-        self.sched, self.schedule, self.dtype = schedule, schedule.name, dtype
+                 dtype: str = dtypes.DEFAULT):
+        super().__init__(dgraph, "sddmm", k, 1, dtype)
+        self.sched, self.schedule = schedule, schedule.name
         self.scale = 1.0 if scale is None else float(scale)
         with PrepareTimer(self):
             require_int32(dgraph)
@@ -106,5 +107,5 @@ class NativeSddmmPlan(Plan):
 
 
 def prepare(dgraph: DeviceGraph, schedule: Schedule, k: int, scale: float | None = None,
-            dtype: str = "float32") -> NativeSddmmPlan:
+            dtype: str = dtypes.DEFAULT) -> NativeSddmmPlan:
     return NativeSddmmPlan(dgraph, schedule, k, scale, dtype)

@@ -12,10 +12,11 @@ order:
      warm-up) and runs cusparseSDDMM_preprocess each call: that is what torch users pay;
   3. the gather-dot composition in CuPy: take rows of X and Y per edge, multiply, sum, in chunks
      of bounded memory (buffers made once).
-Each provider is checked once when prepared, on random inputs against a CuPy gather-dot sample, with
-the output poisoned with NaN: a provider that fails or disagrees is skipped (the reason is kept in
-`fallback_reasons`). If the poisoned output leaks through (cuSPARSE reading C although beta = 0),
-that provider zero-fills the output before each launch, and says so in `provider`.
+Each library provider (1, 2) is checked once when prepared, on random inputs against a CuPy
+gather-dot sample, with the output poisoned with NaN: a provider that fails or disagrees is skipped
+(the reason is kept in `fallback_reasons`); the gather-dot composition is that same arithmetic and
+is not checked against itself. If the poisoned output leaks through (cuSPARSE reading C although
+beta = 0), that provider zero-fills the output before each launch, and says so in `provider`.
 
 Value types: every provider runs float32, float16 and bfloat16 inputs and output (bfloat16 stored as
 uint16 bit patterns, backends/value_arrays.py) where its library allows, with float32 products and
@@ -98,7 +99,7 @@ class VendorSDDMM:
         for provider in order:
             try:
                 impl = self._make(provider, launch_sets)
-                if dgraph.nnz:
+                if dgraph.nnz and getattr(impl, "needs_check", True):
                     self._check(impl)
             except Exception as exc:  # a provider that cannot run here is an outcome, not a crash
                 self.fallback_reasons.append(f"{provider}: {type(exc).__name__}: {exc}".strip())

@@ -118,7 +118,7 @@ def _build_into_cache(ref: kcompile.KernelRef, arch: str) -> None:
     from cupy._core import core
 
     options = kcompile.runtime_options([ref.expression])
-    core.compile_with_cache(kcompile.kernel_source(ref.source_file), options, arch=arch,
+    core.compile_with_cache(kcompile.module_source(ref.source_file), options, arch=arch,
                             prepend_cupy_headers=False, backend="nvrtc",
                             name_expressions=(ref.expression,), jitify=False)
 

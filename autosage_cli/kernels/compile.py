@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, NamedTuple
 
-from ..cuda_sources import CUDA_DIR, kernel_source
+from ..cuda_sources import CUDA_DIR, kernel_source, sources_hash
 from ..errors import one_line
 from ..graphs.csr import default_workers   # NVRTC releases the GIL: threads compile in parallel
 from .value_types import VALUE_TYPES, vector_bytes_fit
@@ -30,8 +30,6 @@ from .value_types import VALUE_TYPES, vector_bytes_fit
 ARCH = "sm_90"
 # The options NVRTC gets at run time; the nvcc check passes the same ones.
 COMPILE_OPTIONS = ("-std=c++17",)
-# Element types the kernels are instantiated for: the dtype names the CLI takes -> the C++ type.
-C_TYPES = {name: t.c_type for name, t in VALUE_TYPES.items()}
 
 
 # Defined for instantiations of a 2-byte value type: cuda/common.cuh then includes cuda_fp16.h and
@@ -49,6 +47,14 @@ def runtime_options(expressions=()) -> tuple[str, ...]:
     """The NVRTC options of a module holding `expressions`."""
     defines = (TWO_BYTE_DEFINE,) if needs_two_byte_types(expressions) else ()
     return COMPILE_OPTIONS + (f"-I{CUDA_DIR}",) + defines
+
+
+def module_source(filename: str) -> str:
+    """The text a module is compiled from: the file, then a comment naming the hash of every cuda/
+    source. CuPy's disk cache keys a module on this text, not on the headers it includes, so an
+    edited header (or a shared kernel body another file includes) builds new modules instead of
+    loading stale ones."""
+    return f"{kernel_source(filename)}\n// autosage cuda sources {sources_hash()}\n"
 
 
 # ---------------------------------------------------------------- instantiations and modules
@@ -77,7 +83,7 @@ def build_module(ref: KernelRef, device_id: int | None = None):
     if device_id is not None:
         cupy.cuda.Device(device_id).use()
     options = runtime_options([ref.expression])
-    module = cupy.RawModule(code=kernel_source(ref.source_file), options=options,
+    module = cupy.RawModule(code=module_source(ref.source_file), options=options,
                             name_expressions=[ref.expression], backend="nvrtc")
     return module.get_function(ref.expression)   # RawModule compiles on first use
 

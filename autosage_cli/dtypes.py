@@ -3,8 +3,14 @@
 A dtype travels through autosage as its NumPy name ("float32", "float16", "bfloat16"): op inputs,
 plans, verification, the decision cache key, probe records and benchmark rows all carry it. This
 table answers every question about a name: the C++ type the kernels are instantiated with, the
-element size (the cost model and memory estimates), and the verification tolerance. Which dtypes an
-op *accepts* is the op spec's to say (`autosage_cli.ops`); a name missing here is unknown everywhere.
+element size (the cost model, memory estimates, vector widths), how arrays of it are stored, and
+the verification tolerance. Which dtypes an op *accepts* is the op spec's to say
+(`autosage_cli.ops`); a name missing here is unknown everywhere.
+
+Every kernel accumulates in float32 whatever it loads and stores (cuda/common.cuh): the 2-byte
+types only change what moves through memory. bfloat16 is stored as its 16-bit patterns in uint16
+arrays (NumPy and CuPy have no general bfloat16 type; the kernels and cuSPARSE only see a pointer);
+on the host it is rounded through `ml_dtypes`, on the device by backends/value_arrays.py.
 """
 from __future__ import annotations
 
@@ -13,32 +19,42 @@ from dataclasses import dataclass
 from .errors import AutosageError
 
 DEFAULT = "float32"
+MAX_VECTOR_BYTES = 16   # one ld.global.v4.u32: the widest load the kernels issue
 
 
 @dataclass(frozen=True)
 class DType:
-    name: str          # the NumPy name, as the CLI, the cache and the results take it
-    c_type: str        # the kernels' template argument (NVRTC name expressions)
-    itemsize: int      # bytes per element
-    # Verification limit on ||out - ref|| / ||ref|| against the float64 reference (or another
-    # implementation): float32 sums in different reduction orders drift to ~1e-5 on long rows, so
-    # 1e-4. The half types are a few units of their output rounding (2^-11, 2^-8) above that.
-    tolerance: float
+    name: str            # the NumPy name, as the CLI, the cache and the results take it
+    c_type: str          # the kernels' template argument (NVRTC name expressions)
+    itemsize: int        # bytes per element
+    storage: str         # the NumPy/CuPy dtype arrays of it are stored in
+    unit_roundoff: float  # 2^-p, p significand bits: the largest relative error of one rounding
+
+    @property
+    def max_vec(self) -> int:
+        """The widest vector (elements per load) of this type: 4 floats or 8 halves."""
+        return MAX_VECTOR_BYTES // self.itemsize
 
 
 DTYPES: dict[str, DType] = {
-    "float32": DType("float32", "float", 4, 1e-4),
-    "float16": DType("float16", "__half", 2, 2e-3),
-    "bfloat16": DType("bfloat16", "__nv_bfloat16", 2, 1.6e-2),
+    "float32": DType("float32", "float", 4, "float32", 2.0 ** -24),
+    "float16": DType("float16", "__half", 2, "float16", 2.0 ** -11),
+    "bfloat16": DType("bfloat16", "__nv_bfloat16", 2, "uint16", 2.0 ** -8),
 }
+_BY_C_TYPE = {d.c_type: d for d in DTYPES.values()}
 
 
 def info(dtype: str) -> DType:
-    """The table row of `dtype`; an unknown name is a one-line AutosageError naming the known ones."""
-    try:
-        return DTYPES[dtype]
-    except (KeyError, TypeError):
-        raise AutosageError(f"unknown dtype {dtype!r}; known: {', '.join(DTYPES)}") from None
+    """The table row of a dtype name ("bfloat16") or of its C++ type ("__nv_bfloat16"); an unknown
+    name is a one-line AutosageError naming the known ones."""
+    found = (DTYPES.get(dtype) or _BY_C_TYPE.get(dtype)) if isinstance(dtype, str) else None
+    if found is None:
+        raise _unknown(dtype)
+    return found
+
+
+def _unknown(dtype) -> AutosageError:
+    return AutosageError(f"unknown dtype {dtype!r}; known: {', '.join(DTYPES)}")
 
 
 def c_type(dtype: str) -> str:
@@ -49,8 +65,9 @@ def itemsize(dtype: str) -> int:
     return info(dtype).itemsize
 
 
-def tolerance(dtype: str) -> float:
-    return info(dtype).tolerance
+def storage_dtype(dtype: str) -> str:
+    """The NumPy/CuPy dtype an array of `dtype` is stored in: "float32", "float16", "uint16"."""
+    return info(dtype).storage
 
 
 def require(dtype: str, supported, what: str) -> str:
@@ -67,5 +84,82 @@ def parse_list(text: str) -> tuple[str, ...]:
     if not names or any(not n for n in names):
         raise AutosageError(f"--dtypes takes a comma list of dtype names, got {text!r}")
     for name in names:
-        info(name)
+        if name not in DTYPES:   # the C++ spellings are for name expressions, not for users
+            raise _unknown(name)
     return names
+
+
+def vector_bytes_fit(vec: int, dtype: str) -> str | None:
+    """None when `vec` elements of `dtype` fit one vector load; otherwise the reason."""
+    t = info(dtype)
+    if vec > t.max_vec:
+        return (f"vec={vec} x {t.itemsize}-byte {t.name} is {vec * t.itemsize} bytes, wider than "
+                f"the {MAX_VECTOR_BYTES}-byte vector loads (at most {t.max_vec} per load)")
+    return None
+
+
+# ------------------------------------------------------------------ verification tolerance
+
+# The float32 bound: two float32 implementations summing in widely different orders (long rows).
+FLOAT32_TOLERANCE = 1e-4
+# Roundings to the value type whose errors can reach an output: the output's own, the unfused
+# attention's scores and probabilities, and a vendor's own output when it is the reference.
+ROUNDINGS = 3
+# lambda of the probabilistic bound on a float32 sum of n terms, lambda * sqrt(n) * u (Higham and
+# Mary, 2019): holds with probability above 1 - 2 exp(-lambda^2 / 2) per sum.
+SUM_LAMBDA = 4.0
+
+
+def tolerance(dtype: str, length: int = 1) -> float:
+    """The relative-error bound (docs/MEASUREMENT.md) of an output in `dtype` whose longest float32
+    sum has `length` terms, against a float64 reference computed from the inputs as rounded to
+    `dtype`: the float32 bound, or the roundings to `dtype` plus the float32 sum's drift when that
+    is larger. A function of the type and the length only, never of a case; float32 keeps 1e-4 for
+    every sum shorter than ~170k terms."""
+    t = info(dtype)
+    u_out = t.unit_roundoff if t.itemsize < 4 else 0.0
+    drift = SUM_LAMBDA * max(1, int(length)) ** 0.5 * DTYPES["float32"].unit_roundoff
+    return max(FLOAT32_TOLERANCE, ROUNDINGS * u_out + drift)
+
+
+def case_tolerance(dtype: str, op: str, k: int, max_degree: int) -> float:
+    """The bound of one case: `op` at width k on a graph whose longest row has max_degree edges."""
+    return tolerance(dtype, accumulation_length(op, k, max_degree))
+
+
+def accumulation_length(op: str, k: int, max_degree: int) -> int:
+    """The most terms one output sums: a row's edges (SpMM; attention's softmax and weighted sum)
+    or K products (SDDMM; attention's dot products)."""
+    if op == "sddmm":
+        return max(1, int(k))
+    if op == "spmm":
+        return max(1, int(max_degree))
+    return max(1, int(k), int(max_degree))
+
+
+# ------------------------------------------------------------------ host arrays
+
+def to_storage(x, dtype: str):
+    """Host values rounded to nearest even into `dtype`'s storage: float32, float16, or the bit
+    patterns (uint16) of bfloat16 (ml_dtypes rounds exactly as __float2bfloat16_rn)."""
+    import numpy as np
+
+    t = info(dtype)
+    x = np.asarray(x)
+    if t.name == "bfloat16":
+        import ml_dtypes
+
+        return x.astype(np.float32).astype(ml_dtypes.bfloat16).view(np.uint16)
+    return x.astype(t.storage)
+
+
+def from_storage(a, dtype: str):
+    """float64 values of a host array stored as `dtype` (exact: every value of the 2-byte types
+    and of float32 is a float64)."""
+    import numpy as np
+
+    a = np.asarray(a)
+    if info(dtype).name == "bfloat16":
+        # a bfloat16 is the top half of the float32 with the same bits
+        return (a.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    return a.astype(np.float64)

@@ -108,7 +108,7 @@ class FakeToolkit:
     def prepare_baselines(self, dgraph, op, k, heads):
         return [FakePlan(dgraph, op, k, "torch", "torch.addmm(out=)", 4.0)], [("pyg", "torch_geometric is not installed")]
 
-    def schedules(self, op, k, heads):
+    def schedules(self, op, k, heads, dtype="float32"):
         return [FakeSchedule(n) for n in ("spmm.good", "spmm.wrong", "spmm.broken")]
 
     def prepare_native(self, dgraph, schedule, k, heads, dtype="float32"):
@@ -117,7 +117,7 @@ class FakeToolkit:
         return FakePlan(dgraph, "spmm", k, "native", schedule.name, self.NATIVE_MS[schedule.name],
                         wrong=schedule.name == "spmm.wrong")
 
-    def precompile(self, ops):
+    def precompile(self, ops, dtype="float32"):
         self.precompiled.append(list(ops))
         return {f"{op}_fake.cu": 1.5 for op in ops}
 

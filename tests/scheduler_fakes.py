@@ -123,7 +123,7 @@ class FakeMeasurer:
         out = reference_result(op, plan.graph, inputs)
         return out * 1.01 + 1e-3 if plan.wrong else out
 
-    def reference(self, op, dgraph, inputs, scale=None):
+    def reference(self, op, dgraph, inputs, scale=None, dtype="float32"):
         return reference_result(op, dgraph.host, inputs, scale)
 
     def rel_error(self, out, ref):

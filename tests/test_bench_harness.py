@@ -159,9 +159,9 @@ def test_kernels_compile_once_before_the_suite_and_tune_ms_excludes_features(cap
     order = []
 
     class Watched(FakeToolkit):
-        def precompile(self, ops):
+        def precompile(self, ops, dtype="float32"):
             order.append("precompile")
-            return super().precompile(ops)
+            return super().precompile(ops, dtype)
 
         def graph_features(self, graph):
             order.append("features")
@@ -190,7 +190,7 @@ def test_kernels_compile_once_before_the_suite_and_tune_ms_excludes_features(cap
 
 def test_a_kernel_file_that_does_not_compile_is_reported_and_the_suite_goes_on():
     class Broken(FakeToolkit):
-        def precompile(self, ops):
+        def precompile(self, ops, dtype="float32"):
             raise RuntimeError("nvrtc: error in spmm_split.cu\nline 2")
 
     tk = Broken()
@@ -209,7 +209,7 @@ def test_a_kernel_file_that_does_not_compile_is_reported_and_the_suite_goes_on()
 class ExhaustiveToolkit(FakeToolkit):
     """Natives good 1.0, fast 0.98, slow 1.5 ms, plus a wrong and a broken one."""
 
-    def schedules(self, op, k, heads):
+    def schedules(self, op, k, heads, dtype="float32"):
         return [FakeSchedule(n) for n in ("spmm.slow", "spmm.good", "spmm.fast", "spmm.wrong", "spmm.broken")]
 
 

@@ -1,6 +1,7 @@
 """dtype as a value: the element-type table, what each op spec accepts, and the dtype carried through
 tuning (cache key and entry, probe log), replay, the benchmark's cases and rows, the CLI and the API.
-Only float32 is accepted today; every other dtype is refused in one line naming the supported ones."""
+Every op takes float32, float16 and bfloat16; any other dtype is refused in one line naming the known
+ones, and an op spec refuses a dtype it does not list in one line naming the ones it does."""
 from __future__ import annotations
 
 import json
@@ -13,6 +14,7 @@ from autosage_cli.cache import DecisionCache, make_key
 from autosage_cli.errors import AutosageError
 from autosage_cli.kernels import compile as kcompile
 from autosage_cli.kernels.schedule import registry
+from autosage_cli.ops.spec import OpSpec
 from autosage_cli.scheduler import probe
 from autosage_cli.scheduler import replay as replay_mod
 from autosage_cli.scheduler import tune as tune_mod
@@ -32,13 +34,16 @@ def test_the_table_gives_each_dtype_its_c_type_size_and_tolerance():
         dtypes.info("int8")
 
 
-def test_each_op_spec_accepts_float32_only_for_now():
+def test_each_op_spec_accepts_the_three_dtypes():
     assert ops.names() == ("spmm", "sddmm", "attention")
-    assert all(ops.get(op).dtypes == ("float32",) for op in ops.names())
-    assert ops.supported_dtypes() == ("float32",)
-    assert ops.require_dtype("sddmm", "float32") == "float32"
-    with pytest.raises(AutosageError, match="dtype bfloat16 is not supported for attention; supported: float32"):
-        ops.require_dtype("attention", "bfloat16")
+    assert all(ops.get(op).dtypes == ("float32", "float16", "bfloat16") for op in ops.names())
+    assert ops.supported_dtypes() == ("float32", "float16", "bfloat16")
+    assert ops.require_dtype("sddmm", "bfloat16") == "bfloat16"
+    with pytest.raises(AutosageError, match="unknown dtype 'int8'"):
+        ops.require_dtype("attention", "int8")
+    narrow = OpSpec(name="gather", dtypes=("float32",))
+    with pytest.raises(AutosageError, match="dtype bfloat16 is not supported for gather; supported: float32"):
+        narrow.require_dtype("bfloat16")
     with pytest.raises(AutosageError, match="unknown op 'gemm'"):
         ops.get("gemm")
 
@@ -68,10 +73,11 @@ def test_memory_estimates_use_the_element_size():
     assert (single - graph) == 2 * (half - graph)
 
 
-def test_validate_options_refuses_an_unsupported_dtype():
-    tune_mod.validate_options("spmm", 8, dtype="float32")
-    with pytest.raises(AutosageError, match="dtype float16 is not supported for spmm; supported: float32"):
-        tune_mod.validate_options("spmm", 8, dtype="float16")
+def test_validate_options_refuses_an_unknown_dtype():
+    for dtype in ("float32", "float16", "bfloat16"):
+        tune_mod.validate_options("spmm", 8, dtype=dtype)
+    with pytest.raises(AutosageError, match="unknown dtype 'int8'"):
+        tune_mod.validate_options("spmm", 8, dtype="int8")
 
 
 def _tune(graph, cache, dtype="float32", measure=None):
@@ -118,20 +124,19 @@ def test_replay_filters_by_dtype_and_skips_a_dtype_this_version_cannot_run(tmp_p
     assert [(o.dtype, o.status) for o in outcomes] == [("float32", "checked")]
     assert replay_mod.replay(cache, dry_run=True, dtype="float16") == []
     doc = json.loads(cache.path.read_text())
-    next(iter(doc["entries"].values()))["dtype"] = "bfloat16"
+    next(iter(doc["entries"].values()))["dtype"] = "int8"
     cache.path.write_text(json.dumps(doc))
     [out] = replay_mod.replay(cache, dry_run=True)
-    assert out.status == "skipped" and "dtype bfloat16 is not supported for spmm" in out.reason
+    assert out.status == "skipped" and "unknown dtype 'int8'" in out.reason
     r = run_cli("replay", str(cache.path), "--dry-run", "--json", "--dtype", "float32")
     assert r.exit_code == 0 and json.loads(r.stdout)["entries"] == []
 
 
 @pytest.mark.parametrize("args, message", [
-    (("tune", "--dataset", "cora", "-k", "8", "--dtype", "float16"), "Error: Invalid value for '--dtype'"),
-    (("bench", "--dataset", "cora", "--dtypes", "float16", "--dry-run"),
-     "Error: dtype float16 is not supported for spmm; supported: float32"),
+    (("tune", "--dataset", "cora", "-k", "8", "--dtype", "int8"), "Error: Invalid value for '--dtype'"),
     (("bench", "--dataset", "cora", "--dtypes", "fp8", "--dry-run"), "Error: unknown dtype 'fp8'"),
-    (("replay", "x.json", "--dtype", "bfloat16"), "Error: Invalid value for '--dtype'"),
+    (("bench", "--dataset", "cora", "--dtypes", "float32,__half", "--dry-run"), "Error: unknown dtype '__half'"),
+    (("replay", "x.json", "--dtype", "int8"), "Error: Invalid value for '--dtype'"),
 ])
 def test_cli_refuses_unsupported_dtypes_in_one_line(args, message):
     r = run_cli(*args)
@@ -141,12 +146,12 @@ def test_cli_refuses_unsupported_dtypes_in_one_line(args, message):
 
 
 def test_bench_dry_run_lists_one_case_per_dtype():
-    r = run_cli("bench", "--dataset", "cora", "--ops", "spmm", "--widths", "8", "--dtypes", "float32",
+    r = run_cli("bench", "--dataset", "cora", "--ops", "spmm", "--widths", "8", "--dtypes", "float32,bfloat16",
                 "--dry-run", "--json")
     assert r.exit_code == 0, r.stderr
-    assert [c["dtype"] for c in json.loads(r.stdout)["cases"]] == ["float32"]
-    r = run_cli("tune", "--dataset", "cora", "-k", "8", "--dtype", "float32", "--dry-run", "--json")
-    assert r.exit_code == 0 and json.loads(r.stdout)["cases"][0]["dtype"] == "float32"
+    assert [c["dtype"] for c in json.loads(r.stdout)["cases"]] == ["float32", "bfloat16"]
+    r = run_cli("tune", "--dataset", "cora", "-k", "64", "--dtype", "bfloat16", "--dry-run", "--json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["cases"][0]["dtype"] == "bfloat16"
 
 
 def test_bench_rows_tunes_and_inputs_carry_the_case_dtype():
@@ -190,5 +195,6 @@ def test_api_takes_the_dtype_from_its_inputs():
     assert api.common_dtype([("X", "float32"), ("Y", "float32")]) == "float32"
     with pytest.raises(AutosageError, match="Y: dtype float16 differs from X's float32"):
         api.common_dtype([("X", "float32"), ("Y", "float16")])
-    with pytest.raises(AutosageError, match="dtype float16 is not supported for sddmm"):
-        api.prepare_plan(small_graph(), None, "sddmm", 8, dtype="float16")
+    assert api.check_dense("B", Dense((4, 8), "float16"), (4, None), "spmm") == "float16"
+    with pytest.raises(AutosageError, match="unknown dtype 'int8'"):
+        api.prepare_plan(small_graph(), None, "sddmm", 8, dtype="int8")

@@ -15,7 +15,7 @@ import pytest
 from autosage_cli.kernels import compile as kcompile
 from autosage_cli.kernels import schedule as sched
 from autosage_cli.kernels.schedule import FAMILIES, Family, Schedule
-from autosage_cli.kernels.value_types import vector_bytes_fit
+from autosage_cli.dtypes import vector_bytes_fit
 from autosage_cli.scheduler.estimate import estimate_ms, rank
 
 from scheduler_fakes import REDDIT_LIKE, UNIFORM_1M

@@ -18,7 +18,7 @@ from autosage_cli.backends.reference import reference
 from autosage_cli.backends.timing import poison, rel_error
 from autosage_cli.graphs.csr import CSRGraph
 from autosage_cli.kernels.schedule import Schedule, registry
-from autosage_cli.kernels.value_types import accumulation_length, from_storage, to_storage, tolerance
+from autosage_cli.dtypes import accumulation_length, from_storage, to_storage, tolerance
 
 from test_native_gpu import build_graphs
 

@@ -23,7 +23,7 @@ import pytest
 
 from autosage_cli.kernels import compile as kcompile
 from autosage_cli.kernels import schedule as sched
-from autosage_cli.kernels.value_types import VALUE_TYPES, vector_bytes_fit
+from autosage_cli.dtypes import DTYPES, vector_bytes_fit
 
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
 
@@ -80,9 +80,9 @@ def all_reports() -> dict[str, object]:
 
 
 def test_every_family_is_checked_in_every_value_type():
-    assert set(SCHEDULE_STRIDE) == set(VALUE_TYPES)
+    assert set(SCHEDULE_STRIDE) == set(DTYPES)
     for dtype in SCHEDULE_STRIDE:
-        c_type = VALUE_TYPES[dtype].c_type
+        c_type = DTYPES[dtype].c_type
         checked = checked_schedules(dtype)
         assert {s.family for s in checked} == set(sched.FAMILIES), dtype
         if dtype == HALF_ONLY_CHECKED_IN:

@@ -19,7 +19,7 @@ from autosage_cli.kernels import attention_space
 from autosage_cli.kernels import compile as kcompile
 from autosage_cli.kernels import schedule as sched
 from autosage_cli.kernels.compile import KernelRef
-from autosage_cli.kernels.value_types import vector_bytes_fit
+from autosage_cli.dtypes import vector_bytes_fit
 
 
 class Recorder:

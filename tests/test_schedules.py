@@ -11,7 +11,7 @@ from autosage_cli.errors import AutosageError
 from autosage_cli.kernels import schedule as sched
 from autosage_cli.kernels import sddmm_space, spmm_space
 from autosage_cli.kernels.schedule import Schedule
-from autosage_cli.kernels.value_types import VALUE_TYPES, vector_bytes_fit
+from autosage_cli.dtypes import DTYPES, vector_bytes_fit
 
 SUITE_K = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 AWKWARD_K = (3, 5, 33, 127)
@@ -68,7 +68,7 @@ def test_space_rules_reject_inconsistent_knobs():
         sddmm_space.check_space_rules(Schedule("sddmm", "edge", lanes=4, vec=1, chunk=64))
 
 
-@pytest.mark.parametrize("dtype", VALUE_TYPES)
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("op", OWN_OPS)
 @pytest.mark.parametrize("k", SUITE_K + AWKWARD_K)
 def test_every_width_has_candidates(op, k, dtype):
@@ -78,12 +78,12 @@ def test_every_width_has_candidates(op, k, dtype):
 @pytest.mark.parametrize("s", own_schedules(), ids=lambda s: s.name)
 def test_every_schedule_is_purposeful(s):
     """Each schedule runs at least one suite width in some value type (else it could never win)."""
-    assert any(s.supports(k, 1, dtype) is None for k in SUITE_K for dtype in VALUE_TYPES)
+    assert any(s.supports(k, 1, dtype) is None for k in SUITE_K for dtype in DTYPES)
 
 
 @pytest.mark.parametrize("s", own_schedules(), ids=lambda s: s.name)
 def test_supports_reasons(s):
-    for k, dtype in product(SUITE_K + AWKWARD_K, VALUE_TYPES):
+    for k, dtype in product(SUITE_K + AWKWARD_K, DTYPES):
         reason = s.supports(k, 1, dtype)
         assert reason is None or (isinstance(reason, str) and reason.strip())
         if vector_bytes_fit(s.vec, dtype):

@@ -1,5 +1,6 @@
 """Value types (CPU): float32, float16 and bfloat16 name expressions for every family, the vector
-widths each element size allows (with reasons), and float32 left exactly as it was."""
+widths each element size allows (with reasons), float32 left exactly as it was, host rounding, the
+tolerance rule and the reference of rounded inputs."""
 from __future__ import annotations
 
 import re
@@ -7,22 +8,26 @@ import re
 import numpy as np
 import pytest
 
+from autosage_cli import dtypes as vt
+from autosage_cli.dtypes import DTYPES, info as dtype_info, vector_bytes_fit
+from autosage_cli.errors import AutosageError
 from autosage_cli.kernels import compile as kcompile
-from autosage_cli.kernels import value_types as vt
 from autosage_cli.kernels import schedule as sched
 from autosage_cli.kernels.attention_space import combine_expression, expressions
 from autosage_cli.kernels.schedule import Schedule
-from autosage_cli.kernels.value_types import VALUE_TYPES, value_type, vector_bytes_fit
 
 HALVES = ("float16", "bfloat16")
 
 
 def test_value_types_by_name_and_c_type():
-    assert {n: (t.c_type, t.itemsize, t.max_vec) for n, t in VALUE_TYPES.items()} == {
+    assert {n: (t.c_type, t.itemsize, t.max_vec) for n, t in DTYPES.items()} == {
         "float32": ("float", 4, 4), "float16": ("__half", 2, 8), "bfloat16": ("__nv_bfloat16", 2, 8)}
-    assert value_type("__nv_bfloat16") is VALUE_TYPES["bfloat16"]
-    with pytest.raises(ValueError, match="unknown dtype 'float64'"):
-        value_type("float64")
+    assert dtype_info("__nv_bfloat16") is DTYPES["bfloat16"]
+    with pytest.raises(AutosageError, match="unknown dtype 'float64'"):
+        dtype_info("float64")
+    with pytest.raises(AutosageError, match="unknown dtype 'float'"):
+        vt.parse_list("float32,float")          # C++ spellings name kernels, not user dtypes
+    assert [vt.storage_dtype(n) for n in DTYPES] == ["float32", "float16", "uint16"]
 
 
 @pytest.mark.parametrize("s", sched.all_schedules(), ids=lambda s: s.name)
@@ -30,7 +35,7 @@ def test_every_family_names_its_kernel_in_every_value_type(s):
     float_expr = s.name_expression("float")
     assert s.name_expression("float32") == float_expr
     for dtype in HALVES:
-        c_type = VALUE_TYPES[dtype].c_type
+        c_type = DTYPES[dtype].c_type
         expr = s.name_expression(dtype)
         assert expr == s.name_expression(c_type)
         if s.family == "unfused":   # the softmax: scores type last, float's left to its default
@@ -78,7 +83,7 @@ def test_candidates_per_value_type(op):
 
 
 def test_instantiations_per_value_type_skip_vectors_a_type_cannot_load():
-    for dtype, c_type in ((n, t.c_type) for n, t in VALUE_TYPES.items()):
+    for dtype, c_type in ((n, t.c_type) for n, t in DTYPES.items()):
         refs = kcompile.instantiations(dtype=dtype)
         assert refs and all(c_type in r.expression or "attention_softmax" in r.expression for r in refs)
     f32 = {r.expression for r in kcompile.instantiations(dtype="float32")}
@@ -109,7 +114,7 @@ def test_host_rounding_is_to_nearest_even_and_exact_back():
         back = vt.from_storage(vt.to_storage(y, dtype), dtype)
         normal = np.abs(y) > 1e-3           # float16 is subnormal below 6.1e-5: absolute steps
         rel = np.abs(back - y)[normal] / np.abs(y)[normal]
-        assert rel.max() <= vt.UNIT_ROUNDOFF[dtype] and rel.max() > vt.UNIT_ROUNDOFF[dtype] / 4
+        assert rel.max() <= vt.info(dtype).unit_roundoff and rel.max() > vt.info(dtype).unit_roundoff / 4
         # rounding twice changes nothing: the stored values are the type's own
         assert np.array_equal(vt.to_storage(back, dtype), vt.to_storage(y, dtype))
 
@@ -119,7 +124,7 @@ def test_tolerance_rules():
     assert vt.tolerance("float32", 1) == vt.tolerance("float32", 21_700) == 1e-4
     assert vt.tolerance("float32", 10 ** 6) > 1e-4
     for dtype in ("float16", "bfloat16"):
-        u = vt.UNIT_ROUNDOFF[dtype]
+        u = vt.info(dtype).unit_roundoff
         short, long = vt.tolerance(dtype, 1), vt.tolerance(dtype, 21_700)
         assert 3 * u <= short < long < 3 * u + 1e-4         # the roundings, then the drift
         assert vt.tolerance(dtype, 0) == short               # at least one term
@@ -167,9 +172,32 @@ def test_bfloat16_results_are_poisoned_and_compared_by_value():
     x = np.random.default_rng(0).uniform(-1, 1, 1000)
     stored = vt.to_storage(x, "bfloat16")
     err = rel_error(stored, x)                                 # values, not bit patterns
-    assert vt.UNIT_ROUNDOFF["bfloat16"] / 10 < err < vt.UNIT_ROUNDOFF["bfloat16"]
+    assert vt.info("bfloat16").unit_roundoff / 10 < err < vt.info("bfloat16").unit_roundoff
     assert rel_error(stored, vt.from_storage(stored, "bfloat16")) == 0.0
     poisoned = poison(stored.copy())
     assert np.isnan(vt.from_storage(poisoned, "bfloat16")).all() and rel_error(poisoned, x) == np.inf
     half = poison(vt.to_storage(x, "float16"))
     assert np.isnan(half).all()
+
+
+# ------------------------------------------------------------------ the cost model's element size
+
+def test_the_cost_model_moves_two_byte_elements():
+    from autosage_cli.scheduler.estimate import estimate_ms, estimate_vendor_ms, rank
+
+    from scheduler_fakes import REDDIT_LIKE, UNIFORM_1M
+
+    s = Schedule("spmm", "warprow", lanes=32, vec=4, unroll=4)
+    for f in (UNIFORM_1M, REDDIT_LIKE):
+        f32, bf16 = estimate_ms(f, "spmm", 128, s, dtype="float32"), estimate_ms(f, "spmm", 128, s, dtype="bfloat16")
+        assert bf16 < f32                          # half the dense bytes, same index stream
+        assert estimate_ms(f, "spmm", 128, s) == f32
+        assert estimate_vendor_ms(f, "spmm", 128, dtype="float16") < estimate_vendor_ms(f, "spmm", 128)
+    # float32 ranks only what it can run; bfloat16 also ranks the 16-byte half schedules
+    f32 = [x for x, _ in rank(UNIFORM_1M, "spmm", 64)]
+    bf16 = [x for x, _ in rank(UNIFORM_1M, "spmm", 64, dtype="bfloat16")]
+    assert all(x.vec <= 4 for x in f32) and any(x.vec == 8 for x in bf16)
+    assert set(f32) < set(bf16)
+    attention = Schedule("attention", "fused", lanes=8, vec=8, tile=64, unroll=2)
+    assert [x for x, _ in rank(UNIFORM_1M, "attention", 64, 4, schedules=[attention])] == []
+    assert [x for x, _ in rank(UNIFORM_1M, "attention", 64, 4, schedules=[attention], dtype="float16")] == [attention]

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..kernels import attention_space as space
 from ..kernels.compile import get_function
-from ..kernels.value_types import storage_dtype, value_type
+from ..dtypes import storage_dtype, info as dtype_info
 from .base import DeviceGraph, Plan, input_shapes, output_shape
 
 
@@ -44,7 +44,7 @@ def check_inputs(plan: Plan, inputs: tuple, out, vec: int = 1) -> None:
     shapes = input_shapes("attention", plan.graph, plan.k, plan.heads)
     arrays = list(zip(names, inputs, shapes)) + [("out", out, output_shape("attention", plan.graph,
                                                                              plan.k, plan.heads))]
-    stored, size = np.dtype(storage_dtype(plan.dtype)), value_type(plan.dtype).itemsize
+    stored, size = np.dtype(storage_dtype(plan.dtype)), dtype_info(plan.dtype).itemsize
     for name, arr, shape in arrays:
         if tuple(arr.shape) != tuple(shape) or arr.dtype != stored or not arr.flags.c_contiguous:
             raise ValueError(f"{name}: expected a C-contiguous {plan.dtype} ({stored}) array of shape "

@@ -25,7 +25,6 @@ import numpy as np
 from .. import dtypes
 from ..kernels import attention_space as space
 from ..kernels.schedule import Schedule, get, registry
-from ..kernels.value_types import storage_dtype
 from . import native_sddmm, native_spmm
 from .attention_common import check_inputs, index_type, kernel, values_arg
 from .base import DeviceGraph, Plan, PrepareTimer
@@ -118,7 +117,7 @@ class UnfusedAttentionPlan(Plan):
             self.grid, self.block = schedule.launch(dgraph.n_rows * heads, d)
             # Scores of every head, head-major: row h is one SDDMM output (made once), in the value
             # type (the SpMM reads them back as A's values); the softmax computes in float32.
-            self.scores = cupy.empty((heads, max(1, dgraph.nnz)), dtype=storage_dtype(dtype))
+            self.scores = cupy.empty((heads, max(1, dgraph.nnz)), dtype=dtypes.storage_dtype(dtype))
             self.bias = values_arg(dgraph, use_values)
             self.vec = max(self.sddmm_schedule.vec, self.spmm_schedule.vec)
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..kernels.value_types import storage_dtype, value_type
+from ..dtypes import storage_dtype, info as dtype_info
 from .base import DeviceGraph, Plan, PrepareTimer
 from .cusparse import CusparseSpMM
 from .attention_common import attention_scale, check_inputs
@@ -52,7 +52,7 @@ class VendorAttentionPlan(Plan):
         import cupy
 
         self.backend = self.schedule = name
-        self.dtype = value_type(dtype).name
+        self.dtype = dtype_info(dtype).name
         self.scale, self.use_values = scale, use_values
         # exp(scale * (s - max s)) is the softmax of scale * s only for scale > 0.
         self.fold_scale = scale > 0 and not use_values

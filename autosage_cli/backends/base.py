@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from .. import dtypes
 from ..graphs.csr import CSRGraph
 from ..kernels.compile import compile_ms_total
-from ..kernels.value_types import storage_dtype
 
 
 @dataclass(eq=False)
@@ -101,7 +100,7 @@ class Plan(ABC):
         import cupy
 
         return cupy.empty(output_shape(self.op, self.graph, self.k, self.heads),
-                          dtype=storage_dtype(self.dtype))
+                          dtype=dtypes.storage_dtype(self.dtype))
 
     @abstractmethod
     def run(self, inputs: tuple, out) -> None:

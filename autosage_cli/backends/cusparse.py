@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..kernels.value_types import storage_dtype, value_type
+from ..dtypes import storage_dtype, info as dtype_info
 from .base import DeviceGraph, Plan, PrepareTimer
 from .value_arrays import cuda_data_type, graph_values
 
@@ -58,7 +58,7 @@ def _row_view_check(name: str, arr, rows: int, k: int, ld: int, dtype: str = "fl
     elements."""
     import cupy
 
-    stored, size = cupy.dtype(storage_dtype(dtype)), value_type(dtype).itemsize
+    stored, size = cupy.dtype(storage_dtype(dtype)), dtype_info(dtype).itemsize
     if arr.dtype != stored or arr.ndim != 2 or arr.shape != (rows, k):
         raise ValueError(f"{name}: expected a {dtype} ({stored}) array of shape {(rows, k)}, "
                          f"got {arr.dtype} {tuple(arr.shape)}")
@@ -92,7 +92,7 @@ class CusparseSpMM:
 
         if k < 1:
             raise ValueError(f"K must be >= 1, got {k}")
-        self.graph, self.k, self.dtype = dgraph, int(k), value_type(dtype).name
+        self.graph, self.k, self.dtype = dgraph, int(k), dtype_info(dtype).name
         self.alg = algorithm_id(alg)
         self.ldb = int(ldb if ldb is not None else k)
         self.ldc = int(ldc if ldc is not None else k)
@@ -199,7 +199,7 @@ class CusparseSpMMPlan(Plan):
         super().__init__(dgraph, "spmm", k, 1)
         self.backend = self.schedule = name
         self.provider = "cusparseSpMM"
-        self.dtype = value_type(dtype).name
+        self.dtype = dtype_info(dtype).name
         with PrepareTimer(self):
             self.spmm = CusparseSpMM(dgraph, name, k, dtype=dtype)
 

@@ -9,7 +9,6 @@ from .. import dtypes
 from ..errors import AutosageError
 from ..kernels.compile import get_function
 from ..kernels.schedule import Schedule
-from ..kernels.value_types import storage_dtype, value_type
 from .base import DeviceGraph
 
 NULL = np.uint64(0)  # a null device pointer, passed by value (8 zero bytes)
@@ -65,7 +64,7 @@ def check_dense(name: str, arr, rows: int, k: int, ld: int, vec: int, dtype: str
 
 def check_dtype(name: str, arr, dtype: str) -> int:
     """`arr` must be stored as `dtype` (bfloat16: uint16 bit patterns); returns the element size."""
-    stored = storage_dtype(dtype)
+    stored = dtypes.storage_dtype(dtype)
     if arr.dtype != np.dtype(stored):
         want = dtype if stored == dtype else f"{dtype} (stored as {stored})"
         raise AutosageError(f"{name}: expected {want}, got {arr.dtype}")

@@ -22,7 +22,7 @@ import scipy.sparse as sp
 
 from ..errors import AutosageError
 from ..graphs.csr import CSRGraph
-from ..kernels.value_types import from_storage, to_storage, value_type
+from ..dtypes import from_storage, to_storage, info as dtype_info
 
 _CHUNK_ELEMENTS = 1 << 24   # float64 elements per temporary (128 MiB)
 
@@ -92,7 +92,7 @@ def reference(op: str, csr, inputs, scale: float | None = None,
     stored as `dtype`."""
     a = _as_csr(csr)
     n, m = a.shape
-    if value_type(dtype).name == "float32":
+    if dtype_info(dtype).name == "float32":
         arrays = [_host64(x) for x in inputs]
         bias = a.data
     else:

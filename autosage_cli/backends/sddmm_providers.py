@@ -11,7 +11,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from ..kernels.value_types import storage_dtype, value_type
+from ..dtypes import storage_dtype, info as dtype_info
 from .base import DeviceGraph
 from .value_arrays import cuda_data_type, to_float32, to_value_type
 
@@ -77,7 +77,7 @@ class TorchBridge:
 
         def make():
             t = self.torch.from_dlpack(arr)
-            return t.view(self.torch.bfloat16) if value_type(dtype).name == "bfloat16" else t
+            return t.view(self.torch.bfloat16) if dtype_info(dtype).name == "bfloat16" else t
 
         return self.cached(key, make)
 
@@ -97,7 +97,7 @@ class GatherDot:
     def __init__(self, dgraph: DeviceGraph, k: int, chunk_bytes: int = 64 << 20, dtype: str = "float32"):
         import cupy
 
-        self.rows, self.cols, self.dtype = edge_rows(dgraph), dgraph.indices, value_type(dtype).name
+        self.rows, self.cols, self.dtype = edge_rows(dgraph), dgraph.indices, dtype_info(dtype).name
         chunk = max(1, min(dgraph.nnz, chunk_bytes // (4 * k)))
         self.bx = cupy.empty((chunk, k), dtype=cupy.float32)
         self.by = cupy.empty((chunk, k), dtype=cupy.float32)
@@ -144,7 +144,7 @@ class TorchSampledAddmm:
 
         if not torch.cuda.is_available():
             raise RuntimeError("torch sees no CUDA device")
-        self.graph, self.torch, self.dtype = dgraph, torch, value_type(dtype).name
+        self.graph, self.torch, self.dtype = dgraph, torch, dtype_info(dtype).name
         # Four memoized objects per distinct launch: X, Y, out and the CSR wrapper of out.
         self.bridge = TorchBridge(capacity=4 * max(1, launch_sets))
         if not dgraph.nnz:  # launch() never reaches a provider without edges
@@ -183,7 +183,7 @@ class NvmathSDDMM:
         import cupy
         from nvmath.bindings import cusparse as nv
 
-        self.nv, self.graph, self.dtype = nv, dgraph, value_type(dtype).name
+        self.nv, self.graph, self.dtype = nv, dgraph, dtype_info(dtype).name
         f32 = int(cupy.cuda.runtime.CUDA_R_32F)
         vt = int(cuda_data_type(self.dtype))   # A, B, C in the value type; float32 compute
         idx = nv.IndexType.INDEX_64I if dgraph.indices.dtype == cupy.int64 else nv.IndexType.INDEX_32I

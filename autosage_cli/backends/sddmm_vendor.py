@@ -37,7 +37,7 @@ import importlib.util
 
 import numpy as np
 
-from ..kernels.value_types import accumulation_length, storage_dtype, tolerance, value_type
+from ..dtypes import accumulation_length, storage_dtype, tolerance, info as dtype_info
 from .base import DeviceGraph, Plan, PrepareTimer
 from .sddmm_providers import (PROVIDER_GATHER, PROVIDER_NVMATH, PROVIDER_TORCH, GatherDot, NvmathSDDMM,
                               TorchSampledAddmm, edge_rows)
@@ -64,7 +64,7 @@ def sddmm_vendor_names() -> list[str]:
 def _check_view(name: str, arr, rows: int, k: int, ld: int, dtype: str = "float32") -> None:
     import cupy
 
-    stored, size = cupy.dtype(storage_dtype(dtype)), value_type(dtype).itemsize
+    stored, size = cupy.dtype(storage_dtype(dtype)), dtype_info(dtype).itemsize
     if arr.dtype != stored or arr.shape != (rows, k):
         raise ValueError(f"{name}: expected {dtype} ({stored}) {(rows, k)}, got {arr.dtype} "
                          f"{tuple(arr.shape)}")
@@ -88,7 +88,7 @@ class VendorSDDMM:
                  providers: tuple[str, ...] | None = None, launch_sets: int = 1, dtype: str = "float32"):
         if k < 1:
             raise ValueError(f"K must be >= 1, got {k}")
-        self.graph, self.k, self.dtype = dgraph, int(k), value_type(dtype).name
+        self.graph, self.k, self.dtype = dgraph, int(k), dtype_info(dtype).name
         self.ldx, self.ldy = int(ldx or k), int(ldy or k)
         if self.ldx < k or self.ldy < k:
             raise ValueError(f"leading dimensions must be >= K={k}")
@@ -180,7 +180,7 @@ class SDDMMVendorPlan(Plan):
 
     def __init__(self, dgraph: DeviceGraph, name: str, k: int, dtype: str = "float32"):
         super().__init__(dgraph, "sddmm", k, 1)
-        self.dtype = value_type(dtype).name
+        self.dtype = dtype_info(dtype).name
         with PrepareTimer(self):
             self.sddmm = VendorSDDMM(dgraph, k, providers=(VENDOR_PROVIDERS[name],), dtype=self.dtype)
             # the providers sample the pattern only; A's values are applied afterwards unless all 1.

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..kernels.value_types import from_storage
+from ..dtypes import from_storage
 
 BFLOAT16_NAN = 0x7FC0   # a quiet NaN's bfloat16 bits
 

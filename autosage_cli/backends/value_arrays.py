@@ -1,4 +1,4 @@
-"""Device arrays in the three value types (kernels/value_types.py): float32, float16 and bfloat16.
+"""Device arrays in the three value types (autosage_cli/dtypes.py): float32, float16 and bfloat16.
 
 bfloat16 lives on the device as its bit patterns in uint16 arrays. CuPy has no general bfloat16
 dtype, and the kernels and cuSPARSE only need a pointer to 2-byte elements, so uint16 storage is
@@ -9,7 +9,7 @@ bfloat16 -> float32 is exact (the bits are the top half of a float32). float16 i
 """
 from __future__ import annotations
 
-from ..kernels.value_types import storage_dtype, value_type
+from ..dtypes import storage_dtype, info as dtype_info
 
 _TO_BF16 = None
 _FROM_BF16 = None
@@ -37,7 +37,7 @@ def to_value_type(x, dtype: str, out=None):
     (written into `out` when given); `x` itself when it is stored so already and no `out` is given."""
     import cupy
 
-    name = value_type(dtype).name
+    name = dtype_info(dtype).name
     stored = cupy.dtype(storage_dtype(name))
     if out is None and x.dtype == stored:
         return x
@@ -54,7 +54,7 @@ def to_float32(x, dtype: str, out=None):
     """float32 values of a device array stored as `dtype` (exact; into `out` when given)."""
     import cupy
 
-    if value_type(dtype).name == "bfloat16":
+    if dtype_info(dtype).name == "bfloat16":
         return _bf16_kernels()[1](*((x,) if out is None else (x, out)))
     if out is None:
         return x.astype(cupy.float32, copy=False)
@@ -64,7 +64,7 @@ def to_float32(x, dtype: str, out=None):
 
 def graph_values(dgraph, dtype: str):
     """The device graph's edge values in `dtype` (made once, kept in dgraph.derived)."""
-    name = value_type(dtype).name
+    name = dtype_info(dtype).name
     if name == "float32":
         return dgraph.values
     key = ("values", name)
@@ -77,7 +77,7 @@ def cuda_data_type(dtype: str) -> int:
     """The cudaDataType_t of `dtype` (CUDA_R_32F, CUDA_R_16F, CUDA_R_16BF)."""
     from cupy_backends.cuda.api import runtime
 
-    name = value_type(dtype).name
+    name = dtype_info(dtype).name
     # CUDA_R_16BF is 14 in library_types.h; older CuPy builds do not export the name.
     return {"float32": runtime.CUDA_R_32F, "float16": runtime.CUDA_R_16F,
             "bfloat16": getattr(runtime, "CUDA_R_16BF", 14)}[name]

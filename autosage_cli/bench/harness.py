@@ -59,7 +59,7 @@ class RunOptions:
     budget_ms: float | None = None
     guardrail: float | None = None
     root: str = "datasets"
-    tolerance: float | None = None   # None: the case dtype's (dtypes.tolerance; 1e-4 for float32)
+    tolerance: float | None = None   # None: the case's (dtypes.case_tolerance; 1e-4 for float32)
 
 
 @dataclass
@@ -105,7 +105,8 @@ class CaseRunner:
         self.opts = ctx.options
         self.inputs = None
         self.reference = None
-        self.tolerance = ctx.options.tolerance or dtypes.tolerance(case.dtype)
+        self.tolerance = ctx.options.tolerance or dtypes.case_tolerance(
+            case.dtype, case.op, case.k, int(graph.row_degrees().max(initial=0)))
 
     # ---- measuring one plan
     def _prepare(self, backend: str, schedule: str, prepare: Callable[[], object]):
@@ -277,7 +278,7 @@ class CaseRunner:
         best = min((r.ms_median for r in rows if r.status == "ok" and math.isfinite(r.ms_median)),
                    default=math.inf)
         out = []
-        for schedule in self.tk.schedules(c.op, c.k, c.heads):
+        for schedule in self.tk.schedules(c.op, c.k, c.heads, c.dtype):
             prepare = lambda s=schedule: self.tk.prepare_native(self.dgraph, s, c.k, c.heads, c.dtype)  # noqa: E731
             plan, failed = self._prepare("native", schedule.name, prepare)
             m = failed or self.measure(plan, backend="native", repeat=1 if screen else None)
@@ -337,12 +338,16 @@ def compile_line(info: dict) -> str:
             f"{info['seconds']:.1f} s before timing ({files})")
 
 
-def precompile(toolkit, ops: list[str]) -> dict:
-    """Compile every kernel file the ops' plans may launch, once: {"ops", "seconds", "files"} (or an
-    "error": a kernel that does not compile fails its own plans, as outcomes, later)."""
+def precompile(toolkit, ops: list[str], dtypes_run=(dtypes.DEFAULT,)) -> dict:
+    """Compile every kernel file the ops' plans may launch in the run's dtypes, once: {"ops",
+    "seconds", "files"} (or an "error": a kernel that does not compile fails its own plans, as
+    outcomes, later)."""
     t0 = time.perf_counter()
+    files: dict = {}
     try:
-        files = {name: round(float(sec), 3) for name, sec in toolkit.precompile(ops).items()}
+        for dtype in dtypes_run:
+            for name, sec in toolkit.precompile(ops, dtype).items():
+                files[name] = round(files.get(name, 0.0) + float(sec), 3)
     except Exception as exc:
         return {"ops": ops, "seconds": round(time.perf_counter() - t0, 3), "files": {}, "error": _one_line(exc)}
     return {"ops": ops, "seconds": round(time.perf_counter() - t0, 3), "files": files}
@@ -356,7 +361,8 @@ def run_suite(work: list[GraphWork], options: RunOptions, ctx: RunContext, toolk
     listener = listener or Listener()
     ops = sorted({c.op for w in work for c in w.cases})
     if ops:
-        info = precompile(toolkit, ops)
+        run_dtypes = [d for d in dtypes.DTYPES if any(c.dtype == d for w in work for c in w.cases)]
+        info = precompile(toolkit, ops, run_dtypes)
         ctx.environment["compile"] = info
         listener.on_compile(info)
     faults = guard.FaultState()

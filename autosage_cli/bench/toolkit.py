@@ -61,15 +61,15 @@ class GpuToolkit:
         plans = list(self._baselines.prepare_baselines(dgraph, op, k, heads, None, skipped=skipped))
         return plans, skipped
 
-    def schedules(self, op, k, heads):
-        return list(self._schedule.candidates(op, k, heads))
+    def schedules(self, op, k, heads, dtype="float32"):
+        return list(self._schedule.candidates(op, k, heads, dtype))
 
     def prepare_native(self, dgraph, schedule, k, heads, dtype="float32"):
         return self._native.prepare(dgraph, schedule, k, heads, dtype=dtype)
 
-    def precompile(self, ops):
-        """Compile every kernel file the ops' plans may launch: {file: seconds}."""
-        return self._compile.precompile(ops)
+    def precompile(self, ops, dtype="float32"):
+        """Compile every kernel file the ops' plans may launch in `dtype`: {file: seconds}."""
+        return self._compile.precompile(ops, dtype=dtype)
 
     def graph_features(self, graph):
         """(features, ms): the graph's features and fingerprint, computed once per graph (both are

@@ -27,7 +27,7 @@ Knobs of the fused families (template parameters of attention_fused.cu):
 from __future__ import annotations
 
 from .family import Family, first_reason
-from .value_types import value_type
+from ..dtypes import info as dtype_info
 
 FUSED_SOURCE = "attention_fused.cu"
 SOFTMAX_SOURCE = "attention_softmax.cu"
@@ -88,7 +88,7 @@ def unfused_supports(s: Schedule, d: int, heads: int = 1) -> str | None:
 # ------------------------------------------------------------------ name expressions
 
 def fused_expression(s: Schedule, dtype: str = "float", index: str = "int") -> str:
-    dtype = value_type(dtype).c_type
+    dtype = dtype_info(dtype).c_type
     kernel = "attention_fused_rows" if s.family == "fused" else "attention_fused_segments"
     return (f"{kernel}<{dtype}, {index}, {s.lanes}, {s.vec}, {vectors_per_lane(s)}, {s.unroll}, "
             f"{team_width(s)}>")
@@ -97,7 +97,7 @@ def fused_expression(s: Schedule, dtype: str = "float", index: str = "int") -> s
 def scores_type_argument(dtype: str) -> str:
     """The softmax kernels' trailing scores-type argument: none for float (its default, so the
     float32 expressions read `<index, lanes>`), else the C++ type."""
-    c_type = value_type(dtype).c_type
+    c_type = dtype_info(dtype).c_type
     return "" if c_type == "float" else f", {c_type}"
 
 

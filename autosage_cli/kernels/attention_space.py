@@ -17,7 +17,7 @@ from .attention_families import (  # the sources and expressions are the plans' 
     FUSED_SOURCE, SOFTMAX_SOURCE, fused_expression, scores_type_argument, softmax_expression, team_width,
     vectors_per_lane)
 from .schedule import Schedule
-from .value_types import value_type, vector_bytes_fit
+from ..dtypes import info as dtype_info, vector_bytes_fit
 
 THREADS = 256
 MAX_FEATURES = 256           # largest d a fused group holds in registers (vec 1, 32 lanes x 8)
@@ -43,7 +43,7 @@ UNFUSED_SOFTMAX = ((32, 2048), (8, 512))  # (lanes, split) of the unfused row so
 # ------------------------------------------------------------------ name expressions
 
 def combine_expression(dtype: str = "float", index: str = "int") -> str:
-    return f"attention_combine<{value_type(dtype).c_type}, {index}>"
+    return f"attention_combine<{dtype_info(dtype).c_type}, {index}>"
 
 
 def softmax_heavy_expression(s: Schedule, index: str = "int", dtype: str = "float") -> str:

@@ -25,7 +25,7 @@ from typing import Callable, Iterable, NamedTuple
 from ..cuda_sources import CUDA_DIR, kernel_source, sources_hash
 from ..errors import one_line
 from ..graphs.csr import default_workers   # NVRTC releases the GIL: threads compile in parallel
-from .value_types import VALUE_TYPES, vector_bytes_fit
+from ..dtypes import DTYPES, vector_bytes_fit
 
 ARCH = "sm_90"
 # The options NVRTC gets at run time; the nvcc check passes the same ones.
@@ -39,7 +39,7 @@ TWO_BYTE_DEFINE = "-DAUTOSAGE_2BYTE_TYPES=1"
 
 def needs_two_byte_types(expressions) -> bool:
     """Whether any name expression instantiates a kernel on a 2-byte value type."""
-    names = [t.c_type for t in VALUE_TYPES.values() if t.itemsize == 2]
+    names = [t.c_type for t in DTYPES.values() if t.itemsize == 2]
     return any(name in e for e in expressions for name in names)
 
 

@@ -24,7 +24,7 @@ from typing import Iterator
 from ..errors import AutosageError
 from . import attention_families, sddmm_families, spmm_families
 from .family import Family
-from .value_types import value_type, vector_bytes_fit
+from ..dtypes import info as dtype_info, vector_bytes_fit
 
 OPS = ("spmm", "sddmm", "attention")
 SPACE_MODULES = {op: f"{__package__}.{op}_space" for op in OPS}
@@ -132,7 +132,7 @@ class Schedule:
     def name_expression(self, dtype: str = "float") -> str:
         """The C++ template instantiation CuPy compiles for this schedule (NVRTC name expression)
         in `dtype`: a dtype name ("bfloat16") or its C++ type ("__nv_bfloat16")."""
-        return family_of(self.family).name_expression(self, value_type(dtype).c_type)
+        return family_of(self.family).name_expression(self, dtype_info(dtype).c_type)
 
     def launch(self, n_items: int, k: int,
                lanes_per_item: int | None = None) -> tuple[tuple[int, int, int], tuple[int, int, int]]:

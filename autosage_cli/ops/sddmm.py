@@ -3,4 +3,4 @@ from __future__ import annotations
 
 from .spec import OpSpec
 
-SPEC = OpSpec(name="sddmm", dtypes=("float32",))
+SPEC = OpSpec(name="sddmm", dtypes=("float32", "float16", "bfloat16"))

@@ -3,4 +3,4 @@ from __future__ import annotations
 
 from .spec import OpSpec
 
-SPEC = OpSpec(name="spmm", dtypes=("float32",))
+SPEC = OpSpec(name="spmm", dtypes=("float32", "float16", "bfloat16"))

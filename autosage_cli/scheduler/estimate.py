@@ -33,6 +33,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from .. import dtypes
+from ..dtypes import MAX_VECTOR_BYTES
 from ..kernels import schedule as schedule_mod
 from ..kernels.schedule import Schedule
 from ..kernels.spmm_families import parreduce_heavy_threshold
@@ -62,15 +64,15 @@ def sector_bytes(nbytes: float) -> float:
 
 
 def gather_bytes(f, k: int, dense_bytes: float, dev: DeviceModel, gathers: float,
-                 pass_width: int | None = None):
+                 pass_width: int | None = None, element_bytes: int = FLOAT):
     """(DRAM bytes, L2 bytes) of `gathers` row gathers of width k from a dense operand of
     `dense_bytes`, read in passes of `pass_width` features (default: all K at once). Every pass
-    reads whole 32-byte sectors (a pass of 4 floats wastes half of each), and each dense row is
-    read from DRAM at least once."""
+    reads whole 32-byte sectors (a pass of 4 floats or 8 halves wastes half of each), and each
+    dense row is read from DRAM at least once."""
     width = min(k, pass_width or k)
-    row = math.ceil(k / width) * sector_bytes(width * FLOAT)
+    row = math.ceil(k / width) * sector_bytes(width * element_bytes)
     hit = gather_hit_rate(f, dense_bytes, dev)
-    touched = min(dense_bytes, gathers * k * FLOAT)
+    touched = min(dense_bytes, gathers * k * element_bytes)
     return max(touched, (1.0 - hit) * gathers * row), gathers * row
 
 
@@ -135,14 +137,14 @@ def _items(prof, rows, nnz, max_deg, cap, w, k, s, step_us, share, dram, l2, wor
 
 
 def row_launches(f, prof: DegreeProfile, k: int, s: Schedule, dev: DeviceModel, heads: int,
-                 work: RowWork) -> list[Launch]:
+                 work: RowWork, elem: int = FLOAT) -> list[Launch]:
     """Rows (x heads) walked by groups; rows above `split` cut into `chunk`-edge pieces taken by a
-    warp of edge slots and merged by atomics or a two-phase pass; `chunk` without `split` cuts
-    every row (outputs per edge need no merge)."""
+    warp of edge slots and merged by atomics or a two-phase pass (float32 partials whatever the
+    element size `elem`); `chunk` without `split` cuts every row (outputs per edge need no merge)."""
     nnz, rows = float(f.nnz) * heads, float(f.n_rows) * heads
     w = walker(s, k)
-    dram_g, l2_g = gather_bytes(f, k, work.dense_bytes, dev, nnz * work.gathers_per_edge, w.width)
-    index_bytes = (f.n_rows + 1) * INDEX + f.nnz * (INDEX + FLOAT)
+    dram_g, l2_g = gather_bytes(f, k, work.dense_bytes, dev, nnz * work.gathers_per_edge, w.width, elem)
+    index_bytes = (f.n_rows + 1) * INDEX + f.nnz * (INDEX + elem)
     dram = index_bytes + dram_g + work.row_in_bytes + work.out_bytes
     max_deg = float(f.degree_max)
     team = max(1, s.heads_per_block)      # heads of one row walked side by side: no divergence
@@ -176,36 +178,37 @@ def row_launches(f, prof: DegreeProfile, k: int, s: Schedule, dev: DeviceModel, 
 
 # ------------------------------------------------------------------ per op
 
-def vector_gather_loads(s: Schedule, k: int) -> int:
-    """Gather load instructions per edge of the vector family: one vector load per 4 floats when
-    K == KMAX >= 2 (the kernel's vector path; the plans' B is aligned), else K scalar loads."""
-    return math.ceil(k / 4) if k == s.tile and k > 1 else k
+def vector_gather_loads(s: Schedule, k: int, elem: int = FLOAT) -> int:
+    """Gather load instructions per edge of the vector family: one 16-byte load per 4 floats (8
+    halves) when K == KMAX >= 2 (the kernel's vector path; the plans' B is aligned), else K scalar
+    loads."""
+    return math.ceil(k / (MAX_VECTOR_BYTES // elem)) if k == s.tile and k > 1 else k
 
 
-def _vector_spmm(f, prof, k, s, dev, heads=1) -> list[Launch]:
+def _vector_spmm(f, prof, k, s, dev, heads=1, elem=FLOAT) -> list[Launch]:
     """Edge-parallel rows (cuda/spmm_vector.cu): G lanes take a row's edges side by side, each
     keeps all K sums, so a warp covers 32 edges per step with coalesced, prefetched index loads
     (staged: the index leaves the chain); short rows leave lanes idle (steps_per_edge), rows of a
     warp run in lockstep, the group sums with log2(G) shuffle steps (the KMAX sums in parallel)."""
     nnz, rows = float(f.nnz) * heads, float(f.n_rows) * heads
-    dense = f.n_cols * k * FLOAT * heads
-    dram_g, l2_g = gather_bytes(f, k, dense, dev, nnz)
-    dram = (f.n_rows + 1) * INDEX + f.nnz * (INDEX + FLOAT) + dram_g + rows * k * FLOAT
+    dense = f.n_cols * k * elem * heads
+    dram_g, l2_g = gather_bytes(f, k, dense, dev, nnz, element_bytes=elem)
+    dram = (f.n_rows + 1) * INDEX + f.nnz * (INDEX + elem) + dram_g + rows * k * elem
     w = Walker(threads=s.lanes, slots=s.lanes, width=s.tile, chunks_per_pass=1, staged=True)
     step = edge_step_us(f, s, w, dev, dense)
     merge_steps = rows * math.log2(s.lanes) * dev.shuffle_latency_us / step
     steps = nnz * prof.steps_per_edge(s.lanes) + merge_steps
-    loads = vector_gather_loads(s, k)
+    loads = vector_gather_loads(s, k, elem)
     return [Launch(rows, s.lanes, s.threads, steps, step, prof.lockstep_factor(max(1, 32 // s.lanes)),
                    float(f.degree_max) / s.lanes, dram, l2_g, 3 + s.tile + loads, loads)]
 
 
-def _parreduce_spmm(f, prof, k, s, dev, heads=1) -> list[Launch]:
+def _parreduce_spmm(f, prof, k, s, dev, heads=1, elem=FLOAT) -> list[Launch]:
     """The vector family's walk by persistent groups over rows ordered longest first
     (cuda/spmm_parreduce.cu): the same steps and traffic plus the row list, no lockstep waste
     (rows of a warp have similar lengths), and a critical path of the longest row as its walker
     takes it: a warp for a heavy row (above parreduce_heavy_threshold), the group for the rest."""
-    [walk] = _vector_spmm(f, prof, k, s, dev, heads)
+    [walk] = _vector_spmm(f, prof, k, s, dev, heads, elem)
     threshold = parreduce_heavy_threshold(s)
     longest = float(f.degree_max) / 32
     if threshold is not None:
@@ -214,31 +217,31 @@ def _parreduce_spmm(f, prof, k, s, dev, heads=1) -> list[Launch]:
                     dram_bytes=walk.dram_bytes + f.n_rows * INDEX)]
 
 
-def _spmm(f, prof, k, s, dev, heads=1) -> list[Launch]:
+def _spmm(f, prof, k, s, dev, heads=1, elem=FLOAT) -> list[Launch]:
     if s.family == "vector":
-        return _vector_spmm(f, prof, k, s, dev, heads)
+        return _vector_spmm(f, prof, k, s, dev, heads, elem)
     if s.family == "parreduce":
-        return _parreduce_spmm(f, prof, k, s, dev, heads)
+        return _parreduce_spmm(f, prof, k, s, dev, heads, elem)
     return row_launches(f, prof, k, s, dev, heads, RowWork(
-        dense_bytes=f.n_cols * k * FLOAT * heads, gathers_per_edge=1, row_in_bytes=0.0,
-        out_bytes=f.n_rows * k * FLOAT * heads))
+        dense_bytes=f.n_cols * k * elem * heads, gathers_per_edge=1, row_in_bytes=0.0,
+        out_bytes=f.n_rows * k * elem * heads), elem)
 
 
-def _sddmm(f, prof, k, s, dev, heads=1) -> list[Launch]:
-    dense = f.n_cols * k * FLOAT * heads
-    x_bytes = f.n_rows * k * FLOAT * heads
-    out_bytes = f.nnz * FLOAT * heads
+def _sddmm(f, prof, k, s, dev, heads=1, elem=FLOAT) -> list[Launch]:
+    dense = f.n_cols * k * elem * heads
+    x_bytes = f.n_rows * k * elem * heads
+    out_bytes = f.nnz * elem * heads
     reduce_us = dev.shuffle_latency_us * math.log2(s.lanes)
     if s.family != "edge":
         # A group keeps its row of X in registers and walks the row's edges.
         return row_launches(f, prof, k, s, dev, heads, RowWork(
-            dense, 1, x_bytes, out_bytes, extra_us=reduce_us, instr=4 + math.log2(s.lanes)))
+            dense, 1, x_bytes, out_bytes, extra_us=reduce_us, instr=4 + math.log2(s.lanes)), elem)
     # Edge-parallel: U consecutive edges per group, balanced by construction; X is re-gathered per
     # edge, mostly from L2 because consecutive edges share their row.
     nnz = float(f.nnz) * heads
     w = walker(s, k)
-    dram_y, l2_y = gather_bytes(f, k, dense, dev, nnz, w.width)
-    dram = f.nnz * (2 * INDEX + FLOAT) + dram_y + x_bytes + out_bytes
+    dram_y, l2_y = gather_bytes(f, k, dense, dev, nnz, w.width, elem)
+    dram = f.nnz * (2 * INDEX + elem) + dram_y + x_bytes + out_bytes
     step = edge_step_us(f, s, w, dev, dense, reduce_us)
     return [Launch(nnz / max(1, s.unroll), w.threads, s.threads, nnz * w.passes(k), step, 1.0,
                    max(1, s.unroll) * w.passes(k), dram, 2 * l2_y,
@@ -256,60 +259,69 @@ def _unfused_substeps(k: int, s: Schedule) -> tuple[Schedule, Schedule]:
     return sddmm, spmm
 
 
-def _attention(f, prof, k, s, dev, heads=1) -> list[Launch]:
+def _attention(f, prof, k, s, dev, heads=1, elem=FLOAT) -> list[Launch]:
     if s.family == "unfused":
         # SDDMM writes scores, a row softmax reads and rewrites them, SpMM reads the probabilities.
-        scores = f.nnz * heads * FLOAT
+        scores = f.nnz * heads * elem
         sm_threads = max(1, s.lanes)
         softmax = Launch(f.n_rows * heads, sm_threads, s.threads, f.nnz * heads / sm_threads,
                          dev.l2_latency_us, prof.lockstep_factor(max(1, 32 // sm_threads), cap=s.split or math.inf),
                          min(f.degree_max, s.split or math.inf) / sm_threads, 3 * scores, 3 * scores, 6)
         sddmm, spmm = _unfused_substeps(k, s)
-        return _sddmm(f, prof, k, sddmm, dev, heads) + [softmax] + _spmm(f, prof, k, spmm, dev, heads)
+        return (_sddmm(f, prof, k, sddmm, dev, heads, elem) + [softmax]
+                + _spmm(f, prof, k, spmm, dev, heads, elem))
     # Fused online softmax (and any other attention family): per edge a K-row gather and dot (lane
     # reduction, exp) and a V-row gather (independent of the score, so overlapped); scores never
     # touch memory.
-    q_bytes = f.n_rows * heads * k * FLOAT
+    q_bytes = f.n_rows * heads * k * elem
     return row_launches(f, prof, k, s, dev, heads, RowWork(
-        2 * f.n_cols * heads * k * FLOAT, 2, q_bytes, q_bytes,
+        2 * f.n_cols * heads * k * elem, 2, q_bytes, q_bytes,
         extra_us=dev.shuffle_latency_us * (math.log2(s.lanes) + 2), instr=8 + math.log2(s.lanes),
-        heads_in_warp=True))
+        heads_in_warp=True), elem)
 
 
 _OPS = {"spmm": _spmm, "sddmm": _sddmm, "attention": _attention}
 
 
 def estimate_ms(features, op: str, k: int, schedule: Schedule, heads: int = 1,
-                device: DeviceModel = H200, profile: DegreeProfile | None = None) -> float:
-    """Predicted time (ms) of `schedule` running `op` at width k (d for attention) with `heads`."""
+                device: DeviceModel = H200, profile: DegreeProfile | None = None,
+                dtype: str = dtypes.DEFAULT) -> float:
+    """Predicted time (ms) of `schedule` running `op` at width k (d for attention) with `heads`
+    on `dtype` operands (dense, value and output bytes in its element size)."""
     if op not in _OPS:
         raise ValueError(f"unknown op {op!r}")
     prof = profile or DegreeProfile(features)
-    return sum(launch_ms(w, device) for w in _OPS[op](features, prof, k, schedule, device, heads))
+    elem = dtypes.itemsize(dtype)
+    return sum(launch_ms(w, device) for w in _OPS[op](features, prof, k, schedule, device, heads, elem))
 
 
-def estimate_vendor_ms(features, op: str, k: int, heads: int = 1, device: DeviceModel = H200) -> float:
+def estimate_vendor_ms(features, op: str, k: int, heads: int = 1, device: DeviceModel = H200,
+                       dtype: str = dtypes.DEFAULT) -> float:
     """A rough vendor time, shown beside the native estimates (the probe measures the real one):
     the same compulsory traffic at 70% of the bandwidth a native kernel is credited with (cuSPARSE
-    is nnz-balanced, so no critical path), plus one launch per stage."""
+    is nnz-balanced, so no critical path), plus one launch per stage; dense bytes in the dtype's
+    element size."""
+    elem = dtypes.itemsize(dtype)
     nnz, n = float(features.nnz), float(features.n_rows)
     gathers = nnz * heads * (2 if op == "attention" else 1)
-    dram_g, l2_g = gather_bytes(features, k, features.n_cols * k * FLOAT * heads, device, gathers)
-    out = nnz * FLOAT + n * k * FLOAT if op == "sddmm" else n * k * FLOAT * heads
+    dram_g, l2_g = gather_bytes(features, k, features.n_cols * k * elem * heads, device, gathers,
+                                element_bytes=elem)
+    out = nnz * elem + n * k * elem if op == "sddmm" else n * k * elem * heads
     stages = 3 if op == "attention" else 1
-    dram = (n + 1) * INDEX + nnz * (INDEX + FLOAT) * stages + dram_g + out
+    dram = (n + 1) * INDEX + nnz * (INDEX + elem) * stages + dram_g + out
     memory_us = max(dram / (device.dram_tbps * 1e6), l2_g / (device.l2_tbps * 1e6)) / 0.7
     return (memory_us + stages * device.launch_us) / 1e3
 
 
 def rank(features, op: str, k: int, heads: int = 1, device: DeviceModel = H200,
-         schedules=None) -> list[tuple[Schedule, float]]:
-    """Supported schedules of `op` (schedule.candidates, or the given ones that support k/heads),
-    with their estimates, fastest first. Ties go to the simpler schedule (unsplit, then by name)."""
-    pool = (schedule_mod.candidates(op, k, heads) if schedules is None
-            else [s for s in schedules if s.op == op and s.supports(k, heads) is None])
+         schedules=None, dtype: str = dtypes.DEFAULT) -> list[tuple[Schedule, float]]:
+    """Supported schedules of `op` in `dtype` (schedule.candidates, or the given ones that support
+    k/heads/dtype), with their estimates, fastest first. Ties go to the simpler schedule (unsplit,
+    then by name)."""
+    pool = (schedule_mod.candidates(op, k, heads, dtype) if schedules is None
+            else [s for s in schedules if s.op == op and s.supports(k, heads, dtype) is None])
     prof = DegreeProfile(features)
-    scored = [(s, estimate_ms(features, op, k, s, heads, device, prof)) for s in pool]
+    scored = [(s, estimate_ms(features, op, k, s, heads, device, prof, dtype)) for s in pool]
     return sorted(scored, key=lambda sm: (sm[1], sm[0].split > 0, sm[0].name))
 
 

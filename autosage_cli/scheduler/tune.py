@@ -180,12 +180,13 @@ def tune(graph, op: str, k: int, heads: int = 1, *, cache=None, top_k: int = DEF
 
     t = time.perf_counter()
     dev = roofline.device_model(device_info)
-    ranked = estimate.rank(features, op, k, heads, dev)
+    ranked = estimate.rank(features, op, k, heads, dev, dtype=dtype)
     if not ranked:
-        messages.append(f"no registered {op} schedule supports K={k}, heads={heads}")
+        messages.append(f"no registered {op} schedule supports K={k}, heads={heads} in {dtype}")
     vendor_names = measure.vendor_names(op)
     target = sample.default_target_nnz(graph) if sample_nnz is None else int(sample_nnz)
-    pplan = policy.plan_probe(ranked, top_k, budget_ms, estimate.estimate_vendor_ms(features, op, k, heads, dev),
+    vendor_ms = estimate.estimate_vendor_ms(features, op, k, heads, dev, dtype)
+    pplan = policy.plan_probe(ranked, top_k, budget_ms, vendor_ms,
                               len(vendor_names), full_forced=full,
                               whole_is_sample=_whole_graph_reason(graph, target))
     estimate_ms = (time.perf_counter() - t) * 1e3

@@ -105,7 +105,7 @@ class FakeToolkit:
     def prepare_vendor(self, dgraph, name, k, heads, dtype="float32"):
         return FakePlan(dgraph, "spmm", k, name, name, self.vendor_ms[name], wrong=name == self.wrong_vendor)
 
-    def prepare_baselines(self, dgraph, op, k, heads):
+    def prepare_baselines(self, dgraph, op, k, heads, dtype="float32"):
         return [FakePlan(dgraph, op, k, "torch", "torch.addmm(out=)", 4.0)], [("pyg", "torch_geometric is not installed")]
 
     def schedules(self, op, k, heads, dtype="float32"):

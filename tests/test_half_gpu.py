@@ -279,3 +279,67 @@ def test_vendor_attention_in_the_type(name, dtype, d, graphs):
                                     lambda dg: prepare_vendor(dg, name, d, 2, dtype=dtype), heads=2)
     refused = [f for f in failures if "CUSPARSE_STATUS" in f or "refuses" in f]
     assert not [f for f in failures if f not in refused], "\n".join(failures)
+
+
+# ------------------------------------------------------------------ end to end
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("op, k, heads", [("spmm", 64, 1), ("sddmm", 64, 1), ("attention", 64, 4)])
+def test_tune_in_the_type_verifies_its_choice_and_hits_the_cache(tmp_path, op, k, heads, dtype):
+    from autosage_cli.cache import DecisionCache
+    from autosage_cli.graphs.load import load_graph
+    from autosage_cli.scheduler import tune as tune_mod
+
+    from test_scheduler_gpu import DATASETS
+
+    graph = load_graph(dataset="cora", root=str(DATASETS))
+    cache = DecisionCache(tmp_path / "d.json")
+    first = tune_mod.tune(graph, op, k, heads, cache=cache, dtype=dtype)
+    assert first.to_json()["dtype"] == dtype and not first.cache_hit
+    probed = [c for c in first.candidates if c["status"] != "skipped"]
+    failures = [f"{c['name']}: {c['reason']}" for c in probed if c["status"] == "failed"]
+    assert probed and not failures, failures
+    assert [v for v in first.vendor if v["status"] == "ok"], first.vendor
+    bound = bound_for_graph(op, graph, k, dtype)
+    assert all(c["rel_error"] <= bound for c in probed if c["status"] == "ok")
+    if first.decision.backend == "native":
+        assert any(c["name"] == first.decision.schedule for c in probed)
+    assert tune_mod.tune(graph, op, k, heads, cache=cache, dtype=dtype).cache_hit
+
+
+def bound_for_graph(op, graph, k, dtype):
+    return tolerance(dtype, accumulation_length(op, k, int(graph.row_degrees().max(initial=0))))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_cli_tune_and_bench_in_the_type(tmp_path, dtype):
+    import json
+
+    from cli_helpers import run_cli
+    from test_scheduler_gpu import DATASETS
+
+    cache = str(tmp_path / "c.json")
+    r = run_cli("tune", "--dataset", "cora", "--root", str(DATASETS), "--width", "64", "--dtype", dtype,
+                "--cache", cache, "--json")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["dtype"] == dtype
+    out = tmp_path / "bench"
+    r = run_cli("bench", "--dataset", "cora", "--root", str(DATASETS), "--ops", "spmm,sddmm", "--widths", "64",
+                "--dtypes", f"float32,{dtype}", "--out", str(out), "--cache", str(tmp_path / "b.json"))
+    assert r.exit_code == 0, r.stderr
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_torch_spmm_baseline_in_the_type(dtype, graphs):
+    pytest.importorskip("torch")
+    from autosage_cli.backends.baselines import prepare_baselines
+
+    failures = []
+    for gname, (csr, dgraph) in graphs.items():
+        skipped: list = []
+        plans = prepare_baselines(dgraph, "spmm", 64, skipped=skipped, dtype=dtype)
+        for plan in plans:
+            inputs, ref = case("spmm", gname, csr, dgraph, 64, dtype)
+            failures += [f"{gname} {plan.schedule}: {p}"
+                         for p in run_checked(plan, inputs, ref, bound("spmm", csr, 64, dtype))]
+    assert not failures, "\n".join(failures)

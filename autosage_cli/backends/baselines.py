@@ -19,24 +19,29 @@
 These pipelines allocate in run() (framework temporaries from torch's caching allocator): that is
 their real cost. Every plan runs torch on CuPy's current stream, so CUDA events time it correctly.
 `prepare_baselines` returns [] when torch (or, for attention, PyG) is not importable; pass a list
-as `skipped` to receive (backend, reason) for every baseline not prepared.
+as `skipped` to receive (backend, reason) for every baseline not prepared. In float16/bfloat16 the
+baselines run torch in that type on the same memory (bfloat16's uint16 bit patterns viewed as
+torch.bfloat16), A's values rounded to it as the other backends read them.
 """
 from __future__ import annotations
 
 import importlib.util
 import math
 
-from .base import DeviceGraph, Plan, PrepareTimer
+from .. import dtypes
+from .base import DeviceGraph, Plan, PrepareTimer, make_inputs
 from .sddmm_providers import TorchBridge, edge_rows
+from .timing import poison
+from .value_arrays import graph_values, to_float32
 
 _MEMORY_HEADROOM = 0.85   # use at most this share of the free device memory
 
 
-def pyg_attention_bytes(n_rows: int, nnz: int, heads: int, d: int) -> int:
+def pyg_attention_bytes(n_rows: int, nnz: int, heads: int, d: int, elem: int = 4) -> int:
     """Predicted peak device bytes of the PyG pipeline: Q[row], K[col] and their product alive at
-    once (3 x nnz*H*d floats), scores and softmax temporaries (4 x nnz*H floats), the int64 row and
+    once (3 x nnz*H*d elements), scores and softmax temporaries (4 x nnz*H), the int64 row and
     column index vectors, and the n*H*d result."""
-    return 4 * (3 * nnz * heads * d + 4 * nnz * heads + n_rows * heads * d) + 16 * nnz
+    return elem * (3 * nnz * heads * d + 4 * nnz * heads + n_rows * heads * d) + 16 * nnz
 
 
 def _free_device_bytes() -> int:
@@ -53,16 +58,14 @@ def _free_device_bytes() -> int:
     return int(free)
 
 
-def _poisoned_probe(plan: Plan, shapes) -> bool:
+def _poisoned_probe(plan: Plan) -> bool:
     """Run `plan` once on random inputs with a NaN-poisoned output; True if the output is finite."""
     import cupy
 
-    rng = cupy.random.default_rng(7)
-    inputs = tuple(rng.uniform(-1, 1, s, dtype=cupy.float32) for s in shapes)
-    out = plan.alloc_out()
-    out.fill(cupy.nan)
+    inputs = make_inputs(plan.op, plan.graph, plan.k, plan.heads, seed=7, dtype=plan.dtype)
+    out = poison(plan.alloc_out())
     plan.run(inputs, out)
-    ok = bool(cupy.isfinite(out).all())
+    ok = bool(cupy.isfinite(to_float32(out, plan.dtype)).all())
     plan.bridge.clear()
     return ok
 
@@ -70,8 +73,8 @@ def _poisoned_probe(plan: Plan, shapes) -> bool:
 class TorchSpMMPlan(Plan):
     backend = "torch"
 
-    def __init__(self, dgraph: DeviceGraph, k: int):
-        super().__init__(dgraph, "spmm", k, 1)
+    def __init__(self, dgraph: DeviceGraph, k: int, dtype: str = dtypes.DEFAULT):
+        super().__init__(dgraph, "spmm", k, 1, dtype)
         import torch
 
         self.torch = torch
@@ -80,13 +83,13 @@ class TorchSpMMPlan(Plan):
             with self.bridge.stream():  # (no edges: run() writes zeros, nothing to wrap)
                 self.A = None if not dgraph.nnz else torch.sparse_csr_tensor(
                     torch.from_dlpack(dgraph.indptr), torch.from_dlpack(dgraph.indices),
-                    torch.from_dlpack(dgraph.values), size=(dgraph.n_rows, dgraph.n_cols),
-                    check_invariants=False)
+                    self.bridge.tensor(graph_values(dgraph, dtype), dtype),
+                    size=(dgraph.n_rows, dgraph.n_cols), check_invariants=False)
             self.write_in_place = True
             self.fallback_reason = None
             if dgraph.nnz:
                 try:
-                    clean = _poisoned_probe(self, [(dgraph.n_cols, k)])
+                    clean = _poisoned_probe(self)
                 except Exception as exc:  # out= refused by this torch build
                     clean, self.fallback_reason = False, f"{type(exc).__name__}: {exc}"
                 self.write_in_place = clean
@@ -101,7 +104,7 @@ class TorchSpMMPlan(Plan):
             return
         b, torch = self.bridge, self.torch
         with b.stream():
-            B, C = b.tensor(inputs[0]), b.tensor(out)
+            B, C = b.tensor(inputs[0], self.dtype), b.tensor(out, self.dtype)
             if self.write_in_place:
                 torch.addmm(C, self.A, B, beta=0.0, alpha=1.0, out=C)
             else:
@@ -113,8 +116,9 @@ class PyGAttentionPlan(Plan):
     schedule = "pyg.gather-softmax-scatter"
     provider = "torch_geometric.utils.softmax + scatter"
 
-    def __init__(self, dgraph: DeviceGraph, d: int, heads: int, scale: float | None):
-        super().__init__(dgraph, "attention", d, heads)
+    def __init__(self, dgraph: DeviceGraph, d: int, heads: int, scale: float | None,
+                 dtype: str = dtypes.DEFAULT):
+        super().__init__(dgraph, "attention", d, heads, dtype)
         import torch
         from torch_geometric.utils import scatter, softmax
 
@@ -134,13 +138,13 @@ class PyGAttentionPlan(Plan):
             return
         b = self.bridge
         with b.stream():
-            Q, K, V = (b.tensor(x) for x in inputs)
+            Q, K, V = (b.tensor(x, self.dtype) for x in inputs)
             row, col = self.row, self.col
             scores = (Q[row] * K[col]).sum(-1) * self.scale                    # nnz x H
             alpha = self._softmax(scores, row, num_nodes=self.graph.n_rows)     # nnz x H
             result = self._scatter(alpha.unsqueeze(-1) * V[col], row, dim=0,
                                    dim_size=self.graph.n_rows, reduce="sum")    # n x H x d
-            b.tensor(out).copy_(result)
+            b.tensor(out, self.dtype).copy_(result)
 
 
 def _torch_cuda_reason() -> str | None:
@@ -154,8 +158,9 @@ def _torch_cuda_reason() -> str | None:
 
 
 def prepare_baselines(dgraph: DeviceGraph, op: str, k: int, heads: int = 1,
-                      scale: float | None = None, skipped: list | None = None) -> list[Plan]:
-    """The framework baselines of `op` that can run here (see the module docstring)."""
+                      scale: float | None = None, skipped: list | None = None,
+                      dtype: str = dtypes.DEFAULT) -> list[Plan]:
+    """The framework baselines of `op` that can run here in `dtype` (see the module docstring)."""
     skipped = skipped if skipped is not None else []
     wanted = {"spmm": ["torch"], "attention": ["pyg"]}.get(op, [])
     if not wanted:
@@ -165,13 +170,13 @@ def prepare_baselines(dgraph: DeviceGraph, op: str, k: int, heads: int = 1,
         skipped.extend((name, reason) for name in wanted)
         return []
     if op == "spmm":
-        return [TorchSpMMPlan(dgraph, k)]
+        return [TorchSpMMPlan(dgraph, k, dtype)]
     if importlib.util.find_spec("torch_geometric") is None:
         skipped.append(("pyg", "torch_geometric is not installed"))
         return []
-    need = pyg_attention_bytes(dgraph.n_rows, dgraph.nnz, heads, k)
+    need = pyg_attention_bytes(dgraph.n_rows, dgraph.nnz, heads, k, dtypes.itemsize(dtype))
     free = _free_device_bytes()
     if need > _MEMORY_HEADROOM * free:
         skipped.append(("pyg", f"would need {need / 1e9:.1f} GB, {free / 1e9:.1f} GB free"))
         return []
-    return [PyGAttentionPlan(dgraph, k, heads, scale)]
+    return [PyGAttentionPlan(dgraph, k, heads, scale, dtype)]

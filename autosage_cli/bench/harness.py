@@ -260,7 +260,7 @@ class CaseRunner:
         is a "skipped" row with the reason, so a target that needs it says why it is not measured."""
         c = self.case
         try:
-            plans, skipped = self.tk.prepare_baselines(self.dgraph, c.op, c.k, c.heads)
+            plans, skipped = self.tk.prepare_baselines(self.dgraph, c.op, c.k, c.heads, c.dtype)
         except Exception as exc:
             return [self._row(Measured("baselines", "", "failed", error=f"prepare: {_one_line(exc)}"),
                               "fixed")]

@@ -55,10 +55,11 @@ class GpuToolkit:
     def prepare_vendor(self, dgraph, name, k, heads, dtype="float32"):
         return self._vendor.prepare_vendor(dgraph, name, k, heads, dtype=dtype)
 
-    def prepare_baselines(self, dgraph, op, k, heads):
+    def prepare_baselines(self, dgraph, op, k, heads, dtype="float32"):
         """(plans, [(backend, reason) for each baseline that cannot run here])."""
         skipped: list = []
-        plans = list(self._baselines.prepare_baselines(dgraph, op, k, heads, None, skipped=skipped))
+        plans = list(self._baselines.prepare_baselines(dgraph, op, k, heads, None, skipped=skipped,
+                                                       dtype=dtype))
         return plans, skipped
 
     def schedules(self, op, k, heads, dtype="float32"):

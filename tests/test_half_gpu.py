@@ -20,7 +20,7 @@ from autosage_cli.graphs.csr import CSRGraph
 from autosage_cli.kernels.schedule import Schedule, registry
 from autosage_cli.dtypes import accumulation_length, from_storage, to_storage, tolerance
 
-from test_native_gpu import build_graphs
+from test_native_gpu import build_graphs, run_checked
 
 pytestmark = pytest.mark.gpu
 
@@ -56,21 +56,6 @@ def case(op: str, name: str, csr: CSRGraph, dgraph, k: int, dtype: str, heads: i
         ref = reference(op, csr, tuple(x.get() for x in inputs), dtype=dtype)
         _CASES[key] = (inputs, cupy.asarray(ref))
     return _CASES[key]
-
-
-def run_checked(plan, inputs, ref, tol: float) -> list[str]:
-    import cupy
-
-    problems = []
-    out = plan.alloc_out()
-    for attempt in (1, 2):
-        poison(out)
-        plan.run(inputs, out)
-        cupy.cuda.get_current_stream().synchronize()
-        err = rel_error(out, ref)
-        if not err <= tol:
-            problems.append(f"run {attempt}: rel error {err:.3g} > {tol:.3g}")
-    return problems
 
 
 def check_on_every_graph(schedule_or_name, op: str, k: int, dtype: str, graphs, prepare, heads=1):

@@ -63,7 +63,7 @@ def test_float32_kernels_keep_their_names_and_instantiations():
 
 def test_memory_estimates_use_the_element_size():
     args = ("attention", 1000, 1000, 20_000, 64, 4)
-    half, single = budget.case_device_bytes(*args, "float16"), budget.case_device_bytes(*args, "float32")
+    half, single = ops.device_bytes(*args, "float16"), ops.device_bytes(*args, "float32")
     graph = 2 * budget.graph_bytes(1000, 1000, 20_000)
     assert (single - graph) == 2 * (half - graph)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import scipy.sparse as sp
 
-from autosage_cli import budget
+from autosage_cli import budget, ops
 from autosage_cli.bench import report
 from autosage_cli.cache import DecisionCache
 from autosage_cli.errors import (EXIT_CUDA_FAULT, EXIT_OUT_OF_MEMORY, CudaFault, OutOfMemory,
@@ -88,10 +88,10 @@ def test_generator_budget_and_output_path_come_first(tmp_path, monkeypatch):
 
 
 def test_case_estimates_grow_with_width_and_heads():
-    small = budget.case_device_bytes("spmm", 1000, 1000, 10_000, 4)
-    assert budget.case_device_bytes("spmm", 1000, 1000, 10_000, 64) > small
-    one = budget.case_device_bytes("attention", 1000, 1000, 10_000, 64, heads=1)
-    assert budget.case_device_bytes("attention", 1000, 1000, 10_000, 64, heads=8) > 7 * one / 2
+    small = ops.device_bytes("spmm", 1000, 1000, 10_000, 4)
+    assert ops.device_bytes("spmm", 1000, 1000, 10_000, 64) > small
+    one = ops.device_bytes("attention", 1000, 1000, 10_000, 64, heads=1)
+    assert ops.device_bytes("attention", 1000, 1000, 10_000, 64, heads=8) > 7 * one / 2
     assert budget.graph_bytes(10, 10, 100) == 11 * 4 + 100 * 8
     assert budget.parse_bytes("1.5G") == 3 << 29 and budget.format_bytes(3 << 29) == "1.5 GiB"
 

@@ -2,7 +2,7 @@
 by side in one process (docs/MEASUREMENT.md) and checked against the best vendor output.
 
 Per case, in this order:
-  1. every vendor algorithm (backends.vendor): run, time; the best vendor is the fastest whose output
+  1. every vendor algorithm (the op spec's vendor entries): run, time; the best vendor is the fastest whose output
      agrees with another vendor's (a lone vendor is trusted); its output is the case's reference;
   2. autosage: scheduler.tune.tune with the cache (decision "probe", or "cache" on a hit), then the
      chosen plan on the full graph;
@@ -30,11 +30,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
-from .. import dtypes
+from .. import dtypes, ops as op_specs
 from ..environment import now_iso
 from ..scheduler.probe import SCREEN_RATIO   # the probe's screen, applied to --exhaustive
 from . import guard
-from .rows import Row, compulsory_bytes, effective_tbps, gather_bytes, speedup
+from .rows import Row, effective_tbps, speedup
 from .suites import Case, GraphWork
 
 # The oracle probes on the whole graph, where one launch can take tens of ms (products-like at
@@ -295,14 +295,15 @@ class CaseRunner:
     def _row(self, m: Measured, decision: str) -> Row:
         g, c, ctx = self.graph, self.case, self.ctx
         index_bytes = g.indices.dtype.itemsize
-        nbytes = compulsory_bytes(c.op, g.n_rows, g.n_cols, g.nnz, c.k, c.heads, index_bytes)
+        spec = op_specs.get(c.op)
+        nbytes = spec.compulsory_bytes(g.n_rows, g.n_cols, g.nnz, c.k, c.heads, index_bytes, c.dtype)
         return Row(graph=self.label, n_rows=g.n_rows, nnz=g.nnz, op=c.op, k=c.k, heads=c.heads,
                    dtype=c.dtype, backend=m.backend, schedule=m.schedule, decision=decision,
                    ms_median=m.ms[0], ms_p20=m.ms[1], ms_p80=m.ms[2], prepare_ms=m.prepare_ms,
                    rel_error=m.rel_error, compile_ms=m.compile_ms, compulsory_bytes=nbytes,
                    effective_tbps=effective_tbps(nbytes, m.ms[0]), copy_tbps=ctx.copy_tbps,
                    commit=ctx.commit, gpu=ctx.gpu, timestamp=now_iso(), status=m.status, error=m.error,
-                   provider=m.provider, n_cols=g.n_cols, gather_bytes=gather_bytes(c.op, g.nnz, c.k, c.heads),
+                   provider=m.provider, n_cols=g.n_cols, gather_bytes=spec.gather_bytes(g.nnz, c.k, c.heads, c.dtype),
                    repeats=m.repeats, flush_l2=self.opts.flush_l2, seed=self.opts.seed)
 
     def _fill_speedups(self, rows: list[Row], vendors: list[Measured]) -> None:

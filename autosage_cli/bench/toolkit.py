@@ -17,14 +17,15 @@ class GpuToolkit:
 
     def __init__(self):
         from .. import cache, environment
-        from ..backends import baselines, native, timing, vendor
-        from ..backends.base import DeviceGraph, make_inputs
+        from .. import ops
+        from ..backends import baselines, timing
+        from ..backends.base import DeviceGraph
         from ..kernels import compile as kcompile
         from ..kernels import schedule
         from ..scheduler import tune
 
-        self._baselines, self._native, self._timing, self._vendor = baselines, native, timing, vendor
-        self._device_graph, self._make_inputs = DeviceGraph.from_host, make_inputs
+        self._baselines, self._timing, self._ops = baselines, timing, ops
+        self._device_graph = DeviceGraph.from_host
         self._schedule, self._tune, self._cache_mod, self._env = schedule, tune, cache, environment
         self._compile = kcompile
         self._features = (None, None, 0.0)  # (graph, its GraphFeatures, ms): once per graph
@@ -47,25 +48,26 @@ class GpuToolkit:
         return self._device_graph(graph)
 
     def make_inputs(self, op, dgraph, k, heads, seed, dtype="float32"):
-        return self._make_inputs(op, dgraph, k, heads, seed, dtype)
+        return self._ops.make_inputs(op, dgraph, k, heads, seed, dtype)
 
     def vendor_names(self, op):
-        return list(self._vendor.vendor_names(op))
+        return self._ops.vendor_names(op)
 
     def prepare_vendor(self, dgraph, name, k, heads, dtype="float32"):
-        return self._vendor.prepare_vendor(dgraph, name, k, heads, dtype=dtype)
+        return self._ops.prepare_vendor(dgraph, name, k, heads, None, dtype)
 
     def prepare_baselines(self, dgraph, op, k, heads):
         """(plans, [(backend, reason) for each baseline that cannot run here])."""
         skipped: list = []
-        plans = list(self._baselines.prepare_baselines(dgraph, op, k, heads, None, skipped=skipped))
+        wanted = self._ops.get(op).baselines
+        plans = list(self._baselines.prepare_baselines(dgraph, wanted, k, heads, None, skipped=skipped))
         return plans, skipped
 
     def schedules(self, op, k, heads):
         return list(self._schedule.candidates(op, k, heads))
 
     def prepare_native(self, dgraph, schedule, k, heads, dtype="float32"):
-        return self._native.prepare(dgraph, schedule, k, heads, dtype=dtype)
+        return self._ops.prepare_native(dgraph, schedule, k, heads, None, dtype)
 
     def precompile(self, ops):
         """Compile every kernel file the ops' plans may launch: {file: seconds}."""

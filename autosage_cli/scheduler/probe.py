@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from .. import dtypes
+from .. import dtypes, ops as op_specs
 from ..errors import one_line   # probe failures are recorded as one line (replay uses it too)
 from ..graphs.csr import CSRGraph
 
@@ -79,23 +79,20 @@ class ProbeResult:
 # ------------------------------------------------------------------ measuring
 
 class GpuMeasurer:
-    """The real measurements: backends.native / backends.vendor plans, CUDA-event timing."""
+    """The real measurements: the op specs' native and vendor plans, CUDA-event timing."""
 
     def to_device(self, graph: CSRGraph):
         from ..backends.base import DeviceGraph
         return DeviceGraph.from_host(graph)
 
     def vendor_names(self, op: str) -> list[str]:
-        from ..backends import vendor
-        return list(vendor.vendor_names(op))
+        return op_specs.vendor_names(op)
 
     def inputs(self, dgraph, op: str, k: int, heads: int, seed: int, dtype: str = dtypes.DEFAULT) -> tuple:
-        from ..backends.base import make_inputs
-        return make_inputs(op, dgraph, k, heads, seed, dtype)
+        return op_specs.make_inputs(op, dgraph, k, heads, seed, dtype)
 
     def prepare_native(self, dgraph, schedule, k: int, heads: int, scale=None, dtype: str = dtypes.DEFAULT):
-        from ..backends import native
-        return native.prepare(dgraph, schedule, k, heads, scale, dtype=dtype)
+        return op_specs.prepare_native(dgraph, schedule, k, heads, scale, dtype)
 
     def compile_native(self, dgraph, schedules, k: int, heads: int, dtype: str = dtypes.DEFAULT) -> dict:
         """Build every candidate's kernels at once, in parallel: name -> (ms, error or None)."""
@@ -103,8 +100,7 @@ class GpuMeasurer:
         return native.compile_plans(dgraph, schedules, k, heads, dtype=dtype)
 
     def prepare_vendor(self, dgraph, name: str, k: int, heads: int, scale=None, dtype: str = dtypes.DEFAULT):
-        from ..backends import vendor
-        return vendor.prepare_vendor(dgraph, name, k, heads, scale, dtype=dtype)
+        return op_specs.prepare_vendor(dgraph, name, k, heads, scale, dtype)
 
     def run(self, plan, inputs):
         """One launch into a NaN-poisoned output (so an untouched output cannot pass), synced."""
@@ -119,9 +115,8 @@ class GpuMeasurer:
     def reference(self, op: str, dgraph, inputs, scale=None):
         """float64 SciPy reference, used only when the vendor algorithms cannot give one."""
         import cupy
-        from ..backends import reference
-        return cupy.asarray(reference.reference(op, dgraph.host, [cupy.asnumpy(x) for x in inputs],
-                                                scale=scale))
+        return cupy.asarray(op_specs.reference(op, dgraph.host, [cupy.asnumpy(x) for x in inputs],
+                                               scale=scale))
 
     def rel_error(self, out, ref) -> float:
         from ..backends import timing

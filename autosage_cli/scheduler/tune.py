@@ -29,10 +29,7 @@ def validate_options(op: str, k: int, heads: int = 1, top_k: int = DEFAULT_TOP_K
     spec = op_specs.get(op)
     if k is None or int(k) < 1:
         raise AutosageError(f"--width (K) must be >= 1, got {k}")
-    if int(heads) < 1:
-        raise AutosageError(f"--heads must be >= 1, got {heads}")
-    if op != "attention" and int(heads) != 1:
-        raise AutosageError(f"--heads applies to --op attention only (got {heads} with {op})")
+    op_specs.check_heads(op, heads)
     if int(top_k) < 1:
         raise AutosageError(f"--top-k must be >= 1, got {top_k}")
     if not budget_ms > 0:
@@ -185,7 +182,7 @@ def tune(graph, op: str, k: int, heads: int = 1, *, cache=None, top_k: int = DEF
         messages.append(f"no registered {op} schedule supports K={k}, heads={heads}")
     vendor_names = measure.vendor_names(op)
     target = sample.default_target_nnz(graph) if sample_nnz is None else int(sample_nnz)
-    pplan = policy.plan_probe(ranked, top_k, budget_ms, estimate.estimate_vendor_ms(features, op, k, heads, dev),
+    pplan = policy.plan_probe(ranked, top_k, budget_ms, estimate.estimate_vendor_ms(features, op, k, heads, dev, dtype),
                               len(vendor_names), full_forced=full,
                               whole_is_sample=_whole_graph_reason(graph, target))
     estimate_ms = (time.perf_counter() - t) * 1e3

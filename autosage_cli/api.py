@@ -179,10 +179,6 @@ def _prepare_named(dgraph, op: str, resolved, k: int, heads: int, scale, dtype: 
     return op_specs.prepare_native(dgraph, what, k, heads, scale, dtype)
 
 
-# The vendor entry used when tune=False and the cache has no decision: what framework users get.
-_UNTUNED_VENDOR = {"spmm": "cusparse-default", "attention": "vendor-unfused-default"}
-
-
 def _prepare_tuned(graph: CSRGraph, dgraph, op: str, k: int, heads: int, scale, cache, tune: bool,
                    dtype: str = dtypes.DEFAULT):
     """tune=True: the cached decision, tuning (and storing) on a miss. tune=False: the cached
@@ -197,8 +193,7 @@ def _prepare_tuned(graph: CSRGraph, dgraph, op: str, k: int, heads: int, scale, 
     entry = store.find(cache_mod.make_key(graph, op, k, dtype, heads)).entry
     if entry is not None:
         return tuner.plan_for(dgraph, entry["decision"], k, heads, scale, dtype=dtype)
-    name = _UNTUNED_VENDOR.get(op) or op_specs.vendor_names(op)[0]
-    return op_specs.prepare_vendor(dgraph, name, k, heads, scale, dtype)
+    return op_specs.prepare_vendor(dgraph, op_specs.untuned_vendor(op), k, heads, scale, dtype)
 
 
 def prepare_plan(graph: CSRGraph, dgraph, op: str, k: int, heads: int = 1, *, schedule=None,

@@ -309,7 +309,9 @@ class CaseRunner:
     def _fill_speedups(self, rows: list[Row], vendors: list[Measured]) -> None:
         ok = [m for m in vendors if m.status == "ok"]
         best = min(ok, key=lambda m: m.ms[0], default=None)
-        default = next((m for m in ok if m.backend.endswith("default")), ok[0] if len(ok) == 1 else None)
+        # the op's untuned default entry, or the only vendor when there is one
+        named = op_specs.get(self.case.op).default_vendor
+        default = next((m for m in ok if m.backend == named), ok[0] if len(ok) == 1 else None)
         for r in rows:
             r.best_vendor = best.backend if best else ""
             r.best_vendor_ms = best.ms[0] if best else math.nan

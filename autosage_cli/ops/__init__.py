@@ -4,7 +4,8 @@ entry points every layer above uses instead of testing an op's name.
   get(op), names(), require_dtype(op, dtype), supported_dtypes(ops), check_heads(op, heads)
   input_shapes / output_shape / make_inputs(op, graph, k, heads, seed, dtype)
   reference(op, csr, inputs, scale=None, **options)          the float64 result
-  vendor_names(op), vendor_op(name), prepare_vendor(dgraph, name, k, heads, scale, dtype)
+  vendor_names(op), vendor_op(name), untuned_vendor(op),
+  prepare_vendor(dgraph, name, k, heads, scale, dtype)
   prepare_native(dgraph, schedule, k, heads, scale, dtype, **options)
   compulsory_bytes / gather_bytes / device_bytes              cost model and memory hooks
 """
@@ -81,6 +82,16 @@ def vendor_names(op: str) -> list[str]:
 def vendor_op(name: str) -> str | None:
     """The op a vendor name belongs to, or None if it is not a vendor name."""
     return next((spec.name for spec in SPECS.values() if spec.is_vendor(name)), None)
+
+
+def untuned_vendor(op: str) -> str:
+    """The vendor entry used when tuning is off and nothing is cached: the op's default vendor
+    entry, else its first."""
+    spec = get(op)
+    names = spec.vendor_names()
+    if not names:
+        raise AutosageError(f"no vendor algorithm for {op} and tuning is off")
+    return spec.default_vendor if spec.default_vendor in names else names[0]
 
 
 def prepare_vendor(dgraph, name: str, k: int, heads: int = 1, scale: float | None = None,

@@ -28,5 +28,5 @@ SPEC = OpSpec(
     prepare_vendor=_prepare_vendor, prepare_native=native.prepare,
     vendor_stream=lambda n_rows, nnz, k, heads: n_rows * k * heads,
     vendor_stages=3,                                   # SDDMM, softmax, SpMM
-    baselines=("pyg",),
+    baselines=("pyg",), default_vendor="vendor-unfused-default",
 )

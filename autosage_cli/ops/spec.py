@@ -39,6 +39,9 @@ class OpSpec:
     vendor_stream: Callable[..., float]           # (n_rows, nnz, k, heads) -> elements
     vendor_stages: int = 1
     baselines: tuple[str, ...] = ()               # framework baselines the benchmark times
+    # The vendor entry a framework user gets without tuning (cuSPARSE's default algorithm), or
+    # None when the op has no such default (then the first vendor entry stands in for it).
+    default_vendor: str | None = None
 
     def require_dtype(self, dtype: str) -> str:
         return dtypes.require(dtype, self.dtypes, self.name)

@@ -23,5 +23,5 @@ SPEC = OpSpec(
     vendor_names=lambda: list(SPMM_NAMES), is_vendor=lambda name: name in SPMM_NAMES,
     prepare_vendor=_prepare_vendor, prepare_native=native.prepare,
     vendor_stream=lambda n_rows, nnz, k, heads: n_rows * k * heads,
-    baselines=("torch",),
+    baselines=("torch",), default_vendor="cusparse-default",
 )

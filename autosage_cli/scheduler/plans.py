@@ -5,7 +5,7 @@ from __future__ import annotations
 from .. import dtypes
 from ..errors import AutosageError
 from ..kernels import schedule as schedule_mod
-from . import probe
+from .measure import GpuMeasurer
 from .select import Decision
 
 
@@ -31,7 +31,7 @@ def plan_for(dgraph, decision, k: int, heads: int = 1, scale=None, measure=None,
              dtype: str = dtypes.DEFAULT):
     """A Plan that runs `decision` (a Decision, its dict, or a TuneResult) on `dgraph` with `dtype`
     operands, without probing."""
-    measure = measure or probe.GpuMeasurer()
+    measure = measure or GpuMeasurer()
     decision = getattr(decision, "decision", decision)
     backend = decision.backend if isinstance(decision, Decision) else decision["backend"]
     if backend == "native":

@@ -14,6 +14,7 @@ from ..errors import AutosageError
 from ..graphs.csr import replayable_source
 from ..kernels import schedule as schedule_mod
 from . import estimate, policy, probe, roofline, sample
+from .measure import GpuMeasurer
 from .plans import plan_for, resolve_schedule  # noqa: F401  (a decision to a plan; API and replay)
 from .select import DEFAULT_GUARDRAIL, Decision, decide
 
@@ -231,7 +232,7 @@ def _overrun_note(budget_ms: float, overrun_ms: float) -> str:
 def _gpu_measurer():
     from ..capability import require_gpu
     require_gpu("tuning")
-    return probe.GpuMeasurer()
+    return GpuMeasurer()
 
 
 def _lookup(cache, key, retune: bool, t0: float, say, messages: list) -> TuneResult | None:

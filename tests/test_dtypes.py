@@ -160,9 +160,9 @@ def test_bench_rows_tunes_and_inputs_carry_the_case_dtype():
     class Recording(FakeToolkit):
         seen: list = []
 
-        def make_inputs(self, op, dgraph, k, heads, seed, dtype="float32"):
+        def inputs(self, dgraph, op, k, heads, seed, dtype="float32"):
             self.seen.append(dtype)
-            return super().make_inputs(op, dgraph, k, heads, seed, dtype)
+            return super().inputs(dgraph, op, k, heads, seed, dtype)
 
     for dtype in ("float32", "float16"):
         tk = Recording()

@@ -131,14 +131,14 @@ def test_running_out_is_one_line_with_its_exit_code(monkeypatch, exc, code, word
 
 
 def test_bench_records_out_of_memory_and_goes_on(fake_gpu, monkeypatch, tmp_path, mtx):  # noqa: F811
-    real = bench_fakes.FakeToolkit.make_inputs
+    real = bench_fakes.FakeToolkit.inputs
     oom = _cuda_exception("cupy.cuda.memory", "OutOfMemoryError", MemoryError)
 
-    def make_inputs(self, op, dgraph, k, heads, seed, dtype="float32"):
+    def make_inputs(self, dgraph, op, k, heads, seed, dtype="float32"):
         if k == 16:
             raise oom("Out of memory allocating 1,048,576 bytes")
-        return real(self, op, dgraph, k, heads, seed, dtype)
-    monkeypatch.setattr(bench_fakes.FakeToolkit, "make_inputs", make_inputs)
+        return real(self, dgraph, op, k, heads, seed, dtype)
+    monkeypatch.setattr(bench_fakes.FakeToolkit, "inputs", make_inputs)
     out = tmp_path / "run"
     result = run_cli("bench", "--dataset", mtx, "--ops", "spmm", "--widths", "4,16,64", "--out", str(out))
     assert result.exit_code == 0, result.stderr
@@ -149,14 +149,14 @@ def test_bench_records_out_of_memory_and_goes_on(fake_gpu, monkeypatch, tmp_path
 
 
 def test_bench_stops_gpu_work_after_a_sticky_fault_and_keeps_its_rows(fake_gpu, monkeypatch, tmp_path, mtx):  # noqa: F811
-    real = bench_fakes.FakeToolkit.make_inputs
+    real = bench_fakes.FakeToolkit.inputs
     fault = _cuda_exception("cupy_backends.cuda.api.runtime", "CUDARuntimeError")
 
-    def make_inputs(self, op, dgraph, k, heads, seed, dtype="float32"):
+    def make_inputs(self, dgraph, op, k, heads, seed, dtype="float32"):
         if k == 16:
             raise fault("cudaErrorIllegalAddress: an illegal memory access was encountered")
-        return real(self, op, dgraph, k, heads, seed, dtype)
-    monkeypatch.setattr(bench_fakes.FakeToolkit, "make_inputs", make_inputs)
+        return real(self, dgraph, op, k, heads, seed, dtype)
+    monkeypatch.setattr(bench_fakes.FakeToolkit, "inputs", make_inputs)
     out = tmp_path / "run"
     result = run_cli("bench", "--dataset", mtx, "--ops", "spmm", "--widths", "4,16,64", "--out", str(out))
     assert result.exit_code == EXIT_CUDA_FAULT

@@ -2,8 +2,8 @@
 by side in one process (docs/MEASUREMENT.md) and checked against the best vendor output.
 
 Per case, in this order:
-  1. every vendor algorithm (the op spec's vendor entries): run, time; the best vendor is the fastest whose output
-     agrees with another vendor's (a lone vendor is trusted); its output is the case's reference;
+  1. every vendor entry of the op's spec: run, time; the measurer (scheduler/measure.py) picks the
+     case's reference by its one rule and the best vendor, the fastest that verified;
   2. autosage: scheduler.tune.tune with the cache (decision "probe", or "cache" on a hit), then the
      chosen plan on the full graph;
   3. with --oracle, tune(full=True) (decision "oracle") and whether the probe agreed with it;
@@ -19,8 +19,8 @@ Every non-vendor plan is verified first (output poisoned with NaN, run once, com
 reference) and timed only if it verifies; a failing plan becomes a row with status "wrong" or
 "failed" and its reason — marked, never hidden, never a crash of the suite.
 
-GPU work goes through a *toolkit* (bench.toolkit.GpuToolkit: backends/ and scheduler/ imported
-lazily), so the loop itself runs on CPU in tests with a NumPy fake (tests/bench_fakes.py).
+GPU work goes through a *toolkit* (bench.toolkit.GpuToolkit, the tuner's measurer extended), so the
+loop itself runs on CPU in tests with a NumPy fake (tests/bench_fakes.py).
 """
 from __future__ import annotations
 
@@ -32,6 +32,8 @@ from typing import Callable, Iterator
 
 from .. import dtypes, ops as op_specs
 from ..environment import now_iso
+from ..errors import one_line
+from ..scheduler.measure import best_vendor, compare, vendor_reference   # the probe's measurer too
 from ..scheduler.probe import SCREEN_RATIO   # the probe's screen, applied to --exhaustive
 from . import guard
 from .rows import Row, effective_tbps, speedup
@@ -88,11 +90,6 @@ class Measured:
     out: object = None
 
 
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return f"{type(exc).__name__}: {text}"[:300]
-
-
 def _float(value) -> float:
     return math.nan if value is None else float(value)
 
@@ -112,7 +109,7 @@ class CaseRunner:
         try:
             return prepare(), None
         except Exception as exc:  # a failing prepare is an outcome (failures are outcomes, recorded as rows)
-            return None, Measured(backend, schedule, "failed", error=f"prepare: {_one_line(exc)}")
+            return None, Measured(backend, schedule, "failed", error=f"prepare: {one_line(exc, 300)}")
 
     def measure(self, plan, backend: str | None = None, verify: bool = True,
                 repeat: int | None = None) -> Measured:
@@ -125,27 +122,25 @@ class CaseRunner:
                      compile_ms=_float(getattr(plan, "compile_ms", None)),
                      provider=str(getattr(plan, "provider", "") or ""))
         try:
-            out = self.tk.run_once(plan, self.inputs)
-            if verify and self.reference is None:
-                m.status, m.error = "unverified", "no vendor output to verify against"
-            elif verify:
-                m.rel_error = self.tk.rel_error(out, self.reference)
-                if not m.rel_error <= self.tolerance:
-                    m.status, m.error = "wrong", f"rel_error {m.rel_error:.3g} > {self.tolerance:g}"
+            out = self.tk.run(plan, self.inputs)
+            if verify:
+                m.rel_error, failure = compare(self.tk, out, self.reference, self.tolerance)
+                if failure:
+                    m.status, m.error = "wrong", failure
                     return m
             o = self.opts
-            median, p20, p80, m.repeats = self.tk.time(plan, self.inputs, out, repeat or o.repeat,
-                                                       1 if repeat else o.warmup, o.flush_l2)
-            m.ms = (median, p20, p80)
+            stats = self.tk.time(plan, self.inputs, out, repeat or o.repeat, 1 if repeat else o.warmup,
+                                 flush_l2=o.flush_l2)
+            m.ms, m.repeats = (stats.median_ms, stats.p20_ms, stats.p80_ms), int(stats.repeats)
             m.out = out if not verify else None
         except Exception as exc:
-            m.status, m.error = "failed", f"run: {_one_line(exc)}"
+            m.status, m.error = "failed", f"run: {one_line(exc, 300)}"
         return m
 
     # ---- the case
     def run(self) -> list[Row]:
         tk, c, o = self.tk, self.case, self.opts
-        self.inputs = tk.make_inputs(c.op, self.dgraph, c.k, c.heads, o.seed, c.dtype)
+        self.inputs = tk.inputs(self.dgraph, c.op, c.k, c.heads, o.seed, c.dtype)
         rows: list[Row] = []
         vendors = self._vendors()
         rows += [self._row(m, "fixed") for m in vendors]
@@ -163,30 +158,24 @@ class CaseRunner:
         return rows
 
     def _vendors(self) -> list[Measured]:
+        """Every vendor entry run and timed; then the measurer's reference rule picks the case's
+        reference among their outputs (the float64 reference when none agree), gives each its
+        error against it and marks those that disagree "wrong"."""
         c = self.case
         results: list[Measured] = []
         for name in self.tk.vendor_names(c.op):
             plan, failed = self._prepare(name, name, lambda: self.tk.prepare_vendor(self.dgraph, name, c.k, c.heads,
-                                                                                   c.dtype))
+                                                                                   dtype=c.dtype))
             results.append(failed or self.measure(plan, backend=name, verify=False))
             del plan
         ok = [m for m in results if m.status == "ok"]
-        # The reference is the fastest vendor output that another vendor confirms; each vendor's
-        # rel_error is against it (the reference's own against the next vendor that agrees).
-        for best in sorted(ok, key=lambda m: m.ms[0]):
-            others = [m for m in ok if m is not best]
-            errors = [self.tk.rel_error(m.out, best.out) for m in others]
-            if not others or any(e <= self.tolerance for e in errors):
-                self.reference = best.out
-                best.rel_error = min(errors) if errors else 0.0
-                for m, e in zip(others, errors):
-                    m.rel_error = e
-                    if not e <= self.tolerance:
-                        m.status, m.error = "wrong", f"disagrees with {best.backend}: rel_error {e:.3g}"
-                break
-        else:
-            for m in ok:
-                m.status, m.error = "wrong", "no two vendor algorithms agree"
+        pick = vendor_reference(self.tk, c.op, self.dgraph, self.inputs, {m.backend: m.out for m in ok},
+                                self.tolerance)
+        self.reference = pick.output
+        for m in ok:
+            m.rel_error = pick.errors.get(m.backend, math.nan)
+            if m.backend in pick.disagree:
+                m.status, m.error = "wrong", pick.disagree[m.backend]
         for m in results:
             m.out = None
         return results
@@ -202,7 +191,7 @@ class CaseRunner:
         try:
             features_ms = self.tk.graph_features(self.graph)[1]
         except Exception as exc:
-            m = Measured("autosage", "", "failed", error=f"features: {_one_line(exc)}")
+            m = Measured("autosage", "", "failed", error=f"features: {one_line(exc, 300)}")
             return self._row(m, "oracle" if full else "probe"), ("", "")
         t0 = time.perf_counter()
         try:
@@ -213,7 +202,7 @@ class CaseRunner:
                                   top_k=o.top_k, budget_ms=budget, guardrail=o.guardrail,
                                   full=full, seed=o.seed, dgraph=self.dgraph, dtype=c.dtype)
         except Exception as exc:
-            m = Measured("autosage", "", "failed", error=f"tune: {_one_line(exc)}")
+            m = Measured("autosage", "", "failed", error=f"tune: {one_line(exc, 300)}")
             return self._row(m, "oracle" if full else "probe"), ("", "")
         tune_ms = (time.perf_counter() - t0) * 1e3
         decision = "oracle" if full else ("cache" if getattr(result, "cache_hit", False) else "probe")
@@ -261,7 +250,7 @@ class CaseRunner:
         try:
             plans, skipped = self.tk.prepare_baselines(self.dgraph, c.op, c.k, c.heads)
         except Exception as exc:
-            return [self._row(Measured("baselines", "", "failed", error=f"prepare: {_one_line(exc)}"),
+            return [self._row(Measured("baselines", "", "failed", error=f"prepare: {one_line(exc, 300)}"),
                               "fixed")]
         rows = [self._row(Measured(name, name, "skipped", error=reason), "fixed") for name, reason in skipped]
         while plans:
@@ -278,7 +267,7 @@ class CaseRunner:
                    default=math.inf)
         out = []
         for schedule in self.tk.schedules(c.op, c.k, c.heads):
-            prepare = lambda s=schedule: self.tk.prepare_native(self.dgraph, s, c.k, c.heads, c.dtype)  # noqa: E731
+            prepare = lambda s=schedule: self.tk.prepare_native(self.dgraph, s, c.k, c.heads, dtype=c.dtype)  # noqa: E731
             plan, failed = self._prepare("native", schedule.name, prepare)
             m = failed or self.measure(plan, backend="native", repeat=1 if screen else None)
             if screen and m.status == "ok" and m.ms[0] <= SCREEN_RATIO * best:
@@ -308,7 +297,7 @@ class CaseRunner:
 
     def _fill_speedups(self, rows: list[Row], vendors: list[Measured]) -> None:
         ok = [m for m in vendors if m.status == "ok"]
-        best = min(ok, key=lambda m: m.ms[0], default=None)
+        best = best_vendor(ok, lambda m: m.ms[0])
         # the op's untuned default entry, or the only vendor when there is one
         named = op_specs.get(self.case.op).default_vendor
         default = next((m for m in ok if m.backend == named), ok[0] if len(ok) == 1 else None)
@@ -347,7 +336,7 @@ def precompile(toolkit, ops: list[str]) -> dict:
     try:
         files = {name: round(float(sec), 3) for name, sec in toolkit.precompile(ops).items()}
     except Exception as exc:
-        return {"ops": ops, "seconds": round(time.perf_counter() - t0, 3), "files": {}, "error": _one_line(exc)}
+        return {"ops": ops, "seconds": round(time.perf_counter() - t0, 3), "files": {}, "error": one_line(exc, 300)}
     return {"ops": ops, "seconds": round(time.perf_counter() - t0, 3), "files": files}
 
 
@@ -369,7 +358,7 @@ def run_suite(work: list[GraphWork], options: RunOptions, ctx: RunContext, toolk
         try:
             if not faults.lost:
                 graph = w.spec.load(options.root, options.seed)
-                dgraph = toolkit.device_graph(graph)
+                dgraph = toolkit.to_device(graph)
         except Exception as exc:   # out of memory, a CUDA fault, a graph that cannot load
             reason = f"load: {faults.note(exc)}"
         for case in w.cases:

@@ -192,3 +192,17 @@ def test_api_takes_the_dtype_from_its_inputs():
         api.common_dtype([("X", "float32"), ("Y", "float16")])
     with pytest.raises(AutosageError, match="dtype float16 is not supported for sddmm"):
         api.prepare_plan(small_graph(), None, "sddmm", 8, dtype="float16")
+
+
+def test_native_plans_get_the_dtype_through_the_op_spec(monkeypatch):
+    """ops.prepare_native checks the dtype against the spec, then calls backends.native.prepare
+    (looked up per call) with it."""
+    calls = []
+    monkeypatch.setattr(native, "prepare", lambda *a, **kw: calls.append((a, kw)) or "plan")
+    s = registry("sddmm")[0]
+    assert ops.prepare_native("dg", s.name, 8, 1, 0.5, "float32") == "plan"
+    assert calls == [(("dg", s, 8, 1, 0.5), {"dtype": "float32"})]
+    with pytest.raises(AutosageError, match="dtype float16 is not supported for sddmm"):
+        ops.prepare_native("dg", s, 8, dtype="float16")
+    with pytest.raises(AutosageError, match="dtype bfloat16 is not supported for spmm"):
+        ops.prepare_vendor("dg", "cusparse-alg2", 8, dtype="bfloat16")

@@ -12,6 +12,7 @@ entry points every layer above uses instead of testing an op's name.
 from __future__ import annotations
 
 from .. import budget, dtypes as dtype_table
+from ..backends import native   # native.prepare is looked up per call (tests may wrap it)
 from ..dtypes import DTYPES
 from ..errors import AutosageError
 from . import attention, sddmm, spmm
@@ -114,7 +115,8 @@ def prepare_native(dgraph, schedule, k: int, heads: int = 1, scale: float | None
     schedule = get_schedule(schedule) if isinstance(schedule, str) else schedule
     spec = get(schedule.op)
     spec.require_dtype(dtype)
-    return spec.prepare_native(dgraph, schedule, k, heads, scale, dtype, **options)
+    prepare = spec.prepare_native or native.prepare
+    return prepare(dgraph, schedule, k, heads, scale, dtype=dtype, **options)
 
 
 # ------------------------------------------------------------------ bytes

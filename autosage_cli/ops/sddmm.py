@@ -3,9 +3,7 @@ out: nnz values in CSR order. Vendors: cusparseSDDMM (nvmath-python, torch) and 
 composition."""
 from __future__ import annotations
 
-from ..backends import native
 from ..backends.base import EdgesOutPlan
-from ..backends.reference import sddmm_reference
 from ..backends.sddmm_vendor import VENDOR_PROVIDERS, prepare_sddmm, sddmm_vendor_names
 from .spec import OpSpec
 
@@ -18,13 +16,18 @@ def _prepare_vendor(dgraph, name: str, k: int, heads: int = 1, scale=None, dtype
     return prepare_sddmm(dgraph, name, k)
 
 
+def _reference(csr, inputs, scale=None, **options):
+    from ..backends.reference import sddmm_reference   # SciPy, imported when a reference is made
+    return sddmm_reference(csr, inputs, scale, **options)
+
+
 SPEC = OpSpec(
     name="sddmm", dtypes=("float32",), operands=("X", "Y"), multi_head=False,
-    input_shapes=_input_shapes, output_shape=EdgesOutPlan.out_shape, reference=sddmm_reference,
+    input_shapes=_input_shapes, output_shape=EdgesOutPlan.out_shape, reference=_reference,
     gathers_per_edge=lambda heads: 1, scores_per_edge=lambda heads: 0,
     vendor_names=sddmm_vendor_names,
     is_vendor=lambda name: name in VENDOR_PROVIDERS,     # every provider, installed or not
-    prepare_vendor=_prepare_vendor, prepare_native=native.prepare,
+    prepare_vendor=_prepare_vendor,
     # the output (one value per edge) and X, read once per row
     vendor_stream=lambda n_rows, nnz, k, heads: nnz + n_rows * k,
 )

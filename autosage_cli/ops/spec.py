@@ -33,7 +33,6 @@ class OpSpec:
     vendor_names: Callable[[], list]              # the vendor entries here, in a stable order
     is_vendor: Callable[[str], bool]              # whether a name is one of its vendor entries
     prepare_vendor: Callable                      # (dgraph, name, k, heads, scale, dtype) -> Plan
-    prepare_native: Callable                      # (dgraph, schedule, k, heads, scale, dtype, **options)
     # The vendor time estimate's view of the op: elements streamed besides the gathers (rows
     # written, and read per row), and the stages (kernel launches) a vendor composition takes.
     vendor_stream: Callable[..., float]           # (n_rows, nnz, k, heads) -> elements
@@ -42,6 +41,9 @@ class OpSpec:
     # The vendor entry a framework user gets without tuning (cuSPARSE's default algorithm), or
     # None when the op has no such default (then the first vendor entry stands in for it).
     default_vendor: str | None = None
+    # (dgraph, schedule, k, heads, scale, dtype=..., **options) -> Plan; None: backends.native.prepare,
+    # looked up when called, which runs the plans of backends/native_<op>.py
+    prepare_native: Callable | None = None
 
     def require_dtype(self, dtype: str) -> str:
         return dtypes.require(dtype, self.dtypes, self.name)

@@ -1,10 +1,8 @@
 """SpMM: C = A @ B. B: n_cols x K; C: n_rows x K. Vendors: the cuSPARSE SpMM algorithms."""
 from __future__ import annotations
 
-from ..backends import native
 from ..backends.base import RowsOutPlan
 from ..backends.cusparse import SPMM_NAMES, prepare_spmm
-from ..backends.reference import spmm_reference
 from .spec import OpSpec
 
 
@@ -16,12 +14,17 @@ def _prepare_vendor(dgraph, name: str, k: int, heads: int = 1, scale=None, dtype
     return prepare_spmm(dgraph, name, k)
 
 
+def _reference(csr, inputs, scale=None, **options):
+    from ..backends.reference import spmm_reference   # SciPy, imported when a reference is made
+    return spmm_reference(csr, inputs, scale, **options)
+
+
 SPEC = OpSpec(
     name="spmm", dtypes=("float32",), operands=("B",), multi_head=False,
-    input_shapes=_input_shapes, output_shape=RowsOutPlan.out_shape, reference=spmm_reference,
+    input_shapes=_input_shapes, output_shape=RowsOutPlan.out_shape, reference=_reference,
     gathers_per_edge=lambda heads: 1, scores_per_edge=lambda heads: 0,
     vendor_names=lambda: list(SPMM_NAMES), is_vendor=lambda name: name in SPMM_NAMES,
-    prepare_vendor=_prepare_vendor, prepare_native=native.prepare,
+    prepare_vendor=_prepare_vendor,
     vendor_stream=lambda n_rows, nnz, k, heads: n_rows * k * heads,
     baselines=("torch",), default_vendor="cusparse-default",
 )

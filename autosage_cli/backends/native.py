@@ -1,10 +1,11 @@
 """The native backend: `prepare(dgraph, schedule, k, heads=1, scale=None, dtype="float32") -> Plan`
 for our kernels, instantiated for `dtype` (its C++ type from the dtypes table).
 
-Dispatches on schedule.op: "spmm" to native_spmm, "sddmm" to native_sddmm, "attention" to
-native_attention (imported only when asked for). `schedule` is a Schedule or a registered name.
-A schedule that cannot run width k says why (Schedule.supports) and is refused here with that
-reason, before anything is compiled; so is an int64-index graph (the kernels take int32).
+The plans of op X live in `native_X.py` (native_spmm, native_sddmm, native_attention; imported
+only when asked for), each with the same `prepare` signature. `schedule` is a Schedule or a
+registered name. A schedule that cannot run width k says why (Schedule.supports) and is refused
+here with that reason, before anything is compiled; so is an int64-index graph (the kernels take
+int32).
 
 `compile_plans(dgraph, schedules, k, heads)` builds, in parallel, the kernels the plans of several
 schedules will launch (the tuner calls it before it prepares its candidates one by one), and
@@ -12,9 +13,9 @@ schedules will launch (the tuner calls it before it prepares its candidates one 
 """
 from __future__ import annotations
 
-from .. import dtypes
 import importlib
 
+from .. import dtypes
 from ..errors import AutosageError
 from ..kernels import compile as kcompile
 from ..kernels.schedule import Schedule, get
@@ -33,9 +34,12 @@ def prepare(dgraph: DeviceGraph, schedule: Schedule | str, k: int, heads: int = 
     reason = schedule.supports(k, heads)
     if reason:
         raise AutosageError(f"{schedule.name} cannot run K={k}: {reason}")
+    module = f"{__package__}.native_{schedule.op}"
     try:
-        plans = importlib.import_module(f"{__package__}.native_{schedule.op}")
-    except ModuleNotFoundError:
+        plans = importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name != module:
+            raise            # the plan module exists; something it imports does not
         raise AutosageError(f"no native backend for op {schedule.op!r}") from None
     return plans.prepare(dgraph, schedule, k, heads, scale, dtype, **options)
 

@@ -120,6 +120,17 @@ def test_without_vendors_the_float64_reference_verifies_the_rows():
     assert by_backend(rows)["spmm.wrong"].status == "wrong"
 
 
+def test_a_reference_the_host_cannot_hold_leaves_rows_unverified():
+    class NoHostMemory(FakeToolkit):
+        def reference(self, op, dgraph, inputs, scale=None):
+            raise MemoryError("float64 reference")
+
+    rows, _ = run(NoHostMemory(vendor_ms={}))
+    probe = by_backend(rows, "probe")["autosage"]
+    assert probe.status == "unverified" and "MemoryError: float64 reference" in probe.error
+    assert probe.ms_median == 1.0          # still timed, and said to be unverified
+
+
 def test_a_failing_tune_is_a_row():
     class Broken(FakeToolkit):
         def tune(self, *a, **k):

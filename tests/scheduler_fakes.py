@@ -131,6 +131,9 @@ class FakeMeasurer:
         return float(np.linalg.norm(out - ref) / (denom if denom else 1.0))
 
     def time(self, plan, inputs, out, repeat, warmup, max_ms=None):
+        from autosage_cli.backends.timing import check_warmup
+
+        check_warmup(warmup, max_ms)   # the GPU timer's contract
         self.calls["time"] += 1
         self.timed.append(plan.name)
         reps = repeat if max_ms is None else max(3, min(repeat, int(max_ms / plan.ms)))

@@ -115,26 +115,11 @@ def tolerance(dtype: str, length: int = 1) -> float:
     sum has `length` terms, against a float64 reference computed from the inputs as rounded to
     `dtype`: the float32 bound, or the roundings to `dtype` plus the float32 sum's drift when that
     is larger. A function of the type and the length only, never of a case; float32 keeps 1e-4 for
-    every sum shorter than ~170k terms."""
+    every sum shorter than ~170k terms. An op's length is its spec's (`OpSpec.accumulation_length`)."""
     t = info(dtype)
     u_out = t.unit_roundoff if t.itemsize < 4 else 0.0
     drift = SUM_LAMBDA * max(1, int(length)) ** 0.5 * DTYPES["float32"].unit_roundoff
     return max(FLOAT32_TOLERANCE, ROUNDINGS * u_out + drift)
-
-
-def case_tolerance(dtype: str, op: str, k: int, max_degree: int) -> float:
-    """The bound of one case: `op` at width k on a graph whose longest row has max_degree edges."""
-    return tolerance(dtype, accumulation_length(op, k, max_degree))
-
-
-def accumulation_length(op: str, k: int, max_degree: int) -> int:
-    """The most terms one output sums: a row's edges (SpMM; attention's softmax and weighted sum)
-    or K products (SDDMM; attention's dot products)."""
-    if op == "sddmm":
-        return max(1, int(k))
-    if op == "spmm":
-        return max(1, int(max_degree))
-    return max(1, int(k), int(max_degree))
 
 
 # ------------------------------------------------------------------ host arrays

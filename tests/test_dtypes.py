@@ -4,6 +4,7 @@ Every op takes float32, float16 and bfloat16; any other dtype is refused in one 
 ones, and an op spec refuses a dtype it does not list in one line naming the ones it does."""
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -14,7 +15,6 @@ from autosage_cli.cache import DecisionCache, make_key
 from autosage_cli.errors import AutosageError
 from autosage_cli.kernels import compile as kcompile
 from autosage_cli.kernels.schedule import registry
-from autosage_cli.ops.spec import OpSpec
 from autosage_cli.scheduler import probe
 from autosage_cli.scheduler import replay as replay_mod
 from autosage_cli.scheduler import tune as tune_mod
@@ -41,7 +41,7 @@ def test_each_op_spec_accepts_the_three_dtypes():
     assert ops.require_dtype("sddmm", "bfloat16") == "bfloat16"
     with pytest.raises(AutosageError, match="unknown dtype 'int8'"):
         ops.require_dtype("attention", "int8")
-    narrow = OpSpec(name="gather", dtypes=("float32",))
+    narrow = dataclasses.replace(ops.get("spmm"), name="gather", dtypes=("float32",))
     with pytest.raises(AutosageError, match="dtype bfloat16 is not supported for gather; supported: float32"):
         narrow.require_dtype("bfloat16")
     with pytest.raises(AutosageError, match="unknown op 'gemm'"):
@@ -68,7 +68,7 @@ def test_float32_kernels_keep_their_names_and_instantiations():
 
 def test_memory_estimates_use_the_element_size():
     args = ("attention", 1000, 1000, 20_000, 64, 4)
-    half, single = budget.case_device_bytes(*args, "float16"), budget.case_device_bytes(*args, "float32")
+    half, single = ops.device_bytes(*args, "float16"), ops.device_bytes(*args, "float32")
     graph = 2 * budget.graph_bytes(1000, 1000, 20_000)
     assert (single - graph) == 2 * (half - graph)
 
@@ -165,9 +165,9 @@ def test_bench_rows_tunes_and_inputs_carry_the_case_dtype():
     class Recording(FakeToolkit):
         seen: list = []
 
-        def make_inputs(self, op, dgraph, k, heads, seed, dtype="float32"):
+        def inputs(self, dgraph, op, k, heads, seed, dtype="float32"):
             self.seen.append(dtype)
-            return super().make_inputs(op, dgraph, k, heads, seed, dtype)
+            return super().inputs(dgraph, op, k, heads, seed, dtype)
 
     for dtype in ("float32", "float16"):
         tk = Recording()
@@ -198,3 +198,17 @@ def test_api_takes_the_dtype_from_its_inputs():
     assert api.check_dense("B", Dense((4, 8), "float16"), (4, None), "spmm") == "float16"
     with pytest.raises(AutosageError, match="unknown dtype 'int8'"):
         api.prepare_plan(small_graph(), None, "sddmm", 8, dtype="int8")
+
+
+def test_native_plans_get_the_dtype_through_the_op_spec(monkeypatch):
+    """ops.prepare_native checks the dtype against the spec, then calls backends.native.prepare
+    (looked up per call) with it."""
+    calls = []
+    monkeypatch.setattr(native, "prepare", lambda *a, **kw: calls.append((a, kw)) or "plan")
+    s = registry("sddmm")[0]
+    assert ops.prepare_native("dg", s.name, 8, 1, 0.5, "bfloat16") == "plan"
+    assert calls == [(("dg", s, 8, 1, 0.5), {"dtype": "bfloat16"})]
+    with pytest.raises(AutosageError, match="unknown dtype 'int8'"):
+        ops.prepare_native("dg", s, 8, dtype="int8")
+    with pytest.raises(AutosageError, match="unknown dtype 'int8'"):
+        ops.prepare_vendor("dg", "cusparse-alg2", 8, dtype="int8")

@@ -14,11 +14,12 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from autosage_cli.backends.reference import reference
+from autosage_cli.ops import reference
 from autosage_cli.backends.timing import poison, rel_error
 from autosage_cli.graphs.csr import CSRGraph
 from autosage_cli.kernels.schedule import Schedule, registry
-from autosage_cli.dtypes import accumulation_length, from_storage, to_storage, tolerance
+from autosage_cli.dtypes import from_storage, to_storage
+from autosage_cli.ops import case_tolerance
 
 from test_native_gpu import build_graphs, run_checked
 
@@ -38,7 +39,7 @@ def graphs():
 
 def bound(op: str, csr: CSRGraph, k: int, dtype: str) -> float:
     max_degree = int(np.diff(csr.indptr).max()) if csr.n_rows else 0
-    return tolerance(dtype, accumulation_length(op, k, max_degree))
+    return case_tolerance(op, dtype, k, max_degree)
 
 
 _CASES: dict = {}
@@ -50,7 +51,7 @@ def case(op: str, name: str, csr: CSRGraph, dgraph, k: int, dtype: str, heads: i
     if key not in _CASES:
         import cupy
 
-        from autosage_cli.backends.base import make_inputs
+        from autosage_cli.ops import make_inputs
 
         inputs = make_inputs(op, dgraph, k, heads, seed=k, dtype=dtype)
         ref = reference(op, csr, tuple(x.get() for x in inputs), dtype=dtype)
@@ -258,7 +259,7 @@ def test_vendor_sddmm_in_the_type(dtype, k, graphs):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("name", ("vendor-unfused-alg2", "vendor-unfused-default"))
 def test_vendor_attention_in_the_type(name, dtype, d, graphs):
-    from autosage_cli.backends.vendor import prepare_vendor
+    from autosage_cli.ops import prepare_vendor
 
     failures = check_on_every_graph(name, "attention", d, dtype, graphs,
                                     lambda dg: prepare_vendor(dg, name, d, 2, dtype=dtype), heads=2)
@@ -293,7 +294,7 @@ def test_tune_in_the_type_verifies_its_choice_and_hits_the_cache(tmp_path, op, k
 
 
 def bound_for_graph(op, graph, k, dtype):
-    return tolerance(dtype, accumulation_length(op, k, int(graph.row_degrees().max(initial=0))))
+    return case_tolerance(op, dtype, k, int(graph.row_degrees().max(initial=0)))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -322,7 +323,7 @@ def test_torch_spmm_baseline_in_the_type(dtype, graphs):
     failures = []
     for gname, (csr, dgraph) in graphs.items():
         skipped: list = []
-        plans = prepare_baselines(dgraph, "spmm", 64, skipped=skipped, dtype=dtype)
+        plans = prepare_baselines(dgraph, ("torch",), 64, skipped=skipped, dtype=dtype)
         for plan in plans:
             inputs, ref = case("spmm", gname, csr, dgraph, 64, dtype)
             failures += [f"{gname} {plan.schedule}: {p}"

@@ -135,18 +135,22 @@ def test_tolerance_rules():
 
 
 def test_accumulation_length_per_op():
-    assert vt.accumulation_length("sddmm", 64, 21_700) == 64
-    assert vt.accumulation_length("spmm", 64, 21_700) == 21_700
-    assert vt.accumulation_length("attention", 256, 12) == 256
-    assert vt.accumulation_length("attention", 64, 21_700) == 21_700
-    assert vt.accumulation_length("spmm", 8, 0) == 1          # an edgeless graph still sums once
+    from autosage_cli import ops
+
+    assert ops.get("sddmm").accumulation_length(64, 21_700) == 64
+    assert ops.get("spmm").accumulation_length(64, 21_700) == 21_700
+    assert ops.get("attention").accumulation_length(256, 12) == 256
+    assert ops.get("attention").accumulation_length(64, 21_700) == 21_700
+    assert ops.get("spmm").accumulation_length(8, 0) == 1          # an edgeless graph still sums once
+    assert ops.case_tolerance("spmm", "bfloat16", 8, 21_700) == vt.tolerance("bfloat16", 21_700)
+    assert ops.case_tolerance("sddmm", "float32", 256, 10 ** 7) == 1e-4
 
 
 @pytest.mark.parametrize("dtype", ("float16", "bfloat16"))
 def test_reference_reads_stored_inputs_and_rounds_the_values(dtype):
     import scipy.sparse as sp
 
-    from autosage_cli.backends.reference import reference
+    from autosage_cli.ops import reference
 
     rng = np.random.default_rng(3)
     a = sp.random(30, 20, density=0.2, random_state=rng, format="csr", dtype=np.float64)

@@ -10,7 +10,7 @@ import numpy as np
 from ..kernels import attention_space as space
 from ..kernels.compile import get_function
 from ..dtypes import storage_dtype, info as dtype_info
-from .base import DeviceGraph, Plan, input_shapes, output_shape
+from .base import DeviceGraph, HeadsOutPlan, Plan
 
 
 def attention_scale(d: int, scale: float | None = None) -> float:
@@ -41,9 +41,9 @@ def check_inputs(plan: Plan, inputs: tuple, out, vec: int = 1) -> None:
     names = ("Q", "K", "V")
     if len(inputs) != 3:
         raise ValueError(f"attention takes (Q, K, V), got {len(inputs)} inputs")
-    shapes = input_shapes("attention", plan.graph, plan.k, plan.heads)
-    arrays = list(zip(names, inputs, shapes)) + [("out", out, output_shape("attention", plan.graph,
-                                                                             plan.k, plan.heads))]
+    g, heads, d = plan.graph, plan.heads, plan.k
+    shapes = ((g.n_rows, heads, d), (g.n_cols, heads, d), (g.n_cols, heads, d))
+    arrays = list(zip(names, inputs, shapes)) + [("out", out, HeadsOutPlan.out_shape(g, d, heads))]
     stored, size = np.dtype(storage_dtype(plan.dtype)), dtype_info(plan.dtype).itemsize
     for name, arr, shape in arrays:
         if tuple(arr.shape) != tuple(shape) or arr.dtype != stored or not arr.flags.c_contiguous:

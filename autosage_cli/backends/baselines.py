@@ -29,7 +29,7 @@ import importlib.util
 import math
 
 from .. import dtypes
-from .base import DeviceGraph, Plan, PrepareTimer, make_inputs
+from .base import DeviceGraph, HeadsOutPlan, Plan, PrepareTimer, RowsOutPlan, random_inputs
 from .sddmm_providers import TorchBridge, edge_rows
 from .timing import poison
 from .value_arrays import graph_values, to_float32
@@ -58,11 +58,11 @@ def _free_device_bytes() -> int:
     return int(free)
 
 
-def _poisoned_probe(plan: Plan) -> bool:
+def _poisoned_probe(plan: Plan, shapes) -> bool:
     """Run `plan` once on random inputs with a NaN-poisoned output; True if the output is finite."""
     import cupy
 
-    inputs = make_inputs(plan.op, plan.graph, plan.k, plan.heads, seed=7, dtype=plan.dtype)
+    inputs = random_inputs(shapes, seed=7, dtype=plan.dtype)
     out = poison(plan.alloc_out())
     plan.run(inputs, out)
     ok = bool(cupy.isfinite(to_float32(out, plan.dtype)).all())
@@ -70,7 +70,7 @@ def _poisoned_probe(plan: Plan) -> bool:
     return ok
 
 
-class TorchSpMMPlan(Plan):
+class TorchSpMMPlan(RowsOutPlan):
     backend = "torch"
 
     def __init__(self, dgraph: DeviceGraph, k: int, dtype: str = dtypes.DEFAULT):
@@ -89,7 +89,7 @@ class TorchSpMMPlan(Plan):
             self.fallback_reason = None
             if dgraph.nnz:
                 try:
-                    clean = _poisoned_probe(self)
+                    clean = _poisoned_probe(self, [(dgraph.n_cols, k)])
                 except Exception as exc:  # out= refused by this torch build
                     clean, self.fallback_reason = False, f"{type(exc).__name__}: {exc}"
                 self.write_in_place = clean
@@ -111,7 +111,7 @@ class TorchSpMMPlan(Plan):
                 C.copy_(torch.sparse.mm(self.A, B))
 
 
-class PyGAttentionPlan(Plan):
+class PyGAttentionPlan(HeadsOutPlan):
     backend = "pyg"
     schedule = "pyg.gather-softmax-scatter"
     provider = "torch_geometric.utils.softmax + scatter"
@@ -157,20 +157,27 @@ def _torch_cuda_reason() -> str | None:
     return None
 
 
-def prepare_baselines(dgraph: DeviceGraph, op: str, k: int, heads: int = 1,
+def prepare_baselines(dgraph: DeviceGraph, wanted, k: int, heads: int = 1,
                       scale: float | None = None, skipped: list | None = None,
                       dtype: str = dtypes.DEFAULT) -> list[Plan]:
-    """The framework baselines of `op` that can run here in `dtype` (see the module docstring)."""
+    """The framework baselines named in `wanted` (an op spec's `baselines`: "torch" for SpMM,
+    "pyg" for attention) that can run here in `dtype` (see the module docstring)."""
     skipped = skipped if skipped is not None else []
-    wanted = {"spmm": ["torch"], "attention": ["pyg"]}.get(op, [])
+    wanted = list(wanted)
     if not wanted:
         return []
     reason = _torch_cuda_reason()
     if reason is not None:
         skipped.extend((name, reason) for name in wanted)
         return []
-    if op == "spmm":
-        return [TorchSpMMPlan(dgraph, k, dtype)]
+    plans = [TorchSpMMPlan(dgraph, k, dtype)] if "torch" in wanted else []
+    if "pyg" in wanted:
+        plans += _pyg_plans(dgraph, k, heads, scale, skipped, dtype)
+    return plans
+
+
+def _pyg_plans(dgraph: DeviceGraph, k: int, heads: int, scale, skipped: list,
+               dtype: str = dtypes.DEFAULT) -> list[Plan]:
     if importlib.util.find_spec("torch_geometric") is None:
         skipped.append(("pyg", "torch_geometric is not installed"))
         return []

@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..dtypes import storage_dtype, info as dtype_info
-from .base import DeviceGraph, Plan, PrepareTimer
+from .base import DeviceGraph, PrepareTimer, RowsOutPlan
 from .value_arrays import cuda_data_type, graph_values
 
 # Vendor name -> cusparseSpMMAlg_t value.
@@ -192,7 +192,7 @@ def _cuda_r_32f() -> int:
     return runtime.CUDA_R_32F
 
 
-class CusparseSpMMPlan(Plan):
+class CusparseSpMMPlan(RowsOutPlan):
     """Vendor SpMM plan: out = A @ B with one cuSPARSE algorithm; B and out C-contiguous."""
 
     def __init__(self, dgraph: DeviceGraph, name: str, k: int, dtype: str = "float32"):

@@ -86,49 +86,58 @@ def segment_softmax(scores: np.ndarray, indptr: np.ndarray) -> np.ndarray:
     return shifted / row_sum[slot[rows]]
 
 
-def reference(op: str, csr, inputs, scale: float | None = None,
-              attention_bias: bool = False, dtype: str = "float32") -> np.ndarray:
-    """The float64 result of `op` on graph `csr` (CSRGraph or SciPy sparse) and dense `inputs`
-    stored as `dtype`."""
+def _operands(csr, inputs, dtype: str):
+    """(A as float64 CSR, the inputs in float64, A's values as an attention bias). In a 2-byte
+    type the inputs are read as stored and A's values rounded to the type, as the plans read them;
+    the bias stays float32, as the kernels read it."""
     a = _as_csr(csr)
-    n, m = a.shape
     if dtype_info(dtype).name == "float32":
-        arrays = [_host64(x) for x in inputs]
-        bias = a.data
-    else:
-        arrays = [from_storage(x.get() if hasattr(x, "get") and not isinstance(x, np.ndarray) else x,
-                               dtype) for x in inputs]
-        bias = a.data.astype(np.float32).astype(np.float64)
-        a.data = from_storage(to_storage(a.data, dtype), dtype)
-    if op == "spmm":
-        (b,) = arrays
-        if b.ndim != 2:
-            raise AutosageError(f"reference: B must be 2-D, got shape {b.shape}")
-        _check_shapes("B", b, (m, b.shape[1]))
-        return np.asarray(a @ b)
+        return a, [_host64(x) for x in inputs], a.data
+    arrays = [from_storage(x.get() if hasattr(x, "get") and not isinstance(x, np.ndarray) else x, dtype)
+              for x in inputs]
+    bias = a.data.astype(np.float32).astype(np.float64)
+    a.data = from_storage(to_storage(a.data, dtype), dtype)
+    return a, arrays, bias
+
+
+def spmm_reference(csr, inputs, scale: float | None = None, dtype: str = "float32") -> np.ndarray:
+    """A @ B in float64 (`scale` does not apply)."""
+    a, (b,), _ = _operands(csr, inputs, dtype)
+    if b.ndim != 2:
+        raise AutosageError(f"reference: B must be 2-D, got shape {b.shape}")
+    _check_shapes("B", b, (a.shape[1], b.shape[1]))
+    return np.asarray(a @ b)
+
+
+def sddmm_reference(csr, inputs, scale: float | None = None, dtype: str = "float32") -> np.ndarray:
+    """a_e * <X[i], Y[j]> per edge, in float64 (`scale` does not apply)."""
+    a, (x, y), _ = _operands(csr, inputs, dtype)
+    if x.ndim != 2:
+        raise AutosageError(f"reference: X must be 2-D, got shape {x.shape}")
+    _check_shapes("X", x, (a.shape[0], x.shape[1]))
+    _check_shapes("Y", y, (a.shape[1], x.shape[1]))
+    return a.data * _edge_dots(x, y, _edge_rows(a), a.indices.astype(np.int64))
+
+
+def attention_reference(csr, inputs, scale: float | None = None,
+                        attention_bias: bool = False, dtype: str = "float32") -> np.ndarray:
+    """Per head, the row softmax of scale * <Q[i], K[j]> (plus a_e with `attention_bias`)
+    times V, in float64; rows without edges give zeros."""
+    a, (q, k, v), bias = _operands(csr, inputs, dtype)
+    n, m = a.shape
+    if q.ndim != 3:
+        raise AutosageError(f"reference: Q must be n x H x d, got shape {q.shape}")
+    heads, d = q.shape[1:]
+    _check_shapes("Q", q, (n, heads, d))
+    _check_shapes("K", k, (m, heads, d))
+    _check_shapes("V", v, (m, heads, d))
     rows, cols = _edge_rows(a), a.indices.astype(np.int64)
-    if op == "sddmm":
-        x, y = arrays
-        if x.ndim != 2:
-            raise AutosageError(f"reference: X must be 2-D, got shape {x.shape}")
-        _check_shapes("X", x, (n, x.shape[1]))
-        _check_shapes("Y", y, (m, x.shape[1]))
-        return a.data * _edge_dots(x, y, rows, cols)
-    if op == "attention":
-        q, k, v = arrays
-        if q.ndim != 3:
-            raise AutosageError(f"reference: Q must be n x H x d, got shape {q.shape}")
-        heads, d = q.shape[1:]
-        _check_shapes("Q", q, (n, heads, d))
-        _check_shapes("K", k, (m, heads, d))
-        _check_shapes("V", v, (m, heads, d))
-        s = (scale if scale is not None else default_attention_scale(d)) * _edge_dots(q, k, rows, cols)
-        if attention_bias:
-            s = s + bias[:, None]
-        p = segment_softmax(s, a.indptr)                           # nnz x H
-        out = np.zeros((n, heads, d), dtype=np.float64)
-        for h in range(heads):
-            ph = sp.csr_matrix((p[:, h], a.indices, a.indptr), shape=a.shape)
-            out[:, h, :] = ph @ v[:, h, :]
-        return out
-    raise AutosageError(f"unknown op {op!r}; choose one of spmm, sddmm, attention")
+    s = (scale if scale is not None else default_attention_scale(d)) * _edge_dots(q, k, rows, cols)
+    if attention_bias:
+        s = s + bias[:, None]
+    p = segment_softmax(s, a.indptr)                           # nnz x H
+    out = np.zeros((n, heads, d), dtype=np.float64)
+    for h in range(heads):
+        ph = sp.csr_matrix((p[:, h], a.indices, a.indptr), shape=a.shape)
+        out[:, h, :] = ph @ v[:, h, :]
+    return out

@@ -37,8 +37,8 @@ import importlib.util
 
 import numpy as np
 
-from ..dtypes import accumulation_length, storage_dtype, tolerance, info as dtype_info
-from .base import DeviceGraph, Plan, PrepareTimer
+from ..dtypes import storage_dtype, tolerance, info as dtype_info
+from .base import DeviceGraph, EdgesOutPlan, PrepareTimer
 from .sddmm_providers import (PROVIDER_GATHER, PROVIDER_NVMATH, PROVIDER_TORCH, GatherDot, NvmathSDDMM,
                               TorchSampledAddmm, edge_rows)
 from .value_arrays import graph_values, to_float32, to_value_type
@@ -152,7 +152,7 @@ class VendorSDDMM:
         got = to_float32(out[edges], t).astype(cupy.float64)
         err = float(cupy.linalg.norm(got - want) / max(float(cupy.linalg.norm(want)), 1e-30))
         impl.forget_views()  # do not keep the check's arrays alive
-        bound = tolerance(t, accumulation_length("sddmm", k, 0))
+        bound = tolerance(t, k)   # SDDMM sums K products per output
         if not np.isfinite(err) or err > bound:
             raise RuntimeError(f"disagrees with a direct computation (relative error {err:.2e} > {bound:.2g})")
 
@@ -174,7 +174,7 @@ class VendorSDDMM:
             self.impl.close()
 
 
-class SDDMMVendorPlan(Plan):
+class SDDMMVendorPlan(EdgesOutPlan):
     """Vendor SDDMM plan: out[e] = a_e <X[i], Y[j]> by the one provider of vendor entry `name`
     (VENDOR_PROVIDERS); `provider` says which ran."""
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from .. import dtypes
+from .. import dtypes, ops as op_specs
 from ..dtypes import MAX_VECTOR_BYTES
 from ..kernels import schedule as schedule_mod
 from ..kernels.schedule import Schedule
@@ -299,16 +299,17 @@ def estimate_vendor_ms(features, op: str, k: int, heads: int = 1, device: Device
                        dtype: str = dtypes.DEFAULT) -> float:
     """A rough vendor time, shown beside the native estimates (the probe measures the real one):
     the same compulsory traffic at 70% of the bandwidth a native kernel is credited with (cuSPARSE
-    is nnz-balanced, so no critical path), plus one launch per stage; dense bytes in the dtype's
-    element size."""
-    elem = dtypes.itemsize(dtype)
+    is nnz-balanced, so no critical path), plus one launch per stage. The op's spec says what is
+    gathered per edge, what is streamed and how many stages a vendor composition takes; dense
+    bytes and A's values are in the dtype's element size."""
+    spec, size = op_specs.get(op), dtypes.itemsize(dtype)
     nnz, n = float(features.nnz), float(features.n_rows)
-    gathers = nnz * heads * (2 if op == "attention" else 1)
-    dram_g, l2_g = gather_bytes(features, k, features.n_cols * k * elem * heads, device, gathers,
-                                element_bytes=elem)
-    out = nnz * elem + n * k * elem if op == "sddmm" else n * k * elem * heads
-    stages = 3 if op == "attention" else 1
-    dram = (n + 1) * INDEX + nnz * (INDEX + elem) * stages + dram_g + out
+    gathers = nnz * spec.gathers_per_edge(heads)
+    dram_g, l2_g = gather_bytes(features, k, features.n_cols * k * size * heads, device, gathers,
+                                element_bytes=size)
+    out = spec.vendor_stream(n, nnz, k, heads) * size
+    stages = spec.vendor_stages
+    dram = (n + 1) * INDEX + nnz * (INDEX + size) * stages + dram_g + out
     memory_us = max(dram / (device.dram_tbps * 1e6), l2_g / (device.l2_tbps * 1e6)) / 0.7
     return (memory_us + stages * device.launch_us) / 1e3
 

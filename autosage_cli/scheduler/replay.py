@@ -13,6 +13,7 @@ from .. import dtypes, ops as op_specs
 from ..errors import AutosageError
 from ..graphs.csr import replayable_source
 from . import probe
+from .measure import GpuMeasurer
 from .tune import plan_for
 
 FAILING = ("failed", "mismatched", "missing", "invalid")
@@ -132,7 +133,7 @@ def replay(cache, dry_run: bool = False, measure=None, progress=None, load=None,
         if dry_run:
             out.status, out.reason = "checked", "graph found, fingerprint matches"
             continue
-        measure = measure or probe.GpuMeasurer()
+        measure = measure or GpuMeasurer()
         if src_key not in devices:
             devices[src_key] = measure.to_device(graph)
         _replay_one(measure, devices[src_key], entry, out, seed)
@@ -164,7 +165,7 @@ def _replay_one(measure, dgraph, entry: dict, out: ReplayOutcome, seed: int) -> 
             ref, out.reference = measure.run(ref_plan, inputs), ref_name
         out.rel_error = measure.rel_error(result, ref)
         longest = int(dgraph.host.row_degrees().max(initial=0))
-        bound = dtypes.case_tolerance(out.dtype, out.op, out.k, longest)
+        bound = op_specs.case_tolerance(out.op, out.dtype, out.k, longest)
         if not out.rel_error <= bound:
             out.status = "failed"
             out.reason = f"mismatch rel_err={out.rel_error:.2e} vs {out.reference}"

@@ -72,12 +72,15 @@ class TorchBridge:
 
     def tensor(self, arr, dtype: str = "float32"):
         """A torch tensor sharing `arr`'s memory (same shape and strides), of `dtype` (bfloat16's
-        uint16 bit patterns are viewed as torch.bfloat16)."""
+        bit patterns pass DLPack as int16, which every torch takes, and are viewed as bfloat16)."""
         key = (arr.data.ptr, arr.shape, arr.strides, arr.dtype.str)
 
         def make():
-            t = self.torch.from_dlpack(arr)
-            return t.view(self.torch.bfloat16) if dtype_info(dtype).name == "bfloat16" else t
+            if dtype_info(dtype).name != "bfloat16":
+                return self.torch.from_dlpack(arr)
+            import cupy
+
+            return self.torch.from_dlpack(arr.view(cupy.int16)).view(self.torch.bfloat16)
 
         return self.cached(key, make)
 

@@ -301,3 +301,143 @@ __global__ void attention_combine(const I* __restrict__ heavy_rows, const I* __r
     out[(row * heads + head) * d + f] = L > 0.f ? a / L : 0.f;
   }
 }
+
+// ------------------------------------------------------------------------------------------------
+// Additive score (GAT): s_ij = LeakyReLU(a_dst[i,h] + a_src[j,h]), two scalars per node and head.
+//
+//   out[i,h] = sum_{j in row i} softmax_j(s_ij) * V[j,h]
+//
+// a_dst: n_rows x H, a_src: n_cols x H, V: n_cols x H x d, out: n_rows x H x d. There is no per-edge
+// dot product: a step of E edges loads E V rows (the same vector loads as the dot-product walk) and
+// E scalars a_src[j,h] (the lanes of a group read the same address: one broadcast transaction).
+// The groups, teams, schedule knobs, log2-domain online softmax and the chunk partials of long rows
+// (merged by attention_combine) are those of the dot-product kernels above, so every fused and
+// fused_split schedule runs this score too. LeakyReLU commutes with the positive factor log2(e).
+
+namespace attention_fused_detail {
+
+template <typename T, typename I, int LANES, int VEC, int NV, int E, int W>
+__device__ __forceinline__ void attend_edges_additive(
+    const I* __restrict__ indices, const float* __restrict__ a_src, const T* __restrict__ Vmat,
+    I begin, I end, long long row_stride, int heads, int head, int d, float a_dst, float slope,
+    State<NV, VEC>& st) {
+  static_assert(W % E == 0 && W % LANES == 0 && W <= 32, "team must hold whole groups and steps");
+  constexpr float kLog2e = 1.4426950408889634f;
+  const unsigned mask = group_mask<W>();
+  const int g_lane = threadIdx.x & (LANES - 1);
+  const int t_lane = threadIdx.x & (W - 1);
+  const int head_off = head * d;
+  const long long stop = (long long)end;
+  const long long e = (long long)begin + t_lane;
+  I col_next = e < stop ? indices[e] : (I)0;
+  for (long long base = begin; base < stop; base += W) {
+    const I col_mine = col_next;
+    const long long en = base + W + t_lane;
+    if (en < stop) col_next = indices[en];
+    const int n = (stop - base < W) ? (int)(stop - base) : W;
+    for (int e0 = 0; e0 < n; e0 += E) {
+      float vv[E][NV][VEC], s[E];
+#pragma unroll
+      for (int u = 0; u < E; ++u) {
+        const I col = __shfl_sync(mask, col_mine, e0 + u, W);
+        const bool ok = e0 + u < n;
+        s[u] = ok ? autosage::load_scalar(a_src + (long long)col * heads + head) : 0.f;
+        const long long off = (long long)col * row_stride + head_off;
+#pragma unroll
+        for (int c = 0; c < NV; ++c) {
+          const int f = (c * LANES + g_lane) * VEC;
+          if (ok && f < d) {
+            load_vec<VEC>(Vmat + off + f, vv[u][c]);
+          } else {
+#pragma unroll
+            for (int v = 0; v < VEC; ++v) vv[u][c][v] = 0.f;
+          }
+        }
+        const float x = a_dst + s[u];
+        s[u] = ok ? (x > 0.f ? x : x * slope) * kLog2e : neg_inf();
+      }
+      float m_new = st.m;
+#pragma unroll
+      for (int u = 0; u < E; ++u) m_new = fmaxf(m_new, s[u]);
+      // m_new is finite: edge e0 is always valid. First step: m = -inf gives alpha = 0.
+      const float alpha = fast_exp2(st.m - m_new);
+      st.m = m_new;
+      st.l *= alpha;
+#pragma unroll
+      for (int c = 0; c < NV; ++c) {
+#pragma unroll
+        for (int v = 0; v < VEC; ++v) st.acc[c][v] *= alpha;
+      }
+#pragma unroll
+      for (int u = 0; u < E; ++u) {
+        const float p = fast_exp2(s[u] - m_new);
+        st.l += p;
+#pragma unroll
+        for (int c = 0; c < NV; ++c) {
+#pragma unroll
+          for (int v = 0; v < VEC; ++v) st.acc[c][v] = fmaf(p, vv[u][c][v], st.acc[c][v]);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace attention_fused_detail
+
+// Family "fused", additive score: one group per (row, head) over all rows.
+template <typename T, typename I, int LANES, int VEC, int NV, int E, int W>
+__global__ void attention_additive_rows(
+    const I* __restrict__ indptr, const I* __restrict__ indices, const float* __restrict__ a_dst,
+    const float* __restrict__ a_src, const T* __restrict__ V, T* __restrict__ out, long long n_rows,
+    int heads, int d, float slope) {
+  using namespace attention_fused_detail;
+  const long long g = (long long)blockIdx.x * (blockDim.x / LANES) + threadIdx.x / LANES;
+  const long long row = g / heads;
+  if (row >= n_rows) return;  // whole teams leave together (H % heads-per-team == 0)
+  const int head = (int)(g - row * heads);
+  const long long row_stride = (long long)heads * d;
+  State<NV, VEC> st;
+  init_state(st);
+  attend_edges_additive<T, I, LANES, VEC, NV, E, W>(indices, a_src, V, indptr[row], indptr[row + 1],
+                                                    row_stride, heads, head, d, a_dst[g], slope, st);
+  store_normalised<T, LANES, VEC, NV>(out + row * row_stride + (long long)head * d, d, st);
+}
+
+// Family "fused_split", additive score: the segment list and partials of attention_fused_segments.
+template <typename T, typename I, int LANES, int VEC, int NV, int E, int W>
+__global__ void attention_additive_segments(
+    const I* __restrict__ indptr, const I* __restrict__ indices, const float* __restrict__ a_dst,
+    const float* __restrict__ a_src, const T* __restrict__ V, T* __restrict__ out,
+    const I* __restrict__ seg_rows, const I* __restrict__ chunk_begin, long long n_chunks,
+    long long n_segments, long long chunk, int heads, int d, float slope,
+    float2* __restrict__ part_ml, float* __restrict__ part_acc) {
+  using namespace attention_fused_detail;
+  const long long g = (long long)blockIdx.x * (blockDim.x / LANES) + threadIdx.x / LANES;
+  const long long seg = g / heads;
+  if (seg >= n_segments) return;
+  const int head = (int)(g - seg * heads);
+  const long long row = (long long)seg_rows[seg];
+  const long long row_stride = (long long)heads * d;
+  const bool is_chunk = seg < n_chunks;
+  I begin = indptr[row], end = indptr[row + 1];
+  if (is_chunk) {
+    begin = chunk_begin[seg];
+    if ((long long)(end - begin) > chunk) end = begin + (I)chunk;
+  }
+  State<NV, VEC> st;
+  init_state(st);
+  attend_edges_additive<T, I, LANES, VEC, NV, E, W>(indices, a_src, V, begin, end, row_stride, heads,
+                                                    head, d, a_dst[row * heads + head], slope, st);
+  if (!is_chunk) {
+    store_normalised<T, LANES, VEC, NV>(out + row * row_stride + (long long)head * d, d, st);
+    return;
+  }
+  const long long slot = seg * heads + head;
+  const int g_lane = threadIdx.x & (LANES - 1);
+  if (g_lane == 0) part_ml[slot] = make_float2(st.m, st.l);
+#pragma unroll
+  for (int c = 0; c < NV; ++c) {
+    const int f = (c * LANES + g_lane) * VEC;
+    if (f < d) store_vec<VEC>(part_acc + slot * d + f, st.acc[c]);
+  }
+}

@@ -254,3 +254,13 @@ def test_vendor_names_and_unknown_name():
                                              "vendor-unfused-alg3", "vendor-unfused-default"]
     with pytest.raises(ValueError):
         attention_vendor.prepare(None, "vendor-unfused-alg9", 64)
+
+
+def test_additive_score_kernels_compile_without_spills():
+    """The GAT score over every fused schedule, int and long long indices (nvcc, sm_90)."""
+    exprs = list(space.additive_expressions("float", "int"))
+    assert len(exprs) == len({space.additive_expression(s) for s in FUSED})
+    assert all(e.startswith(("attention_additive_rows<", "attention_additive_segments<")) for e in exprs)
+    wide = sorted({space.additive_expression(s, "float", "long long")
+                   for s in FUSED if s.lanes == 32 or s.family == "fused_split"})
+    _check_reports(space.FUSED_SOURCE, exprs + wide)

@@ -16,6 +16,10 @@ of the unfused pipeline):
                memory). The SDDMM and SpMM sub-steps are native schedules chosen at prepare
                (backends/attention_unfused.substep_schedules).
 
+Scores of the fused families: "dot" (scale * <Q[i,h], K[j,h]>, the families' own kernels) and
+"additive" (LeakyReLU(a_dst[i,h] + a_src[j,h]), GAT: attention_additive_rows / _segments in the same
+file, chosen by the plan, not by the schedule: the knobs below mean the same for both).
+
 Knobs of the fused families (template parameters of attention_fused.cu):
   lanes x vec      lanes of a group and floats per load (vec 4: 16-byte loads of K and V rows);
   tile             features one group holds in registers: lanes x vec x NV, NV vectors per lane.
@@ -88,6 +92,14 @@ def unfused_supports(s: Schedule, d: int, heads: int = 1) -> str | None:
 
 def fused_expression(s: Schedule, dtype: str = "float", index: str = "int") -> str:
     kernel = "attention_fused_rows" if s.family == "fused" else "attention_fused_segments"
+    return (f"{kernel}<{dtype}, {index}, {s.lanes}, {s.vec}, {vectors_per_lane(s)}, {s.unroll}, "
+            f"{team_width(s)}>")
+
+
+def additive_expression(s: Schedule, dtype: str = "float", index: str = "int") -> str:
+    """The kernel of a fused or fused_split schedule with the additive (GAT) score
+    LeakyReLU(a_dst[i] + a_src[j]): the same knobs and template parameters as the dot-product one."""
+    kernel = "attention_additive_rows" if s.family == "fused" else "attention_additive_segments"
     return (f"{kernel}<{dtype}, {index}, {s.lanes}, {s.vec}, {vectors_per_lane(s)}, {s.unroll}, "
             f"{team_width(s)}>")
 

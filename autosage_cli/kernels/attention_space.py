@@ -14,7 +14,7 @@ from __future__ import annotations
 from itertools import product
 
 from .attention_families import (  # the sources and expressions are the plans' too
-    FUSED_SOURCE, SOFTMAX_SOURCE, fused_expression, softmax_expression, team_width, vectors_per_lane)
+    FUSED_SOURCE, SOFTMAX_SOURCE, additive_expression, fused_expression, softmax_expression, team_width, vectors_per_lane)
 from .schedule import Schedule
 
 THREADS = 256
@@ -51,6 +51,14 @@ def expressions(s: Schedule, dtype: str = "float", index: str = "int") -> tuple[
     if s.family == "fused_split":
         return (fused_expression(s, dtype, index), combine_expression(dtype, index))
     return (softmax_expression(s, index), softmax_heavy_expression(s, index))
+
+
+def additive_expressions(dtype: str = "float", index: str = "int") -> tuple[str, ...]:
+    """Every additive-score (GAT) instantiation over the fused schedules. They are not part of
+    `expressions`: a tune of the dot-product attention never builds them; a plan builds its own on
+    first use."""
+    return tuple(sorted({additive_expression(s, dtype, index) for s in SCHEDULES
+                         if s.family in ("fused", "fused_split")}))
 
 
 def file_expressions(source_file: str, dtype: str = "float", index: str = "int") -> tuple[str, ...]:

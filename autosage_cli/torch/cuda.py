@@ -144,3 +144,29 @@ def attention(graph: Graph, Q, K, V, scale: float) -> torch.Tensor:
         p = plan(graph, "attention", d, Q.device, heads=heads, scale=float(scale))
         p.run((_cupy(Q), _cupy(K), _cupy(V)), _cupy(out))
     return out
+
+
+def additive_plan(graph: Graph, d: int, heads: int, negative_slope: float, device: torch.device):
+    """The additive-score (GAT) plan for (d, heads, slope) on `graph`, made once: a fixed schedule
+    from graph.schedules["attention-additive"], else the cost model's best fused schedule
+    (scheduler.additive: not probed)."""
+    from ..scheduler.additive import prepare_additive_plan
+
+    key = ("plan", "attention-additive", d, heads, negative_slope, device.index)
+    if key not in graph.gpu:
+        dgraph = device_graph(graph, False, device)
+        graph.gpu[key] = prepare_additive_plan(dgraph.host, dgraph, d, heads, negative_slope,
+                                               graph.schedules.get("attention-additive"))
+    return graph.gpu[key]
+
+
+def additive_attention(graph: Graph, a_dst, a_src, V, negative_slope: float) -> torch.Tensor:
+    a_dst, a_src, V = operand("a_dst", a_dst), operand("a_src", a_src), operand("V", V)
+    heads, d = int(V.shape[1]), int(V.shape[2])
+    out = torch.empty((graph.n_rows, heads, d), dtype=torch.float32, device=V.device)
+    if graph.nnz == 0:
+        return out.zero_()
+    with _on_torch_stream(V.device):
+        p = additive_plan(graph, d, heads, float(negative_slope), V.device)
+        p.run((_cupy(a_dst), _cupy(a_src), _cupy(V)), _cupy(out))
+    return out

@@ -4,6 +4,8 @@
                               v = `values` (canonical order) or, for None, the graph's own weights
   sddmm(graph, X, Y)          out[e] = <X[i], Y[j]> for every edge, canonical order   (nnz,)
   attention(graph, Q, K, V, scale)   fused SDDMM -> row softmax -> SpMM, H heads   (n_rows, H, d)
+  additive_attention(graph, a_dst, a_src, V, slope)   the same with the GAT score
+                              LeakyReLU(a_dst[i,h] + a_src[j,h]) (fused kernel, no per-edge dot)
   edge_softmax(graph, S)      softmax of S (nnz, H) over each row's edges
 
 CUDA tensors run autosage's tuned plans (autosage_cli.torch.cuda: float32, zero-copy). Any other
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import torch
 
+from ..kernels.attention_space import MAX_FEATURES
 from .graph import Graph
 
 
@@ -65,6 +68,29 @@ def attention(graph: Graph, Q, K, V, scale: float) -> torch.Tensor:
     dev = Q.device
     row, col = graph.on("row", dev), graph.on("col", dev)
     scores = (Q.index_select(0, row) * K.index_select(0, col)).sum(-1) * scale   # (nnz, H)
-    probs = edge_softmax(graph, scores)
-    msg = probs.unsqueeze(-1) * V.index_select(0, col)
-    return Q.new_zeros((graph.n_rows, *Q.shape[1:])).index_add_(0, row, msg)
+    return _softmax_aggregate(graph, scores, V)
+
+
+def additive_scores(graph: Graph, a_dst, a_src) -> torch.Tensor:
+    """(nnz, H) pre-activation scores a_dst[i] + a_src[j] of every edge (i, j), canonical order."""
+    dev = a_dst.device
+    return a_dst.index_select(0, graph.on("row", dev)) + a_src.index_select(0, graph.on("col", dev))
+
+
+def additive_attention(graph: Graph, a_dst, a_src, V, negative_slope: float) -> torch.Tensor:
+    """O[i,h] = sum_j softmax_j(LeakyReLU(a_dst[i,h] + a_src[j,h])) V[j,h]. CUDA: the fused kernel
+    (d up to MAX_FEATURES per head; wider heads run the torch composition below on the GPU)."""
+    if _is_cuda(V) and V.shape[2] <= MAX_FEATURES:
+        from . import cuda
+
+        return cuda.additive_attention(graph, a_dst, a_src, V, negative_slope)
+    scores = torch.nn.functional.leaky_relu(additive_scores(graph, a_dst, a_src),
+                                            negative_slope)
+    return _softmax_aggregate(graph, scores, V)
+
+
+def _softmax_aggregate(graph: Graph, scores: torch.Tensor, V: torch.Tensor) -> torch.Tensor:
+    """sum over each row's edges of softmax(scores) (nnz, H) times V[j] (n_cols, H, d)."""
+    row, col = graph.on("row", V.device), graph.on("col", V.device)
+    msg = edge_softmax(graph, scores).unsqueeze(-1) * V.index_select(0, col)
+    return V.new_zeros((graph.n_rows, *V.shape[1:])).index_add_(0, row, msg)

@@ -40,3 +40,12 @@ def dense_attention(A: torch.Tensor, Q, K, V, scale: float) -> torch.Tensor:
     scores = scores.masked_fill(~mask, float("-inf"))
     probs = torch.softmax(scores, dim=-1).nan_to_num(0.0)  # empty rows: all -inf -> NaN -> 0
     return torch.einsum("hij,jhd->ihd", probs, V)
+
+
+def dense_additive_attention(A: torch.Tensor, a_dst, a_src, V, negative_slope: float) -> torch.Tensor:
+    """GAT attention per head over A's nonzeros: softmax_j LeakyReLU(a_dst[i] + a_src[j]); rows
+    without edges give zeros."""
+    mask = A != 0
+    scores = torch.nn.functional.leaky_relu(a_dst.T[:, :, None] + a_src.T[:, None, :], negative_slope)
+    probs = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1).nan_to_num(0.0)
+    return torch.einsum("hij,jhd->ihd", probs, V)

@@ -1,5 +1,6 @@
 """autosage for PyTorch: differentiable `spmm`, `sddmm`, `attention`, `additive_attention` (GAT) on
-torch tensors, the `Graph` handle they run on, and PyG-style layers (`GCNConv`, `SAGEConv`, `TransformerConv`, `GATConv`).
+torch tensors, the `Graph` handle they run on, and PyG-style layers (`GCNConv`, `SAGEConv`,
+`TransformerConv`, `GATConv`).
 
     import autosage_cli.torch as at
     g = at.Graph.from_edge_index(edge_index, num_nodes)

@@ -27,7 +27,7 @@ from ..bench.toolkit import GpuToolkit
 from .progress import StderrBar
 from ..cache import check_cache_path
 from ..paths import check_creatable
-from . import bench_plan
+from . import bench_plan, bench_training
 from . import dry_run as dry_run_mod
 
 
@@ -129,7 +129,7 @@ class SuiteProgress(StderrBar):
 @click.option("--dataset", "datasets", multiple=True, metavar="NAME|PATH",
               help="Graph(s) to run instead of the suite's: a preset, a dataset name or a file. Repeatable.")
 @click.option("--suite", default="default", show_default=True,
-              help=f"Which suite: {', '.join(suites.SUITES)}.")
+              help=f"Which suite: {', '.join(suites.SUITE_NAMES)}.")
 @click.option("--ops", default=None, help="Comma-separated ops (spmm,sddmm,attention).")
 @click.option("--widths", default=None, help="Comma-separated K (d for attention), e.g. 1,2,4,32.")
 @click.option("--heads", default=None, help="Comma-separated attention head counts, e.g. 1,8.")
@@ -160,6 +160,8 @@ class SuiteProgress(StderrBar):
 def command(datasets, suite, ops, widths, heads, repeat, flush_l2, oracle, all_schedules, exhaustive,
             cache_path, out_dir, seed, root, top_k, budget_ms, guardrail, dry_run, as_json):
     """Benchmark autosage against cuSPARSE (and torch / PyG) side by side."""
+    if suite == suites.TRAINING:
+        return bench_training.run(click.get_current_context().params, default_out, _prior_run, _render)
     chosen = suites.get_suite(suite)
     if repeat is not None and repeat < 1:
         raise AutosageError(f"--repeat must be >= 1, got {repeat}")

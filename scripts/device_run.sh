@@ -27,7 +27,7 @@ for step in ${STEPS:-tests first_run bench}; do
                ${TEST_ARGS:-} 2>&1 | tee "$OUT/test-gpu.log" | tail -n 45 ;;
     first_run) PROFILE=1 timeout "$(cap 150)" scripts/first_run.sh "$OUT/first_run.csv" 2>"$OUT/first_run.log";
                tail -n 5 "$OUT/first_run.log"; cat "$OUT/first_run.csv" ;;
-    train) timeout "$(cap 150)" python3 scripts/train_bench.py --out "$OUT/train_bench.csv" ${TRAIN_ARGS:-} \
+    train) timeout "$(cap ${TRAIN_CAP:-150})" python3 scripts/train_bench.py --out "$OUT/train_bench.csv" ${TRAIN_ARGS:-} \
                2>&1 | tail -n 25 ;;
     bench) mkdir -p "$RESULTS"
            timeout "$(cap 600)" autosage bench ${BENCH:-} --out "$RESULTS" --cache "$RESULTS/decisions.json" \

@@ -28,7 +28,6 @@ import zipfile
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from ..errors import AutosageError
 from .csr import CSRGraph, from_arrays
@@ -51,6 +50,8 @@ def installed_master_table() -> dict[str, dict] | None:
         path = Path(location) / "nodeproppred" / "master.csv"
         if path.is_file():
             try:
+                import pandas as pd
+
                 return pd.read_csv(path, index_col=0).to_dict()
             except PARSE_ERRORS:
                 return None
@@ -89,6 +90,8 @@ def raw_files(raw: Path, binary: bool) -> list[Path]:
 
 def read_raw(raw: Path, binary: bool) -> tuple[np.ndarray, np.ndarray, int]:
     """(sources, targets, number of nodes) from a raw/ directory."""
+    import pandas as pd  # only a download's raw CSVs need it; loading anything else stays without it
+
     try:
         if binary:
             with np.load(raw / "data.npz", allow_pickle=False) as data:

@@ -35,16 +35,17 @@ KERNEL_OPTIONS = ("widths", "heads", "flush_l2", "oracle", "all_schedules", "exh
 
 
 def parse_models(text: str | None) -> tuple[str, ...]:
-    """--ops for this suite: models, as `gcn` or `train-gcn`, comma-separated (default: all)."""
-    from ..torch.training import MODELS
+    """--ops for this suite: models, as `gcn` or `train-gcn`, comma-separated (default: the suite's
+    three; `transformer` runs when named)."""
+    from ..torch.training import EXTRA_MODELS, MODELS
 
     if text is None:
         return MODELS
     models = tuple(dict.fromkeys(p.strip().removeprefix("train-") for p in text.split(",")))
     for m in models:
-        if m not in MODELS:
+        if m not in MODELS + EXTRA_MODELS:
             raise AutosageError(f"unknown model {m!r} in --ops for --suite training; choose from "
-                                f"{', '.join('train-' + x for x in MODELS)}")
+                                f"{', '.join('train-' + x for x in MODELS + EXTRA_MODELS)}")
     return models
 
 

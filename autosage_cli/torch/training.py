@@ -4,6 +4,7 @@ Models (the widths the benchmark fixes):
   gcn   2 x GCNConv, hidden 256
   sage  3 x SAGEConv (mean), hidden 256
   gat   GATConv 8 heads x 8 (concatenated), then GATConv with 1 head
+  transformer  TransformerConv 8 heads x 8, then 1 head (only when asked for)
 Per graph, random features and labels come from one seed. PyG's model is built first (seeded) and
 ours gets its weights (load_state_dict), so both start equal and, computing the same functions,
 train along the same path. An epoch is forward + cross-entropy + backward + Adam step (lr 0.01),
@@ -30,19 +31,20 @@ from ..graphs.csr import CSRGraph
 from . import nn as autosage_layers
 from .graph import Graph
 
-MODELS = ("gcn", "sage", "gat")
+MODELS = ("gcn", "sage", "gat")          # the suite's models
+EXTRA_MODELS = ("transformer",)          # run when asked for by name
 FEATURES = {"reddit-like": (602, 41), "products-like": (100, 47)}   # (input features, classes)
 OTHER_FEATURES = (128, 16)
 HIDDEN = 256
 GAT_HEADS, GAT_CHANNELS = 8, 8
 LEARNING_RATE = 0.01
 PYG_MODES = {"gcn": ("sparse-csr", "edge-index"), "sage": ("sparse-csr", "edge-index"),
-             "gat": ("edge-index",)}
+             "gat": ("edge-index",), "transformer": ("edge-index",)}
 
 
 def width(model: str) -> tuple[int, int]:
     """(hidden width, heads) of a model, as the results report them."""
-    return (GAT_HEADS * GAT_CHANNELS, GAT_HEADS) if model == "gat" else (HIDDEN, 1)
+    return (GAT_HEADS * GAT_CHANNELS, GAT_HEADS) if model in ("gat", "transformer") else (HIDDEN, 1)
 
 
 class Net(torch.nn.Module):
@@ -71,7 +73,10 @@ def build(lib, model: str, n_in: int, n_out: int, pyg_mode: str | None = None) -
     if model == "gat":
         return Net([lib.GATConv(n_in, GAT_CHANNELS, heads=GAT_HEADS),
                     lib.GATConv(GAT_HEADS * GAT_CHANNELS, n_out, heads=1)])
-    raise AutosageError(f"unknown model {model!r}; choose from {', '.join(MODELS)}")
+    if model == "transformer":
+        return Net([lib.TransformerConv(n_in, GAT_CHANNELS, heads=GAT_HEADS),
+                    lib.TransformerConv(GAT_HEADS * GAT_CHANNELS, n_out, heads=1)])
+    raise AutosageError(f"unknown model {model!r}; choose from {', '.join(MODELS + EXTRA_MODELS)}")
 
 
 class Timer:
@@ -225,9 +230,10 @@ def bench_graph(name: str, graph: Graph, models, *, steps: int, warmup: int, see
 def device_bytes(model: str, n_rows: int, nnz: int, n_in: int, n_out: int) -> int:
     """A rough estimate of our run's GPU memory (what a dry run shows): the graph with its
     transpose, edge-order maps and device copies (~60 bytes per edge), the features, activations
-    and their gradients, and for GAT the per-edge buffers its backward holds (about four nnz x H)."""
+    and their gradients, and for the attention models the per-edge buffers their backward holds
+    (about four nnz x H)."""
     hidden, heads = width(model)
     layers = 3 if model == "sage" else 2
     dense = n_rows * (n_in + 4 * layers * hidden + n_out) * 4
-    edges = nnz * 60 + (4 * nnz * heads * 4 if model == "gat" else 0)
+    edges = nnz * 60 + (4 * nnz * heads * 4 if heads > 1 else 0)
     return int(dense + edges)

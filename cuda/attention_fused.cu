@@ -55,6 +55,32 @@ struct State {
   float acc[NV][VEC];
 };
 
+// Fold one step of E scores (log2 domain, -inf for padding edges) and their V rows into `st`:
+//   m' = max(m, s_1..s_E);  l = l * 2^(m - m') + sum_e 2^(s_e - m');  acc likewise.
+// m_new (= m') is finite: the step's first edge is always valid. First step: m = -inf gives alpha = 0.
+template <int E, int NV, int VEC>
+__device__ __forceinline__ void fold_step(State<NV, VEC>& st, const float (&s)[E], float m_new,
+                                          const float (&vv)[E][NV][VEC]) {
+  const float alpha = fast_exp2(st.m - m_new);
+  st.m = m_new;
+  st.l *= alpha;
+#pragma unroll
+  for (int c = 0; c < NV; ++c) {
+#pragma unroll
+    for (int v = 0; v < VEC; ++v) st.acc[c][v] *= alpha;
+  }
+#pragma unroll
+  for (int u = 0; u < E; ++u) {
+    const float p = fast_exp2(s[u] - m_new);  // 0 for the padding edges (s = -inf)
+    st.l += p;
+#pragma unroll
+    for (int c = 0; c < NV; ++c) {
+#pragma unroll
+      for (int v = 0; v < VEC; ++v) st.acc[c][v] = fmaf(p, vv[u][c][v], st.acc[c][v]);
+    }
+  }
+}
+
 // Walk edges [begin, end) of one row for one head and fold them into `st`. Every lane of the team
 // must call this with the same begin/end (the team shares a row), since it shuffles across the team.
 template <typename T, typename I, int LANES, int VEC, int NV, int E, int W>
@@ -131,25 +157,7 @@ __device__ __forceinline__ void attend_edges(
         s[u] = ok[u] ? s[u] + b : neg_inf();
         m_new = fmaxf(m_new, s[u]);
       }
-      // m_new is finite: edge e0 is always valid. First step: m = -inf gives alpha = 0.
-      const float alpha = fast_exp2(st.m - m_new);
-      st.m = m_new;
-      st.l *= alpha;
-#pragma unroll
-      for (int c = 0; c < NV; ++c) {
-#pragma unroll
-        for (int v = 0; v < VEC; ++v) st.acc[c][v] *= alpha;
-      }
-#pragma unroll
-      for (int u = 0; u < E; ++u) {
-        const float p = fast_exp2(s[u] - m_new);  // 0 for the padding edges (s = -inf)
-        st.l += p;
-#pragma unroll
-        for (int c = 0; c < NV; ++c) {
-#pragma unroll
-          for (int v = 0; v < VEC; ++v) st.acc[c][v] = fmaf(p, vv[u][c][v], st.acc[c][v]);
-        }
-      }
+      fold_step<E, NV, VEC>(st, s, m_new, vv);
     }
   }
 }
@@ -200,6 +208,34 @@ __device__ __forceinline__ void store_normalised(T* __restrict__ orow, int d, co
   }
 }
 
+// The edges [begin, end) of one segment of fused_split: a chunk of a heavy row (at most `chunk`
+// edges from chunk_begin[seg], clipped to the row end) or a whole light row.
+template <typename I>
+__device__ __forceinline__ void segment_edges(const I* __restrict__ indptr, const I* __restrict__ chunk_begin,
+                                              long long seg, long long row, bool is_chunk, long long chunk,
+                                              I& begin, I& end) {
+  end = indptr[row + 1];
+  if (is_chunk) {
+    begin = chunk_begin[seg];
+    if ((long long)(end - begin) > chunk) end = begin + (I)chunk;
+  } else {
+    begin = indptr[row];
+  }
+}
+
+// A chunk's partial state for attention_combine: (m, l) once per group, acc by every lane.
+template <int LANES, int VEC, int NV>
+__device__ __forceinline__ void store_partial(float2* __restrict__ part_ml, float* __restrict__ part_acc,
+                                              long long slot, int d, const State<NV, VEC>& st) {
+  const int g_lane = threadIdx.x & (LANES - 1);
+  if (g_lane == 0) part_ml[slot] = make_float2(st.m, st.l);
+#pragma unroll
+  for (int c = 0; c < NV; ++c) {
+    const int f = (c * LANES + g_lane) * VEC;
+    if (f < d) store_vec<VEC>(part_acc + slot * d + f, st.acc[c]);
+  }
+}
+
 }  // namespace attention_fused_detail
 
 // Family "fused": one group per (row, head) over all rows, no lists.
@@ -245,13 +281,8 @@ __global__ void attention_fused_segments(
   const long long row_stride = (long long)heads * d;
   const long long qo = row * row_stride + (long long)head * d;
   const bool is_chunk = seg < n_chunks;
-  I begin, end = indptr[row + 1];
-  if (is_chunk) {
-    begin = chunk_begin[seg];
-    if ((long long)(end - begin) > chunk) end = begin + (I)chunk;
-  } else {
-    begin = indptr[row];
-  }
+  I begin, end;
+  segment_edges(indptr, chunk_begin, seg, row, is_chunk, chunk, begin, end);
 
   float q[NV][VEC];
   load_query<T, LANES, VEC, NV>(Q + qo, d, qscale, q);
@@ -263,14 +294,7 @@ __global__ void attention_fused_segments(
     store_normalised<T, LANES, VEC, NV>(out + qo, d, st);
     return;
   }
-  const long long slot = seg * heads + head;
-  const int g_lane = threadIdx.x & (LANES - 1);
-  if (g_lane == 0) part_ml[slot] = make_float2(st.m, st.l);
-#pragma unroll
-  for (int c = 0; c < NV; ++c) {
-    const int f = (c * LANES + g_lane) * VEC;
-    if (f < d) store_vec<VEC>(part_acc + slot * d + f, st.acc[c]);
-  }
+  store_partial<LANES, VEC, NV>(part_ml, part_acc, seg * heads + head, d, st);
 }
 
 // Merge the chunk partials of each heavy row: one thread per (heavy row, head, feature).
@@ -359,25 +383,7 @@ __device__ __forceinline__ void attend_edges_additive(
       float m_new = st.m;
 #pragma unroll
       for (int u = 0; u < E; ++u) m_new = fmaxf(m_new, s[u]);
-      // m_new is finite: edge e0 is always valid. First step: m = -inf gives alpha = 0.
-      const float alpha = fast_exp2(st.m - m_new);
-      st.m = m_new;
-      st.l *= alpha;
-#pragma unroll
-      for (int c = 0; c < NV; ++c) {
-#pragma unroll
-        for (int v = 0; v < VEC; ++v) st.acc[c][v] *= alpha;
-      }
-#pragma unroll
-      for (int u = 0; u < E; ++u) {
-        const float p = fast_exp2(s[u] - m_new);
-        st.l += p;
-#pragma unroll
-        for (int c = 0; c < NV; ++c) {
-#pragma unroll
-          for (int v = 0; v < VEC; ++v) st.acc[c][v] = fmaf(p, vv[u][c][v], st.acc[c][v]);
-        }
-      }
+      fold_step<E, NV, VEC>(st, s, m_new, vv);
     }
   }
 }
@@ -419,11 +425,8 @@ __global__ void attention_additive_segments(
   const long long row = (long long)seg_rows[seg];
   const long long row_stride = (long long)heads * d;
   const bool is_chunk = seg < n_chunks;
-  I begin = indptr[row], end = indptr[row + 1];
-  if (is_chunk) {
-    begin = chunk_begin[seg];
-    if ((long long)(end - begin) > chunk) end = begin + (I)chunk;
-  }
+  I begin, end;
+  segment_edges(indptr, chunk_begin, seg, row, is_chunk, chunk, begin, end);
   State<NV, VEC> st;
   init_state(st);
   attend_edges_additive<T, I, LANES, VEC, NV, E, W>(indices, a_src, V, begin, end, row_stride, heads,
@@ -432,12 +435,5 @@ __global__ void attention_additive_segments(
     store_normalised<T, LANES, VEC, NV>(out + row * row_stride + (long long)head * d, d, st);
     return;
   }
-  const long long slot = seg * heads + head;
-  const int g_lane = threadIdx.x & (LANES - 1);
-  if (g_lane == 0) part_ml[slot] = make_float2(st.m, st.l);
-#pragma unroll
-  for (int c = 0; c < NV; ++c) {
-    const int f = (c * LANES + g_lane) * VEC;
-    if (f < d) store_vec<VEC>(part_acc + slot * d + f, st.acc[c]);
-  }
+  store_partial<LANES, VEC, NV>(part_ml, part_acc, seg * heads + head, d, st);
 }

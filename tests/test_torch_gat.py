@@ -10,20 +10,15 @@ torch = pytest.importorskip("torch", reason="torch is not installed: the autosag
 
 import autosage_cli.torch as at  # noqa: E402
 from autosage_cli.errors import AutosageError  # noqa: E402
-from torch_helpers import dense_adjacency, dense_additive_attention, random_edge_index  # noqa: E402
+from torch_helpers import dense_adjacency, dense_additive_attention, leaf, random_edge_index  # noqa: E402
+from torch_helpers import grads as _grads  # noqa: E402
 
 N, IN = 37, 13
 F64 = torch.float64
 
 
 def _leaf(*shape, seed=0, spread=2.0):
-    gen = torch.Generator().manual_seed(seed)
-    return ((torch.rand(*shape, generator=gen, dtype=F64) * 2 - 1) * spread).requires_grad_()
-
-
-def _grads(out, inputs, seed=9):
-    upstream = torch.randn(out.shape, generator=torch.Generator().manual_seed(seed), dtype=out.dtype)
-    return torch.autograd.grad(out, inputs, upstream)
+    return leaf(*shape, seed=seed, spread=spread)
 
 
 def _close(ours, ref, tol=1e-10):

@@ -134,16 +134,22 @@ def sddmm(graph: Graph, X: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def attention(graph: Graph, Q, K, V, scale: float) -> torch.Tensor:
-    Q, K, V = operand("Q", Q), operand("K", K), operand("V", V)
-    heads, d = int(Q.shape[1]), int(Q.shape[2])
-    out = torch.empty((graph.n_rows, heads, d), dtype=torch.float32, device=Q.device)
+def _fused_attention(graph: Graph, inputs: tuple, make_plan) -> torch.Tensor:
+    """Run make_plan(heads, d) on inputs whose last is V (n_cols, H, d); out is (n_rows, H, d)."""
+    V = inputs[-1]
+    heads, d = int(V.shape[1]), int(V.shape[2])
+    out = torch.empty((graph.n_rows, heads, d), dtype=torch.float32, device=V.device)
     if graph.nnz == 0:
         return out.zero_()
-    with _on_torch_stream(Q.device):
-        p = plan(graph, "attention", d, Q.device, heads=heads, scale=float(scale))
-        p.run((_cupy(Q), _cupy(K), _cupy(V)), _cupy(out))
+    with _on_torch_stream(V.device):
+        make_plan(heads, d).run(tuple(_cupy(t) for t in inputs), _cupy(out))
     return out
+
+
+def attention(graph: Graph, Q, K, V, scale: float) -> torch.Tensor:
+    inputs = (operand("Q", Q), operand("K", K), operand("V", V))
+    return _fused_attention(graph, inputs, lambda heads, d: plan(graph, "attention", d, V.device,
+                                                                 heads=heads, scale=float(scale)))
 
 
 def additive_plan(graph: Graph, d: int, heads: int, negative_slope: float, device: torch.device):
@@ -161,12 +167,6 @@ def additive_plan(graph: Graph, d: int, heads: int, negative_slope: float, devic
 
 
 def additive_attention(graph: Graph, a_dst, a_src, V, negative_slope: float) -> torch.Tensor:
-    a_dst, a_src, V = operand("a_dst", a_dst), operand("a_src", a_src), operand("V", V)
-    heads, d = int(V.shape[1]), int(V.shape[2])
-    out = torch.empty((graph.n_rows, heads, d), dtype=torch.float32, device=V.device)
-    if graph.nnz == 0:
-        return out.zero_()
-    with _on_torch_stream(V.device):
-        p = additive_plan(graph, d, heads, float(negative_slope), V.device)
-        p.run((_cupy(a_dst), _cupy(a_src), _cupy(V)), _cupy(out))
-    return out
+    inputs = (operand("a_dst", a_dst), operand("a_src", a_src), operand("V", V))
+    return _fused_attention(graph, inputs, lambda heads, d: additive_plan(graph, d, heads,
+                                                                          float(negative_slope), V.device))

@@ -131,23 +131,29 @@ def _attention_backward(g: Graph, Q, K, V, O, dO, scale: float, needs: tuple):
     return d_Q, d_K, d_V
 
 
-class AttentionFunction(torch.autograd.Function):
-    """O = per-head row-softmax attention over the graph's edges (fused forward)."""
+def _fused_attention_function(name: str, doc: str, run, grads) -> type:
+    """An autograd Function O = run(graph, A, B, V, param) with a fused forward, keeping A, B, V
+    and O for backward = grads(graph, A, B, V, O, dO, param, needs) -> (dA, dB, dV)."""
 
-    @staticmethod
-    def forward(ctx, graph: Graph, Q, K, V, scale: float):
-        O = kernels.attention(graph, Q, K, V, scale)
-        ctx.graph, ctx.scale = graph, scale
-        ctx.save_for_backward(Q, K, V, O)
+    def forward(ctx, graph: Graph, A, B, V, param: float):
+        O = run(graph, A, B, V, param)
+        ctx.graph, ctx.param = graph, param
+        ctx.save_for_backward(A, B, V, O)
         return O
 
-    @staticmethod
     @once_differentiable
     def backward(ctx, dO):
-        Q, K, V, O = ctx.saved_tensors
-        grads = _attention_backward(ctx.graph, Q, K, V, O, dO.contiguous(), ctx.scale,
-                                    ctx.needs_input_grad[1:4])
-        return (None, *grads, None)
+        A, B, V, O = ctx.saved_tensors
+        return (None, *grads(ctx.graph, A, B, V, O, dO.contiguous(), ctx.param,
+                             ctx.needs_input_grad[1:4]), None)
+
+    return type(name, (torch.autograd.Function,), {"__doc__": doc, "forward": staticmethod(forward),
+                                                   "backward": staticmethod(backward)})
+
+
+AttentionFunction = _fused_attention_function(
+    "AttentionFunction", "O = per-head row-softmax attention over the graph's edges (fused forward); "
+    "inputs (Q, K, V, scale).", kernels.attention, _attention_backward)
 
 
 def _additive_backward(g: Graph, a_dst, a_src, V, O, dO, slope: float, needs: tuple):
@@ -169,23 +175,10 @@ def _additive_backward(g: Graph, a_dst, a_src, V, O, dO, slope: float, needs: tu
     return d_dst, d_src, d_V
 
 
-class AdditiveAttentionFunction(torch.autograd.Function):
-    """O = per-head row-softmax attention with the additive (GAT) score (fused forward)."""
-
-    @staticmethod
-    def forward(ctx, graph: Graph, a_dst, a_src, V, negative_slope: float):
-        O = kernels.additive_attention(graph, a_dst, a_src, V, negative_slope)
-        ctx.graph, ctx.slope = graph, negative_slope
-        ctx.save_for_backward(a_dst, a_src, V, O)
-        return O
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, dO):
-        a_dst, a_src, V, O = ctx.saved_tensors
-        grads = _additive_backward(ctx.graph, a_dst, a_src, V, O, dO.contiguous(), ctx.slope,
-                                   ctx.needs_input_grad[1:4])
-        return (None, *grads, None)
+AdditiveAttentionFunction = _fused_attention_function(
+    "AdditiveAttentionFunction", "O = per-head row-softmax attention with the additive (GAT) score "
+    "(fused forward); inputs (a_dst, a_src, V, negative_slope).", kernels.additive_attention,
+    _additive_backward)
 
 
 # ------------------------------------------------------------------------------------ checks

@@ -50,6 +50,14 @@ def _int_channels(name: str, value) -> int:
     return value
 
 
+def _refuse_attention_options(layer: str, dropout: float, edge_dim) -> None:
+    if dropout:
+        raise AutosageError(f"{layer}: attention dropout is not supported (the fused kernel never "
+                            "stores per-edge probabilities); use dropout=0")
+    if edge_dim is not None:
+        raise AutosageError(f"{layer}: edge features (edge_dim) are not supported")
+
+
 class GCNConv(nn.Module):
     """x' = D^-1/2 (A + I) D^-1/2 x W + b (PyG's GCNConv). `cached` is accepted for compatibility:
     the normalised graph is always kept on the Graph when no edge_weight is given."""
@@ -144,11 +152,7 @@ class TransformerConv(nn.Module):
                  beta: bool = False, dropout: float = 0.0, edge_dim: int | None = None,
                  bias: bool = True, root_weight: bool = True):
         super().__init__()
-        if dropout:
-            raise AutosageError("TransformerConv: attention dropout is not supported (the fused "
-                                "kernel never stores per-edge probabilities); use dropout=0")
-        if edge_dim is not None:
-            raise AutosageError("TransformerConv: edge features (edge_dim) are not supported")
+        _refuse_attention_options("TransformerConv", dropout, edge_dim)
         self.in_channels = _int_channels("in_channels", in_channels)
         self.out_channels = _int_channels("out_channels", out_channels)
         self.heads = _int_channels("heads", heads)
@@ -201,11 +205,7 @@ class GATConv(nn.Module):
                  edge_dim: int | None = None, fill_value="mean", bias: bool = True,
                  residual: bool = False):
         super().__init__()
-        if dropout:
-            raise AutosageError("GATConv: attention dropout is not supported (the fused kernel never "
-                                "stores per-edge probabilities); use dropout=0")
-        if edge_dim is not None:
-            raise AutosageError("GATConv: edge features (edge_dim) are not supported")
+        _refuse_attention_options("GATConv", dropout, edge_dim)
         if residual:
             raise AutosageError("GATConv: residual=True is not supported")
         self.in_channels = _int_channels("in_channels", in_channels)

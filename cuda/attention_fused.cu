@@ -208,19 +208,36 @@ __device__ __forceinline__ void store_normalised(T* __restrict__ orow, int d, co
   }
 }
 
-// The edges [begin, end) of one segment of fused_split: a chunk of a heavy row (at most `chunk`
-// edges from chunk_begin[seg], clipped to the row end) or a whole light row.
+// The work item of one group in fused_split: segment `seg` (a chunk of a heavy row, at most `chunk`
+// edges from chunk_begin[seg] clipped to the row end, or a whole light row), its row and head, and
+// its edges [begin, end). False for the groups past the last segment.
 template <typename I>
-__device__ __forceinline__ void segment_edges(const I* __restrict__ indptr, const I* __restrict__ chunk_begin,
-                                              long long seg, long long row, bool is_chunk, long long chunk,
-                                              I& begin, I& end) {
-  end = indptr[row + 1];
-  if (is_chunk) {
-    begin = chunk_begin[seg];
-    if ((long long)(end - begin) > chunk) end = begin + (I)chunk;
+struct Segment {
+  long long seg, row;
+  int head;
+  bool is_chunk;
+  I begin, end;
+};
+
+template <int LANES, typename I>
+__device__ __forceinline__ bool locate_segment(const I* __restrict__ indptr, const I* __restrict__ seg_rows,
+                                               const I* __restrict__ chunk_begin, long long n_chunks,
+                                               long long n_segments, long long chunk, int heads,
+                                               Segment<I>& w) {
+  const long long g = (long long)blockIdx.x * (blockDim.x / LANES) + threadIdx.x / LANES;
+  w.seg = g / heads;
+  if (w.seg >= n_segments) return false;
+  w.head = (int)(g - w.seg * heads);
+  w.row = (long long)seg_rows[w.seg];
+  w.is_chunk = w.seg < n_chunks;
+  w.end = indptr[w.row + 1];
+  if (w.is_chunk) {
+    w.begin = chunk_begin[w.seg];
+    if ((long long)(w.end - w.begin) > chunk) w.end = w.begin + (I)chunk;
   } else {
-    begin = indptr[row];
+    w.begin = indptr[w.row];
   }
+  return true;
 }
 
 // A chunk's partial state for attention_combine: (m, l) once per group, acc by every lane.
@@ -273,28 +290,22 @@ __global__ void attention_fused_segments(
     long long n_segments, long long chunk, int heads, int d, float qscale, float bias_scale,
     float2* __restrict__ part_ml, float* __restrict__ part_acc) {
   using namespace attention_fused_detail;
-  const long long g = (long long)blockIdx.x * (blockDim.x / LANES) + threadIdx.x / LANES;
-  const long long seg = g / heads;
-  if (seg >= n_segments) return;
-  const int head = (int)(g - seg * heads);
-  const long long row = (long long)seg_rows[seg];
+  Segment<I> w;
+  if (!locate_segment<LANES>(indptr, seg_rows, chunk_begin, n_chunks, n_segments, chunk, heads, w)) return;
   const long long row_stride = (long long)heads * d;
-  const long long qo = row * row_stride + (long long)head * d;
-  const bool is_chunk = seg < n_chunks;
-  I begin, end;
-  segment_edges(indptr, chunk_begin, seg, row, is_chunk, chunk, begin, end);
+  const long long qo = w.row * row_stride + (long long)w.head * d;
 
   float q[NV][VEC];
   load_query<T, LANES, VEC, NV>(Q + qo, d, qscale, q);
   State<NV, VEC> st;
   init_state(st);
-  attend_edges<T, I, LANES, VEC, NV, E, W>(indices, values, K, V, begin, end, row_stride, head * d,
-                                           d, bias_scale, q, st);
-  if (!is_chunk) {
+  attend_edges<T, I, LANES, VEC, NV, E, W>(indices, values, K, V, w.begin, w.end, row_stride,
+                                           w.head * d, d, bias_scale, q, st);
+  if (!w.is_chunk) {
     store_normalised<T, LANES, VEC, NV>(out + qo, d, st);
     return;
   }
-  store_partial<LANES, VEC, NV>(part_ml, part_acc, seg * heads + head, d, st);
+  store_partial<LANES, VEC, NV>(part_ml, part_acc, w.seg * heads + w.head, d, st);
 }
 
 // Merge the chunk partials of each heavy row: one thread per (heavy row, head, feature).
@@ -418,22 +429,16 @@ __global__ void attention_additive_segments(
     long long n_segments, long long chunk, int heads, int d, float slope,
     float2* __restrict__ part_ml, float* __restrict__ part_acc) {
   using namespace attention_fused_detail;
-  const long long g = (long long)blockIdx.x * (blockDim.x / LANES) + threadIdx.x / LANES;
-  const long long seg = g / heads;
-  if (seg >= n_segments) return;
-  const int head = (int)(g - seg * heads);
-  const long long row = (long long)seg_rows[seg];
+  Segment<I> w;
+  if (!locate_segment<LANES>(indptr, seg_rows, chunk_begin, n_chunks, n_segments, chunk, heads, w)) return;
   const long long row_stride = (long long)heads * d;
-  const bool is_chunk = seg < n_chunks;
-  I begin, end;
-  segment_edges(indptr, chunk_begin, seg, row, is_chunk, chunk, begin, end);
   State<NV, VEC> st;
   init_state(st);
-  attend_edges_additive<T, I, LANES, VEC, NV, E, W>(indices, a_src, V, begin, end, row_stride, heads,
-                                                    head, d, a_dst[row * heads + head], slope, st);
-  if (!is_chunk) {
-    store_normalised<T, LANES, VEC, NV>(out + row * row_stride + (long long)head * d, d, st);
+  attend_edges_additive<T, I, LANES, VEC, NV, E, W>(indices, a_src, V, w.begin, w.end, row_stride, heads,
+                                                    w.head, d, a_dst[w.row * heads + w.head], slope, st);
+  if (!w.is_chunk) {
+    store_normalised<T, LANES, VEC, NV>(out + w.row * row_stride + (long long)w.head * d, d, st);
     return;
   }
-  store_partial<LANES, VEC, NV>(part_ml, part_acc, seg * heads + head, d, st);
+  store_partial<LANES, VEC, NV>(part_ml, part_acc, w.seg * heads + w.head, d, st);
 }

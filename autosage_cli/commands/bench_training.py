@@ -14,6 +14,7 @@ for. The kernel options (--widths, --heads, --oracle, ...) do not apply and are 
 """
 from __future__ import annotations
 
+import importlib.util
 import math
 import time
 from pathlib import Path
@@ -55,12 +56,10 @@ def check_options(params: dict) -> tuple[tuple[str, ...], int, list]:
     for name in KERNEL_OPTIONS:
         if params.get(name) not in (None, False, ()):
             raise AutosageError(f"--{name.replace('_', '-')} does not apply to --suite training")
-    try:
-        import torch  # noqa: F401
-        import torch_geometric  # noqa: F401
-    except ImportError as exc:
-        raise AutosageError(f"--suite training needs torch and torch_geometric ({exc.name} is not "
-                            "installed): pip install torch torch_geometric") from None
+    missing = [m for m in ("torch", "torch_geometric") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise AutosageError(f"--suite training needs torch and torch_geometric ({missing[0]} is not "
+                            "installed): pip install torch torch_geometric")
     steps = DEFAULT_STEPS if params.get("repeat") is None else params["repeat"]
     if steps <= WARMUP:
         raise AutosageError(f"--repeat for --suite training counts epochs, {WARMUP} of them untimed: "
@@ -126,11 +125,9 @@ def run(params: dict, default_out, prior_run, render) -> None:
     if params.get("dry_run"):
         return _dry_run(specs, models, params)
     require_gpu("autosage bench --suite training", "--dry-run validates the run without one")
-    import torch
+    from ..torch.training import require_torch_cuda
 
-    if not torch.cuda.is_available():
-        raise AutosageError("torch sees no CUDA device (a CPU-only torch build?): --suite training "
-                            "needs torch with CUDA")
+    require_torch_cuda()
     env = environment()
     gpu = (env.get("device") or {}).get("name", "")
     out = Path(out_dir) if out_dir is not None else default_out(gpu)
@@ -149,8 +146,6 @@ def run_graphs(specs, models, steps: int, params: dict, stamp: dict, out: Path, 
                device: str = "cuda") -> list[Row]:
     """Every model on every graph, rows written to results.csv after each model (`device` cpu: a
     smoke run of the same path, for tests)."""
-    import torch
-
     from ..torch import training
 
     out.mkdir(parents=True, exist_ok=True)
@@ -159,7 +154,7 @@ def run_graphs(specs, models, steps: int, params: dict, stamp: dict, out: Path, 
         t0 = time.perf_counter()
         click.echo(f"{spec.label}: loading", err=True)
         csr = spec.load(params["root"], params["seed"])
-        graph = training.training_graph(csr, torch.device(device), params.get("cache_path"))
+        graph = training.training_graph(csr, device, params.get("cache_path"))
         del csr
         click.echo(f"{spec.label}: {graph.n_rows:,} nodes, {graph.nnz:,} edges "
                    f"({time.perf_counter() - t0:.1f} s)", err=True)

@@ -190,7 +190,13 @@ def run_pyg(model_name: str, dims, inputs: dict, x, labels, init_state, steps: i
     return Run("pyg", PYG_MODES[model_name][-1], status="skipped", error="; ".join(failures))
 
 
-def training_graph(csr: CSRGraph, device: torch.device, cache=None) -> Graph:
+def require_torch_cuda() -> None:
+    if not torch.cuda.is_available():
+        raise AutosageError("torch sees no CUDA device (a CPU-only torch build?): the training "
+                            "benchmark needs torch with CUDA")
+
+
+def training_graph(csr: CSRGraph, device, cache=None) -> Graph:
     """The graph as a pattern (every edge weight 1) without self-loops: PyG's GCN adds loops with
     add_self_loops on a sparse adjacency but add_remaining_self_loops on an edge_index, two
     functions once a graph has loops of its own."""
@@ -198,6 +204,7 @@ def training_graph(csr: CSRGraph, device: torch.device, cache=None) -> Graph:
                                   torch.from_numpy(np.diff(csr.indptr).astype(np.int64)))
     col = torch.from_numpy(csr.indices).long()
     keep = row != col
+    device = torch.device(device)
     return Graph.from_coo(row[keep].to(device), col[keep].to(device), None, csr.shape, cache=cache)
 
 

@@ -348,8 +348,21 @@ __global__ void attention_combine(const I* __restrict__ heavy_rows, const I* __r
 // The groups, teams, schedule knobs, log2-domain online softmax and the chunk partials of long rows
 // (merged by attention_combine) are those of the dot-product kernels above, so every fused and
 // fused_split schedule runs this score too. LeakyReLU commutes with the positive factor log2(e).
+//
+// Row statistics for backward: when `stats` is not null, stats[i*H + h] = (row max of s, sum over
+// the row of e^(s - max)) in natural units (-inf, 0 for a row without edges), so backward rebuilds
+// every probability as e^(s_ij - max_i) / sum_i without a row reduction. Light rows write theirs in
+// the walk; heavy rows' come from their chunk partials (attention_additive_stats).
 
 namespace attention_fused_detail {
+
+constexpr float kLn2 = 0.6931471805599453f;   // log2-domain maxima back to natural units
+
+// One group's row statistics (lane 0 writes; no-op without a stats buffer).
+template <int LANES>
+__device__ __forceinline__ void store_stats(float2* __restrict__ stats, long long slot, float m, float l) {
+  if (stats && (threadIdx.x & (LANES - 1)) == 0) stats[slot] = make_float2(m * kLn2, l);
+}
 
 template <typename T, typename I, int LANES, int VEC, int NV, int E, int W>
 __device__ __forceinline__ void attend_edges_additive(
@@ -406,7 +419,7 @@ template <typename T, typename I, int LANES, int VEC, int NV, int E, int W>
 __global__ void attention_additive_rows(
     const I* __restrict__ indptr, const I* __restrict__ indices, const float* __restrict__ a_dst,
     const float* __restrict__ a_src, const T* __restrict__ V, T* __restrict__ out, long long n_rows,
-    int heads, int d, float slope) {
+    int heads, int d, float slope, float2* __restrict__ stats) {
   using namespace attention_fused_detail;
   const long long g = (long long)blockIdx.x * (blockDim.x / LANES) + threadIdx.x / LANES;
   const long long row = g / heads;
@@ -418,6 +431,7 @@ __global__ void attention_additive_rows(
   attend_edges_additive<T, I, LANES, VEC, NV, E, W>(indices, a_src, V, indptr[row], indptr[row + 1],
                                                     row_stride, heads, head, d, a_dst[g], slope, st);
   store_normalised<T, LANES, VEC, NV>(out + row * row_stride + (long long)head * d, d, st);
+  store_stats<LANES>(stats, g, st.m, st.l);
 }
 
 // Family "fused_split", additive score: the segment list and partials of attention_fused_segments.
@@ -427,7 +441,7 @@ __global__ void attention_additive_segments(
     const float* __restrict__ a_src, const T* __restrict__ V, T* __restrict__ out,
     const I* __restrict__ seg_rows, const I* __restrict__ chunk_begin, long long n_chunks,
     long long n_segments, long long chunk, int heads, int d, float slope,
-    float2* __restrict__ part_ml, float* __restrict__ part_acc) {
+    float2* __restrict__ part_ml, float* __restrict__ part_acc, float2* __restrict__ stats) {
   using namespace attention_fused_detail;
   Segment<I> w;
   if (!locate_segment<LANES>(indptr, seg_rows, chunk_begin, n_chunks, n_segments, chunk, heads, w)) return;
@@ -438,7 +452,31 @@ __global__ void attention_additive_segments(
                                                     w.head, d, a_dst[w.row * heads + w.head], slope, st);
   if (!w.is_chunk) {
     store_normalised<T, LANES, VEC, NV>(out + w.row * row_stride + (long long)w.head * d, d, st);
+    store_stats<LANES>(stats, w.row * heads + w.head, st.m, st.l);
     return;
   }
   store_partial<LANES, VEC, NV>(part_ml, part_acc, w.seg * heads + w.head, d, st);
+}
+
+// The row statistics of heavy rows from their chunk partials (the (m, l) merge of
+// attention_combine): one thread per (heavy row, head).
+template <typename I>
+__global__ void attention_additive_stats(const I* __restrict__ heavy_rows, const I* __restrict__ chunk_ptr,
+                                         const float2* __restrict__ part_ml, float2* __restrict__ stats,
+                                         long long n_heavy, int heads) {
+  using namespace attention_fused_detail;
+  for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < n_heavy * heads;
+       t += (long long)gridDim.x * blockDim.x) {
+    const int head = (int)(t % heads);
+    const long long r = t / heads;
+    const long long c0 = chunk_ptr[r], c1 = chunk_ptr[r + 1];
+    float M = neg_inf();
+    for (long long c = c0; c < c1; ++c) M = fmaxf(M, part_ml[c * heads + head].x);
+    float L = 0.f;
+    for (long long c = c0; c < c1; ++c) {
+      const float2 ml = part_ml[c * heads + head];
+      L = fmaf(ml.y, fast_exp2(ml.x - M), L);
+    }
+    stats[(long long)heavy_rows[r] * heads + head] = make_float2(M * kLn2, L);
+  }
 }

@@ -259,10 +259,12 @@ def test_vendor_names_and_unknown_name():
 def test_additive_score_kernels_compile_without_spills():
     """The GAT score over every fused schedule, int and long long indices (nvcc, sm_90)."""
     exprs = list(space.additive_expressions("float", "int"))
-    assert len(exprs) == len({space.additive_expression(s) for s in FUSED})
-    assert all(e.startswith(("attention_additive_rows<", "attention_additive_segments<")) for e in exprs)
+    assert len(exprs) == len({space.additive_expression(s) for s in FUSED}) + 1
+    assert all(e.startswith(("attention_additive_rows<", "attention_additive_segments<",
+                             "attention_additive_stats<")) for e in exprs)
     wide = sorted({space.additive_expression(s, "float", "long long")
-                   for s in FUSED if s.lanes == 32 or s.family == "fused_split"})
+                   for s in FUSED if s.lanes == 32 or s.family == "fused_split"}
+                  | {space.additive_stats_expression("long long")})
     _check_reports(space.FUSED_SOURCE, exprs + wide)
 
 

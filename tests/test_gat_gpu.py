@@ -10,6 +10,7 @@ torch = pytest.importorskip("torch", reason="torch is not installed: the autosag
 
 import autosage_cli.torch as at  # noqa: E402
 from autosage_cli.kernels import attention_space as space  # noqa: E402
+from autosage_cli.torch import kernels  # noqa: E402
 from torch_helpers import random_edge_index  # noqa: E402
 
 pytestmark = pytest.mark.gpu
@@ -57,6 +58,12 @@ def _check(edges, heads, d, slope, schedule=None):
     assert out[0].abs().sum() == 0  # node 0 receives no edge
     for name, a, b in zip(("a_dst", "a_src", "V"), _backward(out, gpu), _backward(expected, ref)):
         assert _rel(a, b) < 5 * TOL, (schedule, name)
+    # the row statistics backward rebuilds the probabilities from (heavy rows: merged chunk partials)
+    _, gpu_max, gpu_sum = kernels.additive_attention(g_gpu, *(t.detach() for t in gpu), slope)
+    _, ref_max, ref_sum = kernels.additive_attention(g_ref, *(t.detach() for t in ref), slope)
+    rows = torch.isfinite(ref_max)
+    assert torch.equal(torch.isfinite(gpu_max).cpu(), rows) and (gpu_sum.cpu()[~rows] == 0).all()
+    assert _rel(gpu_max.cpu()[rows], ref_max[rows]) < TOL and _rel(gpu_sum.cpu()[rows], ref_sum[rows]) < TOL
     return g_gpu
 
 

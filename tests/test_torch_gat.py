@@ -43,6 +43,23 @@ def test_additive_attention_values_and_gradients(edges, heads, d, slope):
     _close(_grads(ours, [a_dst, a_src, V]), _grads(ref, [a_dst, a_src, V]))
 
 
+def test_row_statistics_are_the_softmax_max_and_sum(edges):
+    """What the forward keeps for backward: per (row, head) the max of the scores and the sum of
+    e^(s - max); -inf and 0 on rows without edges."""
+    from autosage_cli.torch import kernels
+
+    g = at.Graph.from_edge_index(edges, N)
+    a_dst, a_src, V = _leaf(N, 3, seed=1), _leaf(N, 3, seed=2), _leaf(N, 3, 4, seed=3)
+    _, row_max, row_sum = kernels.additive_attention(g, a_dst.detach(), a_src.detach(), V.detach(), 0.2)
+    scores = torch.nn.functional.leaky_relu(a_dst.detach().T[:, :, None] + a_src.detach().T[:, None, :], 0.2)
+    mask = dense_adjacency(edges, N) != 0
+    dense_max = scores.masked_fill(~mask, float("-inf")).amax(-1).T            # (N, H)
+    dense_sum = ((scores - dense_max.T[:, :, None]).exp() * mask).sum(-1).T
+    empty = ~mask.any(1)
+    assert empty[0] and (row_max[empty] == float("-inf")).all() and (row_sum[empty] == 0).all()
+    _close([row_max[~empty], row_sum[~empty]], [dense_max[~empty], dense_sum[~empty]])
+
+
 def test_additive_attention_gradient_of_some_inputs_only(edges):
     g = at.Graph.from_edge_index(edges, N)
     a_dst, a_src, V = _leaf(N, 2, seed=1), _leaf(N, 2, seed=2), _leaf(N, 2, 3, seed=3)

@@ -104,6 +104,11 @@ def additive_expression(s: Schedule, dtype: str = "float", index: str = "int") -
             f"{team_width(s)}>")
 
 
+def additive_stats_expression(index: str = "int") -> str:
+    """The kernel that merges heavy rows' chunk statistics (fused_split, additive score)."""
+    return f"attention_additive_stats<{index}>"
+
+
 def softmax_expression(s: Schedule, index: str = "int") -> str:
     return f"attention_softmax_rows<{index}, {s.lanes}>"
 

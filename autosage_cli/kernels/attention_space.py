@@ -14,7 +14,7 @@ from __future__ import annotations
 from itertools import product
 
 from .attention_families import (  # the sources and expressions are the plans' too
-    FUSED_SOURCE, SOFTMAX_SOURCE, additive_expression, fused_expression, softmax_expression, team_width, vectors_per_lane)
+    FUSED_SOURCE, SOFTMAX_SOURCE, additive_expression, additive_stats_expression, fused_expression, softmax_expression, team_width, vectors_per_lane)
 from .schedule import Schedule
 
 THREADS = 256
@@ -58,7 +58,7 @@ def additive_expressions(dtype: str = "float", index: str = "int") -> tuple[str,
     `expressions`: a tune of the dot-product attention never builds them; a plan builds its own on
     first use."""
     return tuple(sorted({additive_expression(s, dtype, index) for s in SCHEDULES
-                         if s.family in ("fused", "fused_split")}))
+                         if s.family in ("fused", "fused_split")} | {additive_stats_expression(index)}))
 
 
 def file_expressions(source_file: str, dtype: str = "float", index: str = "int") -> tuple[str, ...]:

@@ -134,15 +134,17 @@ def sddmm(graph: Graph, X: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def _fused_attention(graph: Graph, inputs: tuple, make_plan) -> torch.Tensor:
-    """Run make_plan(heads, d) on inputs whose last is V (n_cols, H, d); out is (n_rows, H, d)."""
+def _fused_attention(graph: Graph, inputs: tuple, make_plan, stats: torch.Tensor | None = None):
+    """Run make_plan(heads, d) on inputs whose last is V (n_cols, H, d) into a new out (n_rows, H,
+    d), and into `stats` (the additive plans' row statistics) when given."""
     V = inputs[-1]
     heads, d = int(V.shape[1]), int(V.shape[2])
     out = torch.empty((graph.n_rows, heads, d), dtype=torch.float32, device=V.device)
     if graph.nnz == 0:
         return out.zero_()
     with _on_torch_stream(V.device):
-        make_plan(heads, d).run(tuple(_cupy(t) for t in inputs), _cupy(out))
+        extra = () if stats is None else (_cupy(stats),)
+        make_plan(heads, d).run(tuple(_cupy(t) for t in inputs), _cupy(out), *extra)
     return out
 
 
@@ -166,7 +168,12 @@ def additive_plan(graph: Graph, d: int, heads: int, negative_slope: float, devic
     return graph.gpu[key]
 
 
-def additive_attention(graph: Graph, a_dst, a_src, V, negative_slope: float) -> torch.Tensor:
+def additive_attention(graph: Graph, a_dst, a_src, V, negative_slope: float):
+    """(O, row max, row sum): the output and each (row, head)'s softmax statistics."""
     inputs = (operand("a_dst", a_dst), operand("a_src", a_src), operand("V", V))
-    return _fused_attention(graph, inputs, lambda heads, d: additive_plan(graph, d, heads,
-                                                                          float(negative_slope), V.device))
+    stats = torch.empty((graph.n_rows, V.shape[1], 2), dtype=torch.float32, device=V.device)
+    stats[..., 0], stats[..., 1] = float("-inf"), 0.0   # rows without edges (and no edges at all)
+    out = _fused_attention(graph, inputs, lambda heads, d: additive_plan(graph, d, heads,
+                                                                         float(negative_slope), V.device),
+                           stats)
+    return out, stats[..., 0], stats[..., 1]

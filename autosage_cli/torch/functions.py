@@ -16,15 +16,17 @@ own input, since its structure differs):
   nnz · H buffers (P, then dP reused for dS) while it runs.
 
   additive_attention (GAT)  O = softmax(S) V with S = LeakyReLU(x), x_ij = a_dst[i] + a_src[j] per
-             head: P is *recomputed* in backward from the saved per-node terms (two gathers, the
-             LeakyReLU and a row softmax; no SDDMM), then dV and dS as for attention, and
-             dx = dS (1 where x > 0, else the slope), d a_dst = row sums of dx (index_add over rows),
-             d a_src = column sums. Kept from forward to backward: a_dst, a_src, V and O
-             ((2 + 2d) · n · H floats). The alternatives cost more memory for little time: saving P
-             keeps nnz · H floats (3.7 GB on reddit-like with 8 heads, 59x the per-node terms at
-             d = 8); saving the row max and sum (2 · n · H floats, flash attention's choice) would
-             spare only the row softmax's two segment reductions. Backward itself holds about three
-             nnz · H buffers while it runs (x, P, then dS reused for dx) plus an nnz · H mask.
+             head: the fused forward also writes each row's softmax statistics (the row max M and
+             the sum L of e^(s - M), flash attention's choice), and backward rebuilds every
+             probability as P = e^(s - M_i) / L_i from the saved per-node terms (two gathers, the
+             LeakyReLU, one elementwise pass: no SDDMM and no row reduction), then dV and dS as for
+             attention, and dx = dS (1 where x > 0, else the slope), d a_dst = row sums of dx
+             (index_add over rows), d a_src = column sums. Kept from forward to backward: a_dst,
+             a_src, V, O and the statistics ((4 + 2d) · n · H floats). Saving P instead would keep
+             nnz · H floats (3.7 GB on reddit-like with 8 heads, about 25x all of the above at d = 8)
+             to spare that elementwise pass. Backward itself holds about three nnz · H float
+             buffers while it runs (x turned into P in place, dP turned into dS and then dx in
+             place, the gathers' temporaries) plus an nnz · H mask.
 
 Every op works under torch.no_grad() and torch.inference_mode(), and is hidden from torch.compile
 (torch.compiler.disable): a compiled model breaks its graph cleanly around each call.
@@ -109,8 +111,9 @@ def _softmax_backward(g: Graph, probs, V, O, dO, need_v: bool, need_scores: bool
     return d_V, d_scores.sub_(row_dot.index_select(0, row)).mul_(probs)
 
 
-def _attention_backward(g: Graph, Q, K, V, O, dO, scale: float, needs: tuple):
+def _attention_backward(g: Graph, saved: tuple, dO, scale: float, needs: tuple):
     """(dQ, dK, dV), None where not needed; probabilities recomputed (see the module docstring)."""
+    Q, K, V, O = saved
     heads, dev = Q.shape[1], Q.device
     t_perm = g.on("t_perm", dev)
     scores = torch.stack([kernels.sddmm(g, _heads(Q, h), _heads(K, h)) for h in range(heads)], 1)
@@ -132,19 +135,20 @@ def _attention_backward(g: Graph, Q, K, V, O, dO, scale: float, needs: tuple):
 
 
 def _fused_attention_function(name: str, doc: str, run, grads) -> type:
-    """An autograd Function O = run(graph, A, B, V, param) with a fused forward, keeping A, B, V
-    and O for backward = grads(graph, A, B, V, O, dO, param, needs) -> (dA, dB, dV)."""
+    """An autograd Function O = run(graph, A, B, V, param) with a fused forward (`run` may return
+    (O, *kept): tensors backward needs besides the inputs), keeping A, B, V, O and those for
+    backward = grads(graph, (A, B, V, O, *kept), dO, param, needs) -> (dA, dB, dV)."""
 
     def forward(ctx, graph: Graph, A, B, V, param: float):
-        O = run(graph, A, B, V, param)
+        result = run(graph, A, B, V, param)
+        O, kept = (result, ()) if isinstance(result, torch.Tensor) else (result[0], result[1:])
         ctx.graph, ctx.param = graph, param
-        ctx.save_for_backward(A, B, V, O)
+        ctx.save_for_backward(A, B, V, O, *kept)
         return O
 
     @once_differentiable
     def backward(ctx, dO):
-        A, B, V, O = ctx.saved_tensors
-        return (None, *grads(ctx.graph, A, B, V, O, dO.contiguous(), ctx.param,
+        return (None, *grads(ctx.graph, ctx.saved_tensors, dO.contiguous(), ctx.param,
                              ctx.needs_input_grad[1:4]), None)
 
     return type(name, (torch.autograd.Function,), {"__doc__": doc, "forward": staticmethod(forward),
@@ -156,14 +160,16 @@ AttentionFunction = _fused_attention_function(
     "inputs (Q, K, V, scale).", kernels.attention, _attention_backward)
 
 
-def _additive_backward(g: Graph, a_dst, a_src, V, O, dO, slope: float, needs: tuple):
-    """(d a_dst, d a_src, dV), None where not needed; probabilities recomputed from a_dst and a_src
-    (see the module docstring). With x = a_dst[i] + a_src[j] and s = LeakyReLU(x):
-    dx = dS (1 where x > 0, else slope); d a_dst = row sums of dx, d a_src = column sums."""
+def _additive_backward(g: Graph, saved: tuple, dO, slope: float, needs: tuple):
+    """(d a_dst, d a_src, dV), None where not needed; probabilities rebuilt from a_dst, a_src and the
+    forward's row statistics (see the module docstring). With x = a_dst[i] + a_src[j] and
+    s = LeakyReLU(x): dx = dS (1 where x > 0, else slope); d a_dst = row sums of dx, d a_src =
+    column sums."""
+    a_dst, a_src, V, O, row_max, row_sum = saved
     dev = V.device
     pre = kernels.additive_scores(g, a_dst, a_src)                 # (nnz, H)
     negative = pre <= 0
-    probs = kernels.edge_softmax(g, torch.nn.functional.leaky_relu_(pre, slope))
+    probs = kernels.softmax_from_stats(g, torch.nn.functional.leaky_relu_(pre, slope), row_max, row_sum)
     del pre
     d_V, d_x = _softmax_backward(g, probs, V, O, dO, needs[2], needs[0] or needs[1])
     del probs

@@ -87,3 +87,14 @@ def test_dry_run_lists_every_model_per_graph():
     assert [(c["graph"], c["op"], c["k"], c["heads"]) for c in cases] == [
         ("cora", "train-gcn", 256, 1), ("cora", "train-gat", 64, 8)]
     assert all(c["device_bytes"] > 0 for c in cases)
+
+
+def test_failure_text_says_how_much_memory_was_asked_for():
+    from autosage_cli.torch.training import failure_text
+
+    oom = torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 27.32 GiB. GPU 0 has a "
+                                      "total capacity of 139.80 GiB of which 19.42 GiB is free.\nmore")
+    text = failure_text(oom)
+    assert text.startswith("out of GPU memory (asked for 27.32 GiB): CUDA out of memory.")
+    assert "\n" not in text
+    assert failure_text(ValueError("bad shape\ndetail")) == "ValueError: bad shape"

@@ -191,6 +191,9 @@ def fake_tuning(monkeypatch, graph):
     def fake_tune(g, op, k, heads=1, **kw):
         return real(g, op, k, heads, measure=measure, device_info=DEVICE, software_info=SOFTWARE, **kw)
     monkeypatch.setattr(tune_mod, "tune", fake_tune)
+    real_recall = tune_mod.recall
+    monkeypatch.setattr(tune_mod, "recall", lambda g, op, k, heads=1, **kw: real_recall(
+        g, op, k, heads, device_info=DEVICE, software_info=SOFTWARE, **kw))
     return measure
 
 
@@ -207,6 +210,25 @@ def test_json_output_is_one_object_with_the_decision(tmp_path, fake_tuning):
                                "--top-k", "3").stdout)
     assert again["cache_hit"] is True and again["probes_run"] == 0
     assert again["decision"] == doc["decision"]
+
+
+def test_a_cache_hit_answers_from_the_graph_memo_without_loading_the_graph(tmp_path, monkeypatch,
+                                                                          fake_tuning):
+    from autosage_cli.commands import tune as tune_cmd
+    cache = str(tmp_path / "c.json")
+    args = ("tune", "--dataset", "cora", "--width", "8", "--cache", cache, "--json", "--top-k", "3")
+    first = json.loads(run_cli(*args).stdout)
+    assert (tmp_path / "graphs.json").is_file()
+
+    def no_loading(*_a):
+        raise AssertionError("a remembered graph with a cached decision must not be loaded")
+    monkeypatch.setattr(tune_cmd, "load_input_graph", no_loading)
+    hit = json.loads(run_cli(*args).stdout)
+    assert hit["cache_hit"] is True and hit["decision"] == first["decision"]
+    assert hit["graph"]["fingerprint"] == first["graph"]["fingerprint"]
+    # a setting the decision was not made under misses, so the graph is loaded (and fails here)
+    r = run_cli(*args[:-1], "4")
+    assert r.exit_code != 0
 
 
 def test_a_changed_setting_or_retune_tunes_again_with_a_message(tmp_path, fake_tuning):

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from .. import budget
 from ..errors import AutosageError
+from ..graphs.memo import GraphMemo
 from ..scheduler import tune as tune_mod
 from ..scheduler.probe import DEFAULT_BUDGET_MS
 from ..scheduler.select import DEFAULT_GUARDRAIL
@@ -111,8 +112,14 @@ def command(graph, dataset, root, k, op, heads, cache_path, top_k, budget_ms, gu
     check_cache_path(cache_path or default_path())
     err = Console(stderr=True)
     progress = (lambda msg: err.print(f"[dim]{msg}[/dim]", highlight=False))
+    memo = GraphMemo.beside(cache_path or default_path())
+    settings = dict(top_k=top_k, budget_ms=budget_ms, guardrail=guardrail, full=full)
+    if not (dry_run or retune) and _answer_from_memo(memo.recall(graph, dataset), op, k, heads, cache_path,
+                                                     settings, progress, as_json, err):
+        return
     with err.status(f"loading {graph or dataset}…", spinner="dots"):   # no line left behind
         g = load_input_graph(graph, dataset, root)
+    memo.remember(graph, dataset, g)
     planned = _planned_case(g, graph or dataset, op, k, heads, full)
     if dry_run:
         dry_run_mod.report([planned], "autosage tune", as_json,
@@ -123,9 +130,29 @@ def command(graph, dataset, root, k, op, heads, cache_path, top_k, budget_ms, gu
     from ..backends.memory import device_free_bytes
     budget.require_device(planned.device_bytes, device_free_bytes(), f"tuning {op} K={k} on {planned.graph}")
 
-    result = tune_mod.tune(g, op, k, heads, cache=DecisionCache(cache_path), top_k=top_k,
-                           budget_ms=budget_ms, guardrail=guardrail, full=full, progress=progress,
-                           retune=retune)
+    result = tune_mod.tune(g, op, k, heads, cache=DecisionCache(cache_path), progress=progress,
+                           retune=retune, **settings)
+    _emit(result, as_json, err)
+
+
+def _answer_from_memo(summary, op, k, heads, cache_path, settings, progress, as_json, err) -> bool:
+    """A cache hit answered from the graph memo's fingerprint, without loading the graph. False
+    (load it and tune) when the graph is not remembered or the decision is not cached."""
+    if summary is None:
+        return False
+    from ..cache import DecisionCache
+    from ..capability import require_gpu
+
+    require_gpu("autosage tune", "--dry-run validates the run without one")   # the key names the device
+    result = tune_mod.recall(summary, op, k, heads, cache=DecisionCache(cache_path), progress=progress,
+                             **settings)
+    if result is None:
+        return False
+    _emit(result, as_json, err)
+    return True
+
+
+def _emit(result, as_json: bool, err) -> None:
     for msg in result.messages:
         if msg != "cache hit: no probe run":
             err.print(f"note: {msg}", highlight=False)

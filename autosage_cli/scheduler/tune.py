@@ -80,6 +80,31 @@ class TuneResult:
             "probes_run": self.probes_run})
 
 
+def _key(graph, op, k, heads, dtype, device_info, software_info, settings):
+    return cache_mod.make_key(graph, op, k, dtype, heads, device=device_info or {}, software=software_info,
+                              settings=settings)
+
+
+def recall(graph, op: str, k: int, heads: int = 1, *, cache, top_k: int = DEFAULT_TOP_K,
+           budget_ms: float = probe.DEFAULT_BUDGET_MS, guardrail: float = DEFAULT_GUARDRAIL,
+           full: bool = False, dtype: str = "float32", sample_nnz: int | None = None,
+           progress=None, device_info: dict | None = None,
+           software_info: dict | None = None) -> TuneResult | None:
+    """The cached decision `tune` would return for these arguments, or None (a miss or a stale
+    entry: then `tune` decides, and says why). `graph` needs only `fingerprint` (a
+    graphs.memo.GraphSummary will do), so a hit never loads the graph."""
+    validate_options(op, k, heads, top_k, budget_ms, guardrail, dtype)
+    t0 = time.perf_counter()
+    device_info, software_info = _machine(device_info, software_info)
+    settings = decision_settings(top_k, budget_ms, guardrail, sample_nnz, full)
+    key = _key(graph, op, k, heads, dtype, device_info, software_info, settings)
+    found = cache.find(key)
+    if found.entry is None:
+        return None
+    return _cache_hit(found.entry, key, cache, (time.perf_counter() - t0) * 1e3,
+                      progress or (lambda _msg: None))
+
+
 def _compute_features(graph):
     from ..features import compute_features
     return compute_features(graph)
@@ -136,8 +161,7 @@ def tune(graph, op: str, k: int, heads: int = 1, *, cache=None, top_k: int = DEF
     device_info, software_info = _machine(device_info, software_info)
     settings = decision_settings(top_k, budget_ms, guardrail, sample_nnz, full)
     t = time.perf_counter()
-    key = cache_mod.make_key(graph, op, k, dtype, heads, device=device_info or {}, software=software_info,
-                             settings=settings)
+    key = _key(graph, op, k, heads, dtype, device_info, software_info, settings)
     fingerprint_ms = (time.perf_counter() - t) * 1e3   # hashes the whole graph unless already known
     messages: list[str] = []
     cache_path = str(cache.path) if cache is not None else None

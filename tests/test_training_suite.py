@@ -98,3 +98,33 @@ def test_failure_text_says_how_much_memory_was_asked_for():
     assert text.startswith("out of GPU memory (asked for 27.32 GiB): CUDA out of memory.")
     assert "\n" not in text
     assert failure_text(ValueError("bad shape\ndetail")) == "ValueError: bad shape"
+
+
+@pytest.mark.slow
+def test_the_command_writes_a_results_directory(tmp_path, monkeypatch):
+    """The whole command with the GPU checks lifted and the runs on the CPU: results.csv,
+    results.json and README.md with the rows and the training targets, then a second run merges."""
+    import json
+
+    from autosage_cli.torch import training
+
+    real = bench_training.run_graphs
+    monkeypatch.setattr(bench_training, "require_gpu", lambda *a: None)
+    monkeypatch.setattr(training, "require_torch_cuda", lambda: None)
+    monkeypatch.setattr(bench_training, "run_graphs", lambda *a: real(*a, device="cpu"))
+    out = tmp_path / "run"
+    for ops in ("gcn", "gat"):
+        result = run_cli("bench", "--suite", "training", "--dataset", "cora", "--ops", ops, "--repeat", "3",
+                         "--out", str(out), "--cache", str(tmp_path / "d.json"), "--json")
+        assert result.exit_code == 0, result.stderr[-2000:]
+    rows = report.read_rows(out / "results.csv")
+    assert sorted((r.op, r.backend) for r in rows) == [
+        ("train-gat", "autosage"), ("train-gat", "pyg"), ("train-gcn", "autosage"), ("train-gcn", "pyg")]
+    summary = json.loads(result.stdout)
+    names = {t["name"] for t in summary["targets"]}
+    assert {"GCN training epoch vs PyG", "GAT training epoch vs PyG"} <= names
+    runs = json.loads((out / "results.json").read_text())["runs"]
+    assert [r["command"] for r in runs] == [
+        f"autosage bench --dataset cora --suite training --ops {m} --repeat 3 --cache {tmp_path / 'd.json'} "
+        f"--out {out} --json" for m in ("gcn", "gat")]
+    assert "train-gcn" in (out / "README.md").read_text()

@@ -161,7 +161,8 @@ def command(datasets, suite, ops, widths, heads, repeat, flush_l2, oracle, all_s
             cache_path, out_dir, seed, root, top_k, budget_ms, guardrail, dry_run, as_json):
     """Benchmark autosage against cuSPARSE (and torch / PyG) side by side."""
     if suite == suites.TRAINING:
-        return bench_training.run(click.get_current_context().params, default_out, _prior_run, _render)
+        ctx = click.get_current_context()
+        return bench_training.run(ctx.params, _command_line(ctx), default_out, _prior_run, _render)
     chosen = suites.get_suite(suite)
     if repeat is not None and repeat < 1:
         raise AutosageError(f"--repeat must be >= 1, got {repeat}")

@@ -116,9 +116,10 @@ def _dry_run(specs, models, params: dict) -> None:
          {"suite": SUITE, "out": params.get("out_dir") or "results/<date>-<gpu name>"})
 
 
-def run(params: dict, default_out, prior_run, render) -> None:
-    """The suite, from the bench command's options (`params`); `default_out(gpu)`,
-    `prior_run(dir)` and `render(rows, out, as_json)` are the bench command's own."""
+def run(params: dict, command: str, default_out, prior_run, render) -> None:
+    """The suite, from the bench command's options (`params`, and `command`, its line for the
+    README); `default_out(gpu)`, `prior_run(dir)` and `render(rows, out, as_json)` are the bench
+    command's own."""
     models, steps, specs = check_options(params)
     out_dir = params.get("out_dir")
     prior = prior_run(Path(out_dir)) if out_dir is not None else None
@@ -132,7 +133,7 @@ def run(params: dict, default_out, prior_run, render) -> None:
     gpu = (env.get("device") or {}).get("name", "")
     out = Path(out_dir) if out_dir is not None else default_out(gpu)
     old_rows, runs = prior if prior is not None else prior_run(out)
-    runs = runs + [{"command": "autosage bench --suite training", "suite": SUITE, "timestamp": now_iso(),
+    runs = runs + [{"command": command, "suite": SUITE, "timestamp": now_iso(),
                     "seed": params["seed"], "repeat": steps, "environment": env}]
     stamp = {"commit": str(env.get("commit", "")), "gpu": gpu, "timestamp": now_iso(),
              "seed": params["seed"]}

@@ -130,11 +130,13 @@ class SuiteProgress(StderrBar):
               help="Graph(s) to run instead of the suite's: a preset, a dataset name or a file. Repeatable.")
 @click.option("--suite", default="default", show_default=True,
               help=f"Which suite: {', '.join(suites.SUITE_NAMES)}.")
-@click.option("--ops", default=None, help="Comma-separated ops (spmm,sddmm,attention).")
+@click.option("--ops", default=None, help="Comma-separated ops (spmm,sddmm,attention); for --suite "
+                                        "training, models (train-gcn,train-sage,train-gat,train-transformer).")
 @click.option("--widths", default=None, help="Comma-separated K (d for attention), e.g. 1,2,4,32.")
 @click.option("--heads", default=None, help="Comma-separated attention head counts, e.g. 1,8.")
 @click.option("--repeat", type=int, default=None, help="Timed repeats per measurement (median, p20, p80 reported; use >= 10). "
-                   "Default: the suite's (20 for default, 10 for the big suites).")
+                   "Default: the suite's (20 for default, 10 for the big suites). --suite training: "
+                   "epochs per model, the first 2 untimed (default 10).")
 @click.option("--flush-l2", is_flag=True, help="Flush the L2 cache between timed repeats.")
 @click.option("--oracle", is_flag=True,
               help="Also tune with a full-graph probe of the top k (tune --full; not exhaustive) and "

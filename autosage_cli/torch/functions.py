@@ -1,4 +1,4 @@
-"""Differentiable ops: `spmm`, `sddmm`, `attention` on torch tensors, with autograd.
+"""Differentiable ops: `spmm`, `sddmm`, `attention`, `additive_attention` on torch tensors, with autograd.
 
 Backward passes are the same kernels on the transposed graph (built once per Graph, tuned as its
 own input, since its structure differs):

@@ -1,4 +1,5 @@
-"""Differentiable ops: `spmm`, `sddmm`, `attention`, `additive_attention` on torch tensors, with autograd.
+"""Differentiable ops on torch tensors, with autograd: `spmm`, `sddmm`, `attention`,
+`additive_attention`.
 
 Backward passes are the same kernels on the transposed graph (built once per Graph, tuned as its
 own input, since its structure differs):

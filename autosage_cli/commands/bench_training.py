@@ -95,7 +95,6 @@ def _rows_of(spec, graph, model: str, ours, theirs, stamp: dict) -> list[Row]:
 def _dry_run(specs, models, params: dict) -> None:
     from ..budget import graph_host_bytes
     from ..graphs import synthetic
-    from ..graphs.load import load_graph
     from ..torch import training
     from .dry_run import PlannedCase, report as show
 
@@ -104,7 +103,7 @@ def _dry_run(specs, models, params: dict) -> None:
         if spec.preset:
             (n, nnz), exact = synthetic.check_budget(spec.preset), False
         else:
-            g = load_graph(path=spec.path) if spec.path else load_graph(dataset=spec.dataset, root=params["root"])
+            g = spec.load(params["root"], params["seed"])   # a file or dataset: validated in full
             (n, nnz), exact = (g.n_rows, g.nnz), True
         n_in, n_out = training.FEATURES.get(spec.label, training.OTHER_FEATURES)
         for m in models:

@@ -128,3 +128,19 @@ def test_the_command_writes_a_results_directory(tmp_path, monkeypatch):
         f"autosage bench --dataset cora --suite training --ops {m} --repeat 3 --cache {tmp_path / 'd.json'} "
         f"--out {out} --json" for m in ("gcn", "gat")]
     assert "train-gcn" in (out / "README.md").read_text()
+
+
+@pytest.mark.gpu
+def test_gpu_run_on_cora_trains_every_model_like_pyg(tmp_path):
+    if not torch.cuda.is_available():
+        pytest.skip("torch sees no CUDA device (CPU-only torch build?)")
+    out = tmp_path / "run"
+    result = run_cli("bench", "--suite", "training", "--dataset", "cora", "--repeat", "4", "--out", str(out),
+                     "--cache", str(tmp_path / "d.json"))
+    assert result.exit_code == 0, result.stderr[-2000:]
+    rows = report.read_rows(out / "results.csv")
+    ours = [r for r in rows if r.backend == "autosage"]
+    assert sorted(r.op for r in ours) == ["train-gat", "train-gcn", "train-sage"]
+    for r in ours:
+        assert r.status == "ok" and r.ms_median > 0 and r.best_vendor == "pyg", r.error
+        assert r.rel_error < 1e-3, (r.op, r.loss_last)

@@ -56,6 +56,14 @@ class _on_torch_stream:
         return False
 
 
+def release_pool() -> None:
+    """Return the blocks CuPy's memory pool caches unused (plan buffers, tuning inputs) to the
+    driver, where torch's allocator can have them."""
+    import cupy
+
+    cupy.get_default_memory_pool().free_all_blocks()
+
+
 def operand(name: str, t: torch.Tensor) -> torch.Tensor:
     """A float32, C-contiguous, 16-byte aligned tensor (copied only when it is not one)."""
     if t.dtype != torch.float32:

@@ -154,21 +154,29 @@ def failure_text(exc: BaseException) -> str:
 
 
 def free_memory() -> None:
+    """Cached, unused device memory back to the driver: torch's, and CuPy's pool (our plans' and the
+    tuner's buffers), so the run after this one starts with the GPU to itself."""
     if torch.cuda.is_available():
+        from . import cuda
+
         torch.cuda.empty_cache()
+        cuda.release_pool()
 
 
 def run_ours(model_name: str, dims, graph: Graph, x, labels, init_state, steps: int, warmup: int) -> Run:
+    """Our model on its own handle of `graph` (the same index tensors, none of the derived graphs,
+    transposes and plans of an earlier model), all of which are freed before PyG runs."""
+    own = Graph(graph.rowptr, graph.row, graph.col, graph.weight, graph.shape, cache=graph.cache)
     model = build(autosage_layers, model_name, *dims).to(x.device)
     model.load_state_dict(init_state)
     try:
-        run = train(model, graph, x, labels, steps, warmup)
+        run = train(model, own, x, labels, steps, warmup)
         run.library, run.mode = "autosage", "graph"
         return run
     except (AutosageError, RuntimeError) as exc:
         return Run("autosage", "graph", status="failed", error=failure_text(exc))
     finally:
-        del model
+        del model, own
         free_memory()
 
 

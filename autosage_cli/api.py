@@ -7,7 +7,8 @@
 A: a `CSRGraph`, any SciPy sparse matrix (canonicalised: duplicates summed, columns sorted) or a
 `cupyx.scipy.sparse.csr_matrix` (copied to the host and canonicalised). Passing a CSRGraph is
 cheapest for repeated calls: its fingerprint is computed once. Dense inputs: CuPy arrays or anything
-with `__dlpack__` on a CUDA device (torch tensors), float32, C-contiguous, row-major:
+with `__dlpack__` on a CUDA device (torch tensors), C-contiguous, row-major, all of one dtype the op
+accepts (its spec's `dtypes`: float32 today); the plan, the cache key and the tuning follow it:
   spmm       B (n_cols, K)                       -> (n_rows, K)
   sddmm      X (n_rows, K), Y (n_cols, K)        -> (nnz,)   in the graph's canonical edge order
   attention  Q (n_rows, H, d), K, V (n_cols, H, d) -> (n_rows, H, d)
@@ -26,6 +27,7 @@ import math
 import threading
 from collections import OrderedDict
 
+from . import dtypes, ops as op_specs
 from .errors import AutosageError
 from .graphs.csr import CSRGraph, canonical_csr
 
@@ -63,9 +65,9 @@ def _dtype_name(x) -> str:
     return str(getattr(x, "dtype", "?")).replace("torch.", "")
 
 
-def check_dense(name: str, x, shape: tuple) -> None:
-    """Validate a dense input before touching the GPU: type, device, shape, dtype. `shape` entries
-    of None match any size (and must be >= 1)."""
+def check_dense(name: str, x, shape: tuple, op: str) -> str:
+    """Validate a dense input before touching the GPU: type, device, shape, and a dtype `op`
+    accepts, which is returned. `shape` entries of None match any size (and must be >= 1)."""
     if not (hasattr(x, "__cuda_array_interface__") or hasattr(x, "__dlpack__")):
         raise AutosageError(f"{name}: expected a CUDA array (CuPy, or a tensor with __dlpack__), "
                             f"got {type(x).__name__}")
@@ -82,9 +84,22 @@ def check_dense(name: str, x, shape: tuple) -> None:
         raise AutosageError(f"{name}: expected shape {pretty}, got {got}")
     if any(g < 1 for g in got[1:]):
         raise AutosageError(f"{name}: feature dimensions must be >= 1, got shape {got}")
-    if _dtype_name(x) != "float32":
-        raise AutosageError(f"{name}: dtype {_dtype_name(x)} is not supported; autosage takes "
-                            f"float32 for now (convert with .astype(float32) / .float())")
+    dtype = _dtype_name(x)
+    supported = op_specs.get(op).dtypes
+    if dtype not in supported:
+        raise AutosageError(f"{name}: dtype {dtype} is not supported for {op}; autosage takes "
+                            f"{', '.join(supported)} (convert with .astype / .to)")
+    return dtype
+
+
+def common_dtype(named_dtypes) -> str:
+    """The one dtype of all inputs [(name, dtype)]; mixed dtypes are refused."""
+    (first, dtype), *rest = named_dtypes
+    for name, other in rest:
+        if other != dtype:
+            raise AutosageError(f"{name}: dtype {other} differs from {first}'s {dtype}; "
+                                f"give every input the same dtype")
+    return dtype
 
 
 def to_cupy(name: str, x):
@@ -159,22 +174,23 @@ def resolve_schedule(op: str, schedule, k: int, heads: int):
     return ("native", native)
 
 
-def _prepare_named(dgraph, op: str, resolved, k: int, heads: int, scale):
+def _prepare_named(dgraph, op: str, resolved, k: int, heads: int, scale, dtype: str = dtypes.DEFAULT):
     kind, what = resolved
     if kind == "vendor":
         from .backends import vendor
 
-        return vendor.prepare_vendor(dgraph, what, k, heads=heads, scale=scale)
+        return vendor.prepare_vendor(dgraph, what, k, heads=heads, scale=scale, dtype=dtype)
     from .backends import native
 
-    return native.prepare(dgraph, what, k, heads=heads, scale=scale)
+    return native.prepare(dgraph, what, k, heads=heads, scale=scale, dtype=dtype)
 
 
 # The vendor entry used when tune=False and the cache has no decision: what framework users get.
 _UNTUNED_VENDOR = {"spmm": "cusparse-default", "attention": "vendor-unfused-default"}
 
 
-def _prepare_tuned(graph: CSRGraph, dgraph, op: str, k: int, heads: int, scale, cache, tune: bool):
+def _prepare_tuned(graph: CSRGraph, dgraph, op: str, k: int, heads: int, scale, cache, tune: bool,
+                   dtype: str = dtypes.DEFAULT):
     """tune=True: the cached decision, tuning (and storing) on a miss. tune=False: the cached
     decision if there is one, else the default vendor entry, with no probing at all."""
     from . import cache as cache_mod
@@ -183,34 +199,36 @@ def _prepare_tuned(graph: CSRGraph, dgraph, op: str, k: int, heads: int, scale, 
 
     store = cache if isinstance(cache, cache_mod.DecisionCache) else cache_mod.DecisionCache(cache)
     if tune:
-        decision = tuner.lookup_or_tune(graph, op, k, heads, cache=store).decision
-        return tuner.plan_for(dgraph, decision, k, heads, scale)
-    entry = store.find(cache_mod.make_key(graph, op, k, "float32", heads)).entry
+        decision = tuner.lookup_or_tune(graph, op, k, heads, cache=store, dtype=dtype).decision
+        return tuner.plan_for(dgraph, decision, k, heads, scale, dtype=dtype)
+    entry = store.find(cache_mod.make_key(graph, op, k, dtype, heads)).entry
     if entry is not None:
-        return tuner.plan_for(dgraph, entry["decision"], k, heads, scale)
+        return tuner.plan_for(dgraph, entry["decision"], k, heads, scale, dtype=dtype)
     name = _UNTUNED_VENDOR.get(op) or vendor.vendor_names(op)[0]
-    return vendor.prepare_vendor(dgraph, name, k, heads=heads, scale=scale)
+    return vendor.prepare_vendor(dgraph, name, k, heads=heads, scale=scale, dtype=dtype)
 
 
 def prepare_plan(graph: CSRGraph, dgraph, op: str, k: int, heads: int = 1, *, schedule=None,
-                 scale=None, cache=None, tune: bool = True):
-    """A Plan for `op` at width k on `dgraph` (the device copy of `graph`), not memoized: a fixed
-    `schedule` (checked by resolve_schedule) or, for None, the cached decision / tuning as the ops
-    do. For callers that keep their own device graphs and plans (autosage_cli.torch)."""
+                 scale=None, cache=None, tune: bool = True, dtype: str = dtypes.DEFAULT):
+    """A Plan for `op` at width k with `dtype` operands on `dgraph` (the device copy of `graph`),
+    not memoized: a fixed `schedule` (checked by resolve_schedule) or, for None, the cached
+    decision / tuning as the ops do. For callers that keep their own device graphs and plans
+    (autosage_cli.torch)."""
+    op_specs.require_dtype(op, dtype)
     resolved = resolve_schedule(op, schedule, k, heads)
     if resolved is None:
-        return _prepare_tuned(graph, dgraph, op, k, heads, scale, cache, tune)
-    return _prepare_named(dgraph, op, resolved, k, heads, scale)
+        return _prepare_tuned(graph, dgraph, op, k, heads, scale, cache, tune, dtype)
+    return _prepare_named(dgraph, op, resolved, k, heads, scale, dtype)
 
 
-def _plan(graph: CSRGraph, op: str, k: int, heads: int, resolved, scale, cache, tune: bool):
+def _plan(graph: CSRGraph, op: str, k: int, heads: int, resolved, scale, cache, tune: bool, dtype: str):
     # The cache file only matters when the scheduler decides; a fixed schedule ignores it.
     if resolved is None:
         where = str(getattr(cache, "path", cache)) if cache is not None else ""
-        key = (graph.fingerprint, op, k, heads, None, scale, where, tune)
+        key = (graph.fingerprint, op, k, heads, dtype, None, scale, where, tune)
     else:
         name = resolved[1] if resolved[0] == "vendor" else resolved[1].name
-        key = (graph.fingerprint, op, k, heads, name, scale)
+        key = (graph.fingerprint, op, k, heads, dtype, name, scale)
     with _lock:
         plan = _plans.get(key)
         if plan is not None:
@@ -218,9 +236,9 @@ def _plan(graph: CSRGraph, op: str, k: int, heads: int, resolved, scale, cache, 
             return plan
         dgraph = _device_graph(graph)
         if resolved is None:
-            plan = _prepare_tuned(graph, dgraph, op, k, heads, scale, cache, tune)
+            plan = _prepare_tuned(graph, dgraph, op, k, heads, scale, cache, tune, dtype)
         else:
-            plan = _prepare_named(dgraph, op, resolved, k, heads, scale)
+            plan = _prepare_named(dgraph, op, resolved, k, heads, scale, dtype)
         _plans[key] = plan
         while len(_plans) > _PLAN_SLOTS:
             _plans.popitem(last=False)
@@ -237,10 +255,11 @@ def clear_memo() -> None:
 def _run(graph: CSRGraph, op: str, k: int, heads: int, named_inputs, schedule, scale, cache, tune):
     from .capability import require_gpu
 
+    dtype = common_dtype([(name, _dtype_name(x)) for name, x in named_inputs])
     resolved = resolve_schedule(op, schedule, k, heads)  # bad names fail before the GPU is asked
     require_gpu(f"autosage_cli.{op}")
     inputs = tuple(to_cupy(name, x) for name, x in named_inputs)
-    plan = _plan(graph, op, k, heads, resolved, scale, cache, tune)
+    plan = _plan(graph, op, k, heads, resolved, scale, cache, tune, dtype)
     out = plan.alloc_out()
     plan.run(inputs, out)
     return out
@@ -248,9 +267,9 @@ def _run(graph: CSRGraph, op: str, k: int, heads: int, named_inputs, schedule, s
 
 # ---------------------------------------------------------------------------------------- ops
 def spmm(A, B, schedule=None, *, cache=None, tune: bool = True):
-    """C = A @ B (float32, row-major). Returns a CuPy (n_rows, K) array."""
+    """C = A @ B (row-major, B's dtype: float32 today). Returns a CuPy (n_rows, K) array."""
     graph = as_graph(A)
-    check_dense("B", B, (graph.n_cols, None))
+    check_dense("B", B, (graph.n_cols, None), "spmm")
     k = int(B.shape[1])
     return _run(graph, "spmm", k, 1, [("B", B)], schedule, None, cache, tune)
 
@@ -259,9 +278,9 @@ def sddmm(A, X, Y, schedule=None, *, cache=None, tune: bool = True):
     """out[e] = a_e * <X[i], Y[j]> for every edge e = (i, j) of A, in canonical edge order.
     Returns a CuPy (nnz,) array."""
     graph = as_graph(A)
-    check_dense("X", X, (graph.n_rows, None))
+    check_dense("X", X, (graph.n_rows, None), "sddmm")
     k = int(X.shape[1])
-    check_dense("Y", Y, (graph.n_cols, k))
+    check_dense("Y", Y, (graph.n_cols, k), "sddmm")
     return _run(graph, "sddmm", k, 1, [("X", X), ("Y", Y)], schedule, None, cache, tune)
 
 
@@ -269,10 +288,10 @@ def attention(A, Q, K, V, scale=None, schedule=None, *, cache=None, tune: bool =
     """Per head h and row i: O[i,h] = sum over edges (i, j) of softmax_j(scale * <Q[i,h], K[j,h]>)
     V[j,h]; rows without edges give zeros; scale defaults to 1/sqrt(d). Returns (n_rows, H, d)."""
     graph = as_graph(A)
-    check_dense("Q", Q, (graph.n_rows, None, None))
+    check_dense("Q", Q, (graph.n_rows, None, None), "attention")
     heads, d = int(Q.shape[1]), int(Q.shape[2])
-    check_dense("K", K, (graph.n_cols, heads, d))
-    check_dense("V", V, (graph.n_cols, heads, d))
+    check_dense("K", K, (graph.n_cols, heads, d), "attention")
+    check_dense("V", V, (graph.n_cols, heads, d), "attention")
     value = _check_scale(scale)
     return _run(graph, "attention", d, heads, [("Q", Q), ("K", K), ("V", V)], schedule, value,
                 cache, tune)

@@ -21,12 +21,12 @@ import os
 import re
 from pathlib import Path
 
+from . import dtypes
 from .errors import AutosageError, BudgetError
 
 LIMIT_ENV = "AUTOSAGE_MEMORY_LIMIT"
 HOST_BYTES_PER_ROW = 72
 HOST_BYTES_PER_NNZ = 48
-FLOAT_BYTES = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2}
 # Outputs a benchmark case holds at once: every vendor algorithm's (kept to cross-check them), the
 # reference, the probe's and autosage's own.
 OUTPUTS_HELD = 6
@@ -153,7 +153,7 @@ def case_device_bytes(op: str, n_rows: int, n_cols: int, nnz: int, k: int, heads
                       dtype: str = "float32") -> int:
     """GPU bytes one benchmark or tuning case holds at its peak: the graph, the dense inputs, the
     outputs it keeps (OUTPUTS_HELD), per-edge scores for SDDMM and attention."""
-    f = FLOAT_BYTES.get(dtype, 4)
+    f = dtypes.itemsize(dtype)
     graph = graph_bytes(n_rows, n_cols, nnz)
     if op == "spmm":
         inputs, output, per_edge = n_cols * k * f, n_rows * k * f, 0

@@ -238,6 +238,9 @@ class DecisionCache:
         problem = entry_problem(entry)
         if problem:
             return Lookup(None, f"cache entry {key.id} is malformed ({problem}); re-tuning")
+        recorded_dtype = entry.get("dtype") or "float32"   # entries from before dtypes were recorded
+        if recorded_dtype != key.dtype:
+            return Lookup(None, f"cached decision made for dtype {recorded_dtype}, not {key.dtype}; re-tuning")
         if entry.get("software") != key.software:
             change = software_change(entry.get("software") or {}, key.software)
             return Lookup(None, f"cached decision made with other software ({change}); re-tuning")
@@ -321,5 +324,7 @@ class DecisionCache:
     def _append_probes(self, key: CacheKey, records: list[dict], stamp: str) -> None:
         with open(self.probes_path, "a", encoding="utf-8") as fh:
             for rec in records:
-                fh.write(json.dumps(jsonable({"key": key.id, "time": stamp, **rec}),
+                # Each record names its case's op, width and dtype, so the log reads on its own.
+                case = {"op": key.op, "k": key.k, "heads": key.heads, "dtype": key.dtype}
+                fh.write(json.dumps(jsonable({"key": key.id, "time": stamp, **case, **rec}),
                                     sort_keys=True, allow_nan=False) + "\n")

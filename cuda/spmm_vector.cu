@@ -85,6 +85,39 @@ __device__ __forceinline__ void vector_row_accumulate(int begin, int end, int gl
     }
 }
 
+// Row `row` of C from the group's share of edges [begin, end): accumulate, sum the G lanes' partials
+// with xor-shuffles inside the group's lane mask, and write columns 0..k (an empty row as zeros).
+// Called by all G lanes of the group.
+template <typename T, int G, int KMAX, int U>
+__device__ __forceinline__ void vector_row(long long row, int begin, int end, int glane, int k, bool vec,
+                                           const int* __restrict__ indices,
+                                           const T* __restrict__ values, const T* __restrict__ B,
+                                           long long ldb, T* __restrict__ C, long long ldc) {
+    float acc[KMAX];
+#pragma unroll
+    for (int j = 0; j < KMAX; ++j) acc[j] = 0.0f;
+    if (values != nullptr) {
+        vector_row_accumulate<T, G, KMAX, U, true>(begin, end, glane, k, vec, indices, values, B, ldb, acc);
+    } else {
+        vector_row_accumulate<T, G, KMAX, U, false>(begin, end, glane, k, vec, indices, values, B, ldb, acc);
+    }
+    const unsigned mask = group_mask<G>();
+#pragma unroll
+    for (int j = 0; j < KMAX; ++j) acc[j] = group_sum<G>(acc[j], mask);
+
+    // Lane l of the group writes columns l, l + G, ... (< k): coalesced within the group. acc is
+    // indexed with compile-time constants only (a select), so it stays in registers.
+    T* __restrict__ out = C + row * ldc;
+#pragma unroll
+    for (int j0 = 0; j0 < KMAX; j0 += G) {
+        const int col = j0 + glane;
+        float v = 0.0f;
+#pragma unroll
+        for (int j = j0; j < KMAX && j < j0 + G; ++j) v = col == j ? acc[j] : v;
+        if (col < k) out[col] = from_float<T>(v);
+    }
+}
+
 }  // namespace autosage
 
 template <typename T, int G, int KMAX, int U>
@@ -105,29 +138,5 @@ spmm_vector(const int n_rows, const int k, const int* __restrict__ indptr,
     const bool vec = KMAX > 1 && k == KMAX && ldb % VW == 0 &&
                      reinterpret_cast<unsigned long long>(B) % (VW * sizeof(T)) == 0;
 
-    float acc[KMAX];
-#pragma unroll
-    for (int j = 0; j < KMAX; ++j) acc[j] = 0.0f;
-    if (values != nullptr) {
-        autosage::vector_row_accumulate<T, G, KMAX, U, true>(begin, end, glane, k, vec, indices, values,
-                                                             B, ldb, acc);
-    } else {
-        autosage::vector_row_accumulate<T, G, KMAX, U, false>(begin, end, glane, k, vec, indices, values,
-                                                              B, ldb, acc);
-    }
-    const unsigned mask = autosage::group_mask<G>();
-#pragma unroll
-    for (int j = 0; j < KMAX; ++j) acc[j] = autosage::group_sum<G>(acc[j], mask);
-
-    // Lane l of the group writes columns l, l + G, ... (< k): coalesced within the group. acc is
-    // indexed with compile-time constants only (a select), so it stays in registers.
-    T* __restrict__ out = C + row * ldc;
-#pragma unroll
-    for (int j0 = 0; j0 < KMAX; j0 += G) {
-        const int col = j0 + glane;
-        float v = 0.0f;
-#pragma unroll
-        for (int j = j0; j < KMAX && j < j0 + G; ++j) v = col == j ? acc[j] : v;
-        if (col < k) out[col] = autosage::from_float<T>(v);
-    }
+    autosage::vector_row<T, G, KMAX, U>(row, begin, end, glane, k, vec, indices, values, B, ldb, C, ldc);
 }

@@ -95,14 +95,14 @@ class FakeToolkit:
     def device_graph(self, graph):
         return graph
 
-    def make_inputs(self, op, dgraph, k, heads, seed):
+    def make_inputs(self, op, dgraph, k, heads, seed, dtype="float32"):
         rng = np.random.default_rng(seed)
         return (rng.uniform(-1, 1, (dgraph.n_cols, k)).astype(np.float32),)
 
     def vendor_names(self, op):
         return list(self.vendor_ms)
 
-    def prepare_vendor(self, dgraph, name, k, heads):
+    def prepare_vendor(self, dgraph, name, k, heads, dtype="float32"):
         return FakePlan(dgraph, "spmm", k, name, name, self.vendor_ms[name], wrong=name == self.wrong_vendor)
 
     def prepare_baselines(self, dgraph, op, k, heads):
@@ -111,7 +111,7 @@ class FakeToolkit:
     def schedules(self, op, k, heads):
         return [FakeSchedule(n) for n in ("spmm.good", "spmm.wrong", "spmm.broken")]
 
-    def prepare_native(self, dgraph, schedule, k, heads):
+    def prepare_native(self, dgraph, schedule, k, heads, dtype="float32"):
         if schedule.name == "spmm.broken":
             raise ValueError("does not compile")
         return FakePlan(dgraph, "spmm", k, "native", schedule.name, self.NATIVE_MS[schedule.name],
@@ -125,8 +125,9 @@ class FakeToolkit:
         self.features_calls += 1
         return {"n_rows": graph.n_rows}, 7.0
 
-    def tune(self, graph, op, k, heads, *, cache, top_k, budget_ms, guardrail, full, seed=0, dgraph=None):
-        self.tune_calls.append({"cache": cache, "full": full, "top_k": top_k})
+    def tune(self, graph, op, k, heads, *, cache, top_k, budget_ms, guardrail, full, seed=0, dgraph=None,
+             dtype="float32"):
+        self.tune_calls.append({"cache": cache, "full": full, "top_k": top_k, "dtype": dtype})
         choice = self.oracle_choice if full else self.probe_choice
         backend = "native" if choice.startswith("spmm.") else choice
         hit = cache is not None and (self.cache_hit or (op, k, heads) in self.cached)
@@ -135,7 +136,7 @@ class FakeToolkit:
         timings = {"graph_features_ms": 7.0, **({} if hit else {"compile_ms": 40.0})}
         return FakeTuneResult(FakeDecision(backend, choice), cache_hit=hit, timings=timings)
 
-    def plan_for(self, dgraph, decision, k, heads):
+    def plan_for(self, dgraph, decision, k, heads, dtype="float32"):
         if decision.backend == "native":
             return self.prepare_native(dgraph, FakeSchedule(decision.schedule), k, heads)
         return self.prepare_vendor(dgraph, decision.backend, k, heads)

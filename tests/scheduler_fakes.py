@@ -97,7 +97,8 @@ class FakeMeasurer:
     def vendor_names(self, op):
         return list(self.vendor_ms)
 
-    def inputs(self, dgraph, op, k, heads, seed):
+    def inputs(self, dgraph, op, k, heads, seed, dtype="float32"):
+        self.dtypes_seen = getattr(self, "dtypes_seen", []) + [dtype]
         rng = np.random.default_rng(seed)
         return tuple(rng.uniform(-1, 1, s) for s in input_shapes(op, dgraph.host, k, heads))
 
@@ -107,11 +108,11 @@ class FakeMeasurer:
             raise RuntimeError(f"nvrtc: compilation of {name} failed\n  error: bad template")
         return FakePlan(dgraph.host, None, k, heads, name, ms, name in self.wrong, name in self.crash)
 
-    def prepare_native(self, dgraph, schedule, k, heads, scale=None):
+    def prepare_native(self, dgraph, schedule, k, heads, scale=None, dtype="float32"):
         return self._plan(dgraph, schedule.name, k, heads,
                           self.native_ms.get(schedule.name, self.default_native_ms))
 
-    def prepare_vendor(self, dgraph, name, k, heads, scale=None):
+    def prepare_vendor(self, dgraph, name, k, heads, scale=None, dtype="float32"):
         return self._plan(dgraph, name, k, heads, self.vendor_ms[name])
 
     def run(self, plan, inputs):
@@ -130,6 +131,9 @@ class FakeMeasurer:
         return float(np.linalg.norm(out - ref) / (denom if denom else 1.0))
 
     def time(self, plan, inputs, out, repeat, warmup, max_ms=None):
+        from autosage_cli.backends.timing import check_warmup
+
+        check_warmup(warmup, max_ms)   # the GPU timer's contract
         self.calls["time"] += 1
         self.timed.append(plan.name)
         reps = repeat if max_ms is None else max(3, min(repeat, int(max_ms / plan.ms)))

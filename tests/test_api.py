@@ -71,8 +71,8 @@ def test_scipy_input_is_canonicalised(graph):
     (FakeCudaArray((4,)), "B: expected shape"),
     (FakeCudaArray((4, 8, 1)), "B: expected shape"),
     (FakeCudaArray((4, 0)), "feature dimensions must be >= 1"),
-    (FakeCudaArray((4, 8), "float64"), "dtype float64 is not supported; autosage takes float32"),
-    (FakeCudaArray((4, 8), "float16"), "float32 for now"),
+    (FakeCudaArray((4, 8), "float64"), "B: dtype float64 is not supported for spmm; autosage takes float32"),
+    (FakeCudaArray((4, 8), "float16"), "B: dtype float16 is not supported for spmm; autosage takes float32"),
 ])
 def test_spmm_bad_dense_input(graph, b, match):
     with pytest.raises(AutosageError, match=match):

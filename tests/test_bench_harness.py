@@ -70,7 +70,7 @@ def test_vendor_choice_and_cache_hit():
     probe = by_backend(rows, "cache")["autosage"]
     assert (probe.chosen_backend, probe.schedule, probe.probe_agrees) == ("cusparse-alg1", "cusparse-alg1", "")
     assert probe.speedup_vs_best_vendor == pytest.approx(1.0)
-    assert tk.tune_calls == [{"cache": "/tmp/cache.json", "full": False, "top_k": None}] * 2
+    assert tk.tune_calls == [{"cache": "/tmp/cache.json", "full": False, "top_k": None, "dtype": "float32"}] * 2
 
 
 def test_oracle_does_not_write_the_users_cache():

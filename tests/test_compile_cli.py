@@ -79,7 +79,7 @@ def test_a_kernel_that_fails_is_named_and_the_exit_code_says_so(fake_nvrtc):
 
 @pytest.mark.parametrize("args, message", [
     (("--op", "gemm"), "unknown op 'gemm' in --op"),
-    (("--dtype", "float16"), "dtype 'float16' is not supported yet"),
+    (("--dtype", "float16"), "dtype float16 is not supported for spmm; supported: float32"),
     (("--arch", "hopper"), "--arch must look like 90, sm_90 or 9.0"),
     (("--workers", "0"), "--workers must be >= 1"),
 ])

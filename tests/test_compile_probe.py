@@ -25,14 +25,14 @@ class CompilingMeasurer(FakeMeasurer):
         self.compiled: list[list[str]] = []
         self.prepared: list[str] = []
 
-    def compile_native(self, dgraph, schedules, k, heads):
+    def compile_native(self, dgraph, schedules, k, heads, dtype="float32"):
         self.compiled.append([s.name for s in schedules])
         return {s.name: (self.compile_ms, "CompileException: line 3: identifier undefined"
                          if s.name in self.uncompilable else None) for s in schedules}
 
-    def prepare_native(self, dgraph, schedule, k, heads, scale=None):
+    def prepare_native(self, dgraph, schedule, k, heads, scale=None, dtype="float32"):
         self.prepared.append(schedule.name)
-        return super().prepare_native(dgraph, schedule, k, heads, scale)
+        return super().prepare_native(dgraph, schedule, k, heads, scale, dtype)
 
 
 def run_tune(measure, **kw):

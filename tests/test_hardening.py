@@ -134,10 +134,10 @@ def test_bench_records_out_of_memory_and_goes_on(fake_gpu, monkeypatch, tmp_path
     real = bench_fakes.FakeToolkit.make_inputs
     oom = _cuda_exception("cupy.cuda.memory", "OutOfMemoryError", MemoryError)
 
-    def make_inputs(self, op, dgraph, k, heads, seed):
+    def make_inputs(self, op, dgraph, k, heads, seed, dtype="float32"):
         if k == 16:
             raise oom("Out of memory allocating 1,048,576 bytes")
-        return real(self, op, dgraph, k, heads, seed)
+        return real(self, op, dgraph, k, heads, seed, dtype)
     monkeypatch.setattr(bench_fakes.FakeToolkit, "make_inputs", make_inputs)
     out = tmp_path / "run"
     result = run_cli("bench", "--dataset", mtx, "--ops", "spmm", "--widths", "4,16,64", "--out", str(out))
@@ -152,10 +152,10 @@ def test_bench_stops_gpu_work_after_a_sticky_fault_and_keeps_its_rows(fake_gpu, 
     real = bench_fakes.FakeToolkit.make_inputs
     fault = _cuda_exception("cupy_backends.cuda.api.runtime", "CUDARuntimeError")
 
-    def make_inputs(self, op, dgraph, k, heads, seed):
+    def make_inputs(self, op, dgraph, k, heads, seed, dtype="float32"):
         if k == 16:
             raise fault("cudaErrorIllegalAddress: an illegal memory access was encountered")
-        return real(self, op, dgraph, k, heads, seed)
+        return real(self, op, dgraph, k, heads, seed, dtype)
     monkeypatch.setattr(bench_fakes.FakeToolkit, "make_inputs", make_inputs)
     out = tmp_path / "run"
     result = run_cli("bench", "--dataset", mtx, "--ops", "spmm", "--widths", "4,16,64", "--out", str(out))

@@ -30,12 +30,14 @@ LAYERS = (
     ("bench", "torch"),          # the benchmark; the PyTorch ops and layers
     ("api",),                    # spmm / sddmm / attention on user arrays
     ("scheduler",),              # estimate, probe, select, tune, replay
+    ("ops",),                    # one spec per op: operands, dtypes, reference, bytes, plans
     ("backends",),               # plans: native, vendor, baselines, reference, timing
     ("kernels",),                # schedules, their spaces, compilation
     # leaves: importable by every layer above, and among themselves in this order
     ("cache", "features"),
     ("environment", "graphs"),
     ("budget", "cache_entry", "capability", "cuda_sources", "paths"),
+    ("dtypes",),                 # the element-type table (C type, size, tolerance)
     ("errors",),
 )
 

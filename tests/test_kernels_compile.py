@@ -77,3 +77,20 @@ def test_file_compiles_without_spills(source_file):
            f"{r.stack_frame} B stack, {r.registers} registers"
            for r in report if r.spill_stores or r.spill_loads]
     assert not bad, "\n".join(bad)
+
+
+def test_a_module_is_keyed_on_every_cuda_source_not_only_its_own_file(tmp_path, monkeypatch):
+    """CuPy's disk cache keys a module on its text; an edited header must change that text."""
+    import shutil
+
+    from autosage_cli import cuda_sources
+    from autosage_cli.kernels import compile as kcompile
+
+    for f in cuda_sources.CUDA_DIR.iterdir():
+        shutil.copy(f, tmp_path / f.name)
+    monkeypatch.setattr(cuda_sources, "CUDA_DIR", tmp_path)
+    before = kcompile.module_source("spmm_vector.cu")
+    assert before.startswith((tmp_path / "spmm_vector.cu").read_text())
+    (tmp_path / "common.cuh").write_text((tmp_path / "common.cuh").read_text() + "\n// edited\n")
+    after = kcompile.module_source("spmm_vector.cu")
+    assert after != before and after.startswith((tmp_path / "spmm_vector.cu").read_text())

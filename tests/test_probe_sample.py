@@ -258,8 +258,9 @@ def test_no_candidate_is_dropped_for_budget_and_the_overrun_is_reported():
     assert [r.status for r in result.natives + result.vendors] == ["ok"] * 10
     assert all(r.repeats >= probe.MIN_REPEATS for r in result.natives + result.vendors)
     # the minimum: (verify + warm-up + 1 screening repeat) + (warm-up + 2 repeats) for the
-    # survivors (all of them, equal times) x (4 x ~50 + 6 x 4.5 ms) ~ 1.4 s
-    assert result.floor_ms == pytest.approx(6 * (sum(vendors.values()) + 6 * 4.5))
+    # surviving natives (all of them, equal times), and the same without the screen's warm-up for
+    # the vendors (their verification run warms them up): 5 x 4 x ~50 + 6 x 6 x 4.5 ms ~ 1.2 s
+    assert result.floor_ms == pytest.approx(5 * sum(vendors.values()) + 6 * 6 * 4.5)
     assert result.overrun_ms == pytest.approx(result.spent_ms - 400.0) and result.overrun_ms > 700
     assert any("over its 400 ms budget" in msg for msg in messages)
     from autosage_cli.scheduler.select import decide
@@ -272,13 +273,15 @@ def test_the_budget_only_adds_repeats_shared_equally():
     tight = run_probe(FakeMeasurer(vendor_ms=vendor, default_native_ms=1.0), cands, budget_ms=1.0)
     assert all(r.repeats == probe.MIN_REPEATS for r in tight.natives + tight.vendors)
     roomy = run_probe(FakeMeasurer(vendor_ms=vendor, default_native_ms=1.0), cands, budget_ms=10_000.0)
-    assert all(r.repeats == probe.MAX_REPEAT for r in roomy.natives + roomy.vendors)
+    assert all(r.repeats == probe.MAX_REPEAT for r in roomy.natives)
+    # Only the fastest vendor sets the guardrail's bar: the slower one keeps its minimum.
+    assert [r.repeats for r in roomy.vendors] == [probe.MAX_REPEAT, probe.MIN_REPEATS]
     assert roomy.overrun_ms == 0 and roomy.spent_ms < 10_000.0
     # In between: every plan gets the same share of what is left after the minimum.
-    mid = run_probe(FakeMeasurer(vendor_ms=vendor, default_native_ms=1.0), cands, budget_ms=60.0)
+    mid = run_probe(FakeMeasurer(vendor_ms=vendor, default_native_ms=1.0), cands, budget_ms=45.0)
     natives = [r.repeats for r in mid.natives]
     assert probe.MIN_REPEATS < min(natives) and max(natives) < probe.MAX_REPEAT
-    assert mid.spent_ms <= 60.0 + 1e-9
+    assert mid.spent_ms <= 45.0 + 1e-9
 
 
 def test_timing_interleaves_vendors_and_natives():
@@ -286,8 +289,10 @@ def test_timing_interleaves_vendors_and_natives():
     m = FakeMeasurer(vendor_ms={"cusparse-alg1": 1.0, "cusparse-alg2": 1.0}, default_native_ms=1.0)
     run_probe(m, cands, budget_ms=1.0)
     names = [s.name for s, _ in cands]
-    screen = ["cusparse-alg1", names[0], "cusparse-alg2", names[1], names[2], names[3]]
-    assert m.timed == screen + screen   # the screen, then the survivors' remaining repeats
+    survivors = ["cusparse-alg1", names[0], "cusparse-alg2", names[1], names[2], names[3]]
+    # each vendor's screen right after its verification run, the natives' screen, then the
+    # survivors' remaining repeats, interleaved
+    assert m.timed == ["cusparse-alg1", "cusparse-alg2"] + names + survivors
 
 
 def test_merging_batches_weights_by_repeats():
@@ -315,7 +320,8 @@ def test_a_vendor_that_disagrees_is_marked_failed():
     assert result.reference == "cusparse-alg2"          # the first output another vendor confirms
     assert by["cusparse-alg2"].status == by["cusparse-alg3"].status == "ok"
     assert by["cusparse-alg1"].status == "failed" and "disagrees with cusparse-alg2" in by["cusparse-alg1"].reason
-    assert "cusparse-alg1" not in m.timed
+    # screened with its verification run, before the reference was known; never timed again
+    assert m.timed.count("cusparse-alg1") == 1 and by["cusparse-alg1"].ms is None
     # Two vendors that disagree: the float64 reference decides which is wrong.
     m = FakeMeasurer(vendor_ms={"cusparse-alg1": 1.0, "cusparse-alg2": 0.5}, wrong={"cusparse-alg1"})
     result = run_probe(m, spmm_schedules(1))
@@ -351,3 +357,52 @@ def test_take_rows_slices_and_gathers_alike(graph, monkeypatch):
     assert sliced.indices.dtype == np.int32 and sliced.values.dtype == np.float32
     validate(sliced.indptr, sliced.indices, sliced.values, sliced.shape)   # canonical as it stands
     assert (sliced.to_scipy() != graph.to_scipy()[rows]).nnz == 0
+
+
+class LaunchCounter(FakeMeasurer):
+    """Counts every launch per plan: verification runs, warm-ups and timed repeats."""
+
+    def __init__(self, **fields):
+        super().__init__(**fields)
+        self.launches, self.calls_in_order = {}, []
+
+    def run(self, plan, inputs):
+        self.launches[plan.name] = self.launches.get(plan.name, 0) + 1
+        self.calls_in_order.append(("run", plan.name))
+        return super().run(plan, inputs)
+
+    def time(self, plan, inputs, out, repeat, warmup, max_ms=None):
+        stats = super().time(plan, inputs, out, repeat, warmup, max_ms)
+        self.launches[plan.name] = self.launches.get(plan.name, 0) + stats.repeats + warmup
+        self.calls_in_order.append((f"time/{warmup}", plan.name))
+        return stats
+
+
+def test_a_vendor_is_screened_right_after_its_verification_run_without_a_warm_up():
+    # SDDMM on a 100M-edge graph at K=128: the gather-dot composition ~33x the cuSPARSE SDDMMs.
+    vendors = {"cusparse-sddmm": 8.0, "torch-sampled-addmm": 8.1, "gather-dot": 260.0}
+    m = LaunchCounter(vendor_ms=vendors, default_native_ms=7.0)
+    result = run_probe(m, spmm_schedules(2), budget_ms=1000.0, op="sddmm", k=4)
+    vendor_calls = [c for c in m.calls_in_order if c[1] in vendors]
+    assert vendor_calls[:6] == [(step, v) for v in vendors for step in ("run", "time/0")]
+    # The slow vendor: verified and timed once, 2 launches in all (3 before: a warm-up too).
+    assert m.launches["gather-dot"] == 2
+    by = {v.name: v for v in result.vendors}
+    assert by["gather-dot"].status == "ok" and by["gather-dot"].ms == 260.0 and by["gather-dot"].repeats == 1
+    assert by["gather-dot"].reason.startswith("screened out")
+    # Both cuSPARSE entries survive the screen; only the faster is worth more repeats.
+    assert by["cusparse-sddmm"].repeats > by["torch-sampled-addmm"].repeats == probe.MIN_REPEATS
+    # The budget is charged for what ran: 2 launches of the slow vendor, not 3.
+    assert result.spent_ms >= 2 * 260.0 and result.floor_ms < 3 * 260.0 + 100.0
+    from autosage_cli.scheduler.select import decide
+    assert decide(result.natives, result.vendors).vendor_ms == 8.0   # the guardrail's bar
+
+
+def test_a_batch_without_warm_up_is_only_allowed_without_a_time_cap():
+    from autosage_cli.backends.timing import check_warmup
+
+    check_warmup(1, 5.0)
+    check_warmup(0, None)          # right after a launch of the same plan: the probe's vendor screen
+    for warmup, max_ms in ((0, 5.0), (-1, None)):
+        with pytest.raises(ValueError, match="warmup must be >= 1"):
+            check_warmup(warmup, max_ms)

@@ -122,3 +122,19 @@ def test_rel_error_and_poison_on_device_arrays():
     assert bool(cupy.isnan(out).all())
     assert rel_error(out, ref) == math.inf
     assert rel_error(ref, ref.get()) == 0.0
+
+
+@pytest.mark.gpu
+def test_a_batch_right_after_a_launch_may_skip_its_warm_up():
+    import cupy
+
+    from autosage_cli.backends.timing import time_plan
+
+    out = cupy.empty(1 << 26, dtype=cupy.float32)
+    plan = _FillPlan()
+    plan.run((1.0,), out)                       # the launch that warms it up (the probe's verify run)
+    stats = time_plan(plan, (2.0,), out, repeat=1, warmup=0)
+    assert stats.repeats == 1 and 0.0 < stats.median_ms < 100.0
+    assert bool((out == 2.0).all())
+    with pytest.raises(ValueError, match="warmup must be >= 1"):
+        time_plan(plan, (2.0,), out, repeat=5, warmup=0, max_ms=5.0)

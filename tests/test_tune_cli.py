@@ -265,7 +265,7 @@ def test_a_sample_probe_confirms_its_best_on_the_whole_graph(monkeypatch, graph)
 
     monkeypatch.setattr(policy, "plan_probe", sample_then_confirm)
     ranked = tune_mod.estimate.rank(features_of(graph), "spmm", 8)
-    names = [s.name for s, _ in ranked[:5]]
+    names = [s.name for s, _ in tune_mod.estimate.shortlist(ranked, 5)]   # what a top-5 probe runs
     m = FakeMeasurer(native_ms=dict(zip(names, (0.5, 0.4, 0.3, 0.45, 0.6))))
     result = run_tune(graph, None, m, top_k=5, sample_nnz=graph.nnz // 4)
     p = result.entry["probe"]

@@ -44,8 +44,8 @@ def check_inputs(plan: Plan, inputs: tuple, out, vec: int = 1) -> None:
     arrays = list(zip(names, inputs, shapes)) + [("out", out, output_shape("attention", plan.graph,
                                                                              plan.k, plan.heads))]
     for name, arr, shape in arrays:
-        if tuple(arr.shape) != tuple(shape) or arr.dtype != np.float32 or not arr.flags.c_contiguous:
-            raise ValueError(f"{name}: expected a C-contiguous float32 array of shape {tuple(shape)}, "
+        if tuple(arr.shape) != tuple(shape) or str(arr.dtype) != plan.dtype or not arr.flags.c_contiguous:
+            raise ValueError(f"{name}: expected a C-contiguous {plan.dtype} array of shape {tuple(shape)}, "
                              f"got {arr.dtype} {tuple(arr.shape)}")
         if arr.data.ptr % (4 * vec):
             raise ValueError(f"{name}: {4 * vec}-byte vector loads need an aligned base pointer")

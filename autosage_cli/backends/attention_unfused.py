@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import dtypes
 from ..kernels import attention_space as space
 from ..kernels.schedule import Schedule, get, registry
 from . import native_sddmm, native_spmm
@@ -92,8 +93,8 @@ class UnfusedAttentionPlan(Plan):
     backend = "native"
 
     def __init__(self, dgraph: DeviceGraph, schedule: Schedule, d: int, heads: int, scale: float,
-                 use_values: bool, substeps=None):
-        super().__init__(dgraph, "attention", d, heads)
+                 use_values: bool, substeps=None, dtype: str = dtypes.DEFAULT):
+        super().__init__(dgraph, "attention", d, heads, dtype)
         import cupy
 
         self.sched, self.schedule, self.scale, self.use_values = schedule, schedule.name, scale, use_values
@@ -104,8 +105,8 @@ class UnfusedAttentionPlan(Plan):
             # Without edges run() only writes zeros: no sub-step plans to make.
             # substep_schedules returns only schedules that support d, so the op's own prepare is
             # called directly (native.prepare, the dispatcher, sits above this module)
-            self.sddmm = native_sddmm.prepare(dgraph, self.sddmm_schedule, d) if dgraph.nnz else None
-            self.spmm = native_spmm.prepare(dgraph, self.spmm_schedule, d) if dgraph.nnz else None
+            self.sddmm = native_sddmm.prepare(dgraph, self.sddmm_schedule, d, dtype=dtype) if dgraph.nnz else None
+            self.spmm = native_spmm.prepare(dgraph, self.spmm_schedule, d, dtype) if dgraph.nnz else None
             index = index_type(dgraph)
             self.softmax = kernel(space.SOFTMAX_SOURCE, space.softmax_expression(schedule, index))
             self.softmax_heavy = kernel(space.SOFTMAX_SOURCE, space.softmax_heavy_expression(schedule, index))

@@ -4,7 +4,7 @@
 and records how long it took; `Plan.run(inputs, out)` only launches (no allocation, no sync), so it
 can be timed with CUDA events and replayed.
 
-Op signatures (all CuPy arrays, C-contiguous, row-major, float32):
+Op signatures (all CuPy arrays, C-contiguous, row-major, of the plan's dtype: float32 today):
   spmm       inputs = (B,)        B: n_cols x K           out: n_rows x K          out = A @ B
   sddmm      inputs = (X, Y)      X: n_rows x K, Y: n_cols x K   out: nnz         out[e] = a_e * <X[i], Y[j]>
   attention  inputs = (Q, K, V)   Q: n_rows x H x d, K, V: n_cols x H x d   out: n_rows x H x d
@@ -16,6 +16,7 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
+from .. import dtypes
 from ..graphs.csr import CSRGraph
 from ..kernels.compile import compile_ms_total
 
@@ -66,12 +67,15 @@ def input_shapes(op: str, graph: DeviceGraph | CSRGraph, k: int, heads: int = 1)
     return [(graph.n_rows, heads, k), (graph.n_cols, heads, k), (graph.n_cols, heads, k)]
 
 
-def make_inputs(op: str, graph: DeviceGraph, k: int, heads: int = 1, seed: int = 0) -> tuple:
-    """Random (never zero) float32 inputs on the device, uniform in [-1, 1)."""
+def make_inputs(op: str, graph: DeviceGraph, k: int, heads: int = 1, seed: int = 0,
+                dtype: str = dtypes.DEFAULT) -> tuple:
+    """Random (never zero) inputs of `dtype` on the device, uniform in [-1, 1): drawn in float32
+    and rounded to `dtype`, so every dtype sees the same values up to its rounding."""
     import cupy
 
+    dtypes.info(dtype)
     rng = cupy.random.default_rng(seed)
-    return tuple(rng.uniform(-1.0, 1.0, size=s, dtype=cupy.float32)
+    return tuple(rng.uniform(-1.0, 1.0, size=s, dtype=cupy.float32).astype(dtype, copy=False)
                  for s in input_shapes(op, graph, k, heads))
 
 
@@ -82,16 +86,17 @@ class Plan(ABC):
     schedule: str       # schedule name, or the vendor algorithm name
     k: int
     heads: int = 1
+    dtype: str = dtypes.DEFAULT   # the element type of its operands and output
     prepare_ms: float = 0.0
     compile_ms: float = 0.0   # of prepare_ms: building kernel modules (0 when they were built before)
 
-    def __init__(self, graph: DeviceGraph, op: str, k: int, heads: int = 1):
-        self.graph, self.op, self.k, self.heads = graph, op, k, heads
+    def __init__(self, graph: DeviceGraph, op: str, k: int, heads: int = 1, dtype: str = dtypes.DEFAULT):
+        self.graph, self.op, self.k, self.heads, self.dtype = graph, op, k, heads, dtype
 
     def alloc_out(self):
         import cupy
 
-        return cupy.empty(output_shape(self.op, self.graph, self.k, self.heads), dtype=cupy.float32)
+        return cupy.empty(output_shape(self.op, self.graph, self.k, self.heads), dtype=self.dtype)
 
     @abstractmethod
     def run(self, inputs: tuple, out) -> None:

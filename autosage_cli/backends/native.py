@@ -1,4 +1,5 @@
-"""The native backend: `prepare(dgraph, schedule, k, heads=1, scale=None) -> Plan` for our kernels.
+"""The native backend: `prepare(dgraph, schedule, k, heads=1, scale=None, dtype="float32") -> Plan`
+for our kernels, instantiated for `dtype` (its C++ type from the dtypes table).
 
 Dispatches on schedule.op: "spmm" to native_spmm, "sddmm" to native_sddmm, "attention" to
 native_attention (imported only when asked for). `schedule` is a Schedule or a registered name.
@@ -11,6 +12,7 @@ schedules will launch (the tuner calls it before it prepares its candidates one 
 """
 from __future__ import annotations
 
+from .. import dtypes
 from ..errors import AutosageError
 from ..kernels import compile as kcompile
 from ..kernels.schedule import Schedule, get
@@ -19,11 +21,12 @@ from .base import DeviceGraph, Plan
 
 
 def prepare(dgraph: DeviceGraph, schedule: Schedule | str, k: int, heads: int = 1,
-            scale: float | None = None, **attention_options) -> Plan:
+            scale: float | None = None, dtype: str = dtypes.DEFAULT, **attention_options) -> Plan:
     """A prepared native plan. `attention_options` (e.g. use_values, substeps) go to
     native_attention.prepare and are refused for the other ops."""
     if isinstance(schedule, str):
         schedule = get(schedule)
+    dtypes.info(dtype)
     reason = schedule.supports(k, heads)
     if reason:
         raise AutosageError(f"{schedule.name} cannot run K={k}: {reason}")
@@ -34,25 +37,27 @@ def prepare(dgraph: DeviceGraph, schedule: Schedule | str, k: int, heads: int = 
             raise AutosageError(f"spmm runs one head; got heads={heads}")
         from . import native_spmm
 
-        return native_spmm.prepare(dgraph, schedule, k)
+        return native_spmm.prepare(dgraph, schedule, k, dtype)
     if schedule.op == "sddmm":
         if heads != 1:
             raise AutosageError(f"sddmm runs one head; got heads={heads}")
         from . import native_sddmm
 
-        return native_sddmm.prepare(dgraph, schedule, k, scale)
+        return native_sddmm.prepare(dgraph, schedule, k, scale, dtype)
     if schedule.op == "attention":
         from .native_attention import prepare as prepare_attention
 
-        return prepare_attention(dgraph, schedule, k, heads, scale, **attention_options)
+        return prepare_attention(dgraph, schedule, k, heads, scale, dtype=dtype, **attention_options)
     raise AutosageError(f"no native backend for op {schedule.op!r}")
 
 
-def kernel_refs(schedule: Schedule, k: int, index: str = "int") -> tuple[kcompile.KernelRef, ...]:
-    """Every kernel instantiation a plan of `schedule` at width k launches: its own, plus, for the
-    unfused attention pipeline, those of the SDDMM and SpMM sub-step schedules it picks for d = k
-    (none when no sub-step fits: prepare then says why)."""
-    refs = kcompile.schedule_kernels(schedule, "float", index)
+def kernel_refs(schedule: Schedule, k: int, index: str = "int",
+                dtype: str = dtypes.DEFAULT) -> tuple[kcompile.KernelRef, ...]:
+    """Every kernel instantiation a plan of `schedule` at width k with `dtype` operands launches:
+    its own, plus, for the unfused attention pipeline, those of the SDDMM and SpMM sub-step
+    schedules it picks for d = k (none when no sub-step fits: prepare then says why)."""
+    c_type = dtypes.c_type(dtype)
+    refs = kcompile.schedule_kernels(schedule, c_type, index)
     if schedule.op == "attention" and schedule.family == "unfused":
         from .attention_unfused import substep_schedules
 
@@ -60,19 +65,19 @@ def kernel_refs(schedule: Schedule, k: int, index: str = "int") -> tuple[kcompil
             steps = substep_schedules(schedule, k)
         except ValueError:
             steps = ()
-        refs += tuple(r for step in steps for r in kcompile.schedule_kernels(step))
+        refs += tuple(r for step in steps for r in kcompile.schedule_kernels(step, c_type))
     return tuple(dict.fromkeys(refs))
 
 
 def compile_plans(dgraph: DeviceGraph, schedules, k: int, heads: int = 1,
-                  workers: int | None = None) -> dict[str, tuple[float, str | None]]:
+                  dtype: str = dtypes.DEFAULT, workers: int | None = None) -> dict[str, tuple[float, str | None]]:
     """Build the kernels of every schedule that can run (k, heads) on `dgraph`, all at once on a
     thread pool. Returns schedule name -> (ms, error): ms is what building its kernels took (a
     kernel shared by several schedules counts for each), error the first failure's one line, or
     None. Schedules that cannot run are left out (prepare refuses them with the reason), and so
     are SpMM and SDDMM schedules on an int64-index graph (their kernels take int32)."""
     index = index_type(dgraph)
-    wanted = {s.name: kernel_refs(s, k, index) for s in schedules
+    wanted = {s.name: kernel_refs(s, k, index, dtype) for s in schedules
               if s.supports(k, heads) is None and (index == "int" or s.op == "attention")}
     records = kcompile.compile_kernels(r for refs in wanted.values() for r in refs)
     outcome = {}

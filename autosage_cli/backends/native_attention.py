@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import dtypes
 from ..kernels import attention_space as space
 from ..kernels.schedule import Schedule
 from .attention_common import attention_scale, check_inputs, index_type, kernel, values_arg
@@ -34,8 +35,8 @@ class FusedAttentionPlan(Plan):
     backend = "native"
 
     def __init__(self, dgraph: DeviceGraph, schedule: Schedule, d: int, heads: int, scale: float,
-                 use_values: bool):
-        super().__init__(dgraph, "attention", d, heads)
+                 use_values: bool, dtype: str = dtypes.DEFAULT):
+        super().__init__(dgraph, "attention", d, heads, dtype)
         self.sched, self.schedule, self.scale, self.use_values = schedule, schedule.name, scale, use_values
         self.provider = "attention_fused.cu"
         with PrepareTimer(self):
@@ -46,7 +47,7 @@ class FusedAttentionPlan(Plan):
 
     def expression(self, index: str) -> str:
         """The name expression of the kernel this plan launches (the dot-product score)."""
-        return space.fused_expression(self.sched, "float", index)
+        return space.fused_expression(self.sched, dtypes.c_type(self.dtype), index)
 
     def scalars(self):
         """(qscale, bias_scale): scores are computed in the log2 domain (see attention_fused.cu)."""
@@ -93,8 +94,8 @@ class SplitAttentionPlan(FusedAttentionPlan):
     two-phase merge of the chunk partials (deterministic)."""
 
     def __init__(self, dgraph: DeviceGraph, schedule: Schedule, d: int, heads: int, scale: float,
-                 use_values: bool):
-        Plan.__init__(self, dgraph, "attention", d, heads)
+                 use_values: bool, dtype: str = dtypes.DEFAULT):
+        Plan.__init__(self, dgraph, "attention", d, heads, dtype)
         self.sched, self.schedule, self.scale, self.use_values = schedule, schedule.name, scale, use_values
         self.provider = "attention_fused.cu (split + combine)"
         import cupy
@@ -102,7 +103,7 @@ class SplitAttentionPlan(FusedAttentionPlan):
         with PrepareTimer(self):
             index = index_type(dgraph)
             self.fn = kernel(space.FUSED_SOURCE, self.expression(index))
-            self.combine = kernel(space.FUSED_SOURCE, space.combine_expression("float", index))
+            self.combine = kernel(space.FUSED_SOURCE, space.combine_expression(dtypes.c_type(dtype), index))
             key = ("attention_segments", schedule.split, schedule.chunk)
             if key not in dgraph.derived:
                 host = split_segments(dgraph.host.indptr, schedule.split, schedule.chunk)
@@ -150,7 +151,7 @@ class AdditiveScore:
         self.provider += ", additive score"
 
     def expression(self, index: str) -> str:
-        return space.additive_expression(self.sched, "float", index)
+        return space.additive_expression(self.sched, dtypes.c_type(self.dtype), index)
 
     def operands(self, inputs: tuple, out, stats) -> tuple:
         """(a_dst, a_src, V, stats pointer), checked like check_inputs checks (Q, K, V): a wrong
@@ -229,7 +230,7 @@ def _check_supported(schedule: Schedule, k: int, heads: int) -> None:
 
 
 def prepare(dgraph: DeviceGraph, schedule: Schedule, k: int, heads: int = 1, scale: float | None = None,
-            *, use_values: bool = False, substeps=None) -> Plan:
+            *, use_values: bool = False, substeps=None, dtype: str = dtypes.DEFAULT) -> Plan:
     """A native attention plan for `schedule` at d = k with `heads` heads. `substeps` (unfused only)
     optionally names the (SDDMM, SpMM) native schedules to use instead of the default choice."""
     if schedule.op != "attention" or schedule.family not in FAMILIES:
@@ -237,7 +238,7 @@ def prepare(dgraph: DeviceGraph, schedule: Schedule, k: int, heads: int = 1, sca
     _check_supported(schedule, k, heads)
     value = attention_scale(k, scale)
     if schedule.family == "fused":
-        return FusedAttentionPlan(dgraph, schedule, k, heads, value, use_values)
+        return FusedAttentionPlan(dgraph, schedule, k, heads, value, use_values, dtype)
     if schedule.family == "fused_split":
-        return SplitAttentionPlan(dgraph, schedule, k, heads, value, use_values)
-    return UnfusedAttentionPlan(dgraph, schedule, k, heads, value, use_values, substeps)
+        return SplitAttentionPlan(dgraph, schedule, k, heads, value, use_values, dtype)
+    return UnfusedAttentionPlan(dgraph, schedule, k, heads, value, use_values, substeps, dtype)

@@ -5,19 +5,19 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import dtypes
 from ..errors import AutosageError
 from ..kernels.compile import get_function
 from ..kernels.schedule import Schedule
 from .base import DeviceGraph
 
-FLOAT_BYTES = 4
 NULL = np.uint64(0)  # a null device pointer, passed by value (8 zero bytes)
 
 
-def kernel_for(schedule: Schedule, dtype: str = "float"):
-    """The compiled kernel of `schedule`: its own module, built on first use (or found in CuPy's
-    disk cache), so a plan compiles only what it launches."""
-    return get_function(schedule.source_file, schedule.name_expression(dtype))
+def kernel_for(schedule: Schedule, dtype: str = dtypes.DEFAULT):
+    """The compiled kernel of `schedule` for `dtype` operands: its own module, built on first use
+    (or found in CuPy's disk cache), so a plan compiles only what it launches."""
+    return get_function(schedule.source_file, schedule.name_expression(dtypes.c_type(dtype)))
 
 
 def require_int32(dgraph: DeviceGraph) -> None:
@@ -37,35 +37,39 @@ def values_all_ones(dgraph: DeviceGraph) -> bool:
     return dgraph.derived[key]
 
 
-def check_dense(name: str, arr, rows: int, k: int, ld: int, vec: int) -> None:
-    """`arr` must hold `rows` rows of `k` float32 elements, row i at element i*ld from its first
+def check_dense(name: str, arr, rows: int, k: int, ld: int, vec: int, dtype: str = dtypes.DEFAULT) -> None:
+    """`arr` must hold `rows` rows of `k` `dtype` elements, row i at element i*ld from its first
     element, with base pointer and ld aligned for `vec`-wide vector accesses. Accepts a 2-D array
     (row stride ld, unit column stride) or a 1-D contiguous buffer."""
-    if arr.dtype != np.float32:
-        raise AutosageError(f"{name}: expected float32, got {arr.dtype}")
+    check_dtype(name, arr, dtype)
+    size = dtypes.itemsize(dtype)
     if ld < k:
         raise AutosageError(f"{name}: leading dimension {ld} is smaller than K={k}")
     if arr.ndim == 2:
         r, c = arr.shape
         if r < rows or c < k:
             raise AutosageError(f"{name}: expected at least {rows} x {k}, got {r} x {c}")
-        if (c > 1 and arr.strides[1] != FLOAT_BYTES) or (r > 1 and arr.strides[0] != ld * FLOAT_BYTES):
+        if (c > 1 and arr.strides[1] != size) or (r > 1 and arr.strides[0] != ld * size):
             raise AutosageError(f"{name}: strides {arr.strides} do not match leading dimension {ld}")
     elif arr.ndim == 1:
-        if arr.size > 1 and arr.strides[0] != FLOAT_BYTES:
+        if arr.size > 1 and arr.strides[0] != size:
             raise AutosageError(f"{name}: a 1-D operand must be contiguous")
         if rows and arr.size < (rows - 1) * ld + k:
             raise AutosageError(f"{name}: {arr.size} elements cannot hold {rows} rows at ld={ld}")
     else:
         raise AutosageError(f"{name}: expected a 1-D or 2-D array, got {arr.ndim}-D")
-    if vec > 1 and (arr.data.ptr % (vec * FLOAT_BYTES) or ld % vec):
-        raise AutosageError(f"{name}: {vec * FLOAT_BYTES}-byte vector access needs an aligned base "
+    if vec > 1 and (arr.data.ptr % (vec * size) or ld % vec):
+        raise AutosageError(f"{name}: {vec * size}-byte vector access needs an aligned base "
                             f"pointer and a leading dimension divisible by {vec} (ld={ld})")
 
 
-def check_edge_vector(name: str, arr, nnz: int) -> None:
-    """A per-edge float32 vector (values or SDDMM output): contiguous, at least nnz elements."""
-    if arr.dtype != np.float32:
-        raise AutosageError(f"{name}: expected float32, got {arr.dtype}")
+def check_dtype(name: str, arr, dtype: str) -> None:
+    if str(arr.dtype) != dtype:
+        raise AutosageError(f"{name}: expected {dtype}, got {arr.dtype}")
+
+
+def check_edge_vector(name: str, arr, nnz: int, dtype: str = dtypes.DEFAULT) -> None:
+    """A per-edge `dtype` vector (values or SDDMM output): contiguous, at least nnz elements."""
+    check_dtype(name, arr, dtype)
     if arr.size < nnz or (arr.size > 1 and not arr.flags.c_contiguous):
         raise AutosageError(f"{name}: expected a contiguous array of at least {nnz} elements")

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import dtypes
 from ..kernels.schedule import Schedule
 from .base import DeviceGraph, Plan, PrepareTimer
 from .native_common import (NULL, check_dense, check_edge_vector, kernel_for, require_int32,
@@ -56,13 +57,14 @@ def device_coo_rows(dgraph: DeviceGraph):
 class NativeSddmmPlan(Plan):
     backend = "native"
 
-    def __init__(self, dgraph: DeviceGraph, schedule: Schedule, k: int, scale: float | None = None):
-        super().__init__(dgraph, "sddmm", k)
+    def __init__(self, dgraph: DeviceGraph, schedule: Schedule, k: int, scale: float | None = None,
+                 dtype: str = dtypes.DEFAULT):
+        super().__init__(dgraph, "sddmm", k, 1, dtype)
         self.sched, self.schedule = schedule, schedule.name
         self.scale = 1.0 if scale is None else float(scale)
         with PrepareTimer(self):
             require_int32(dgraph)
-            self.kernel = kernel_for(schedule)
+            self.kernel = kernel_for(schedule, dtype)
             self.values_all_ones = values_all_ones(dgraph)
             self.n_items, self.head, self.tail_before_values = self._work_list()
             self.grid, self.block = schedule.launch(self.n_items, k)
@@ -86,9 +88,9 @@ class NativeSddmmPlan(Plan):
     def launch(self, X, Y, out, ldx: int, ldy: int, scale: float = 1.0, use_values: bool = True) -> None:
         """Launch on the current stream: out[e] = scale * (a_e or 1) * <X[row_e], Y[col_e]>."""
         g, k, vec = self.graph, self.k, self.sched.vec
-        check_dense("X", X, g.n_rows, k, ldx, vec)
-        check_dense("Y", Y, g.n_cols, k, ldy, vec)
-        check_edge_vector("out", out, g.nnz)
+        check_dense("X", X, g.n_rows, k, ldx, vec, self.dtype)
+        check_dense("Y", Y, g.n_cols, k, ldy, vec, self.dtype)
+        check_edge_vector("out", out, g.nnz, self.dtype)
         if g.nnz == 0:
             return  # no edges: the output is empty
         vals = g.values if use_values and not self.values_all_ones else NULL
@@ -101,5 +103,6 @@ class NativeSddmmPlan(Plan):
         self.launch(X, Y, out, self.k, self.k, scale=self.scale, use_values=True)
 
 
-def prepare(dgraph: DeviceGraph, schedule: Schedule, k: int, scale: float | None = None) -> NativeSddmmPlan:
-    return NativeSddmmPlan(dgraph, schedule, k, scale)
+def prepare(dgraph: DeviceGraph, schedule: Schedule, k: int, scale: float | None = None,
+            dtype: str = dtypes.DEFAULT) -> NativeSddmmPlan:
+    return NativeSddmmPlan(dgraph, schedule, k, scale, dtype)

@@ -21,18 +21,23 @@ Lower-level entry point (used by attention on per-head strided views):
   checks this and raises AutosageError rather than read misaligned memory. The vector family
   (edge-parallel rows at K <= 8) has vec = 1 and launches like the row families (one group per
   row, grid from Schedule.launch(n_rows, K)); its kernel reads B rows as vectors only when K equals
-  its KMAX and B's pointer and ldb are aligned, so any view is accepted.
+  its KMAX and B's pointer and ldb are aligned, so any view is accepted. The parreduce family runs
+  the same row walk by persistent groups: its grid holds only the blocks that stay resident on the
+  device (CUDA's occupancy query for the kernel, times the SMs), and its row lists (heavy rows for
+  warps, light rows for groups, longest first) are built once per graph and threshold.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from .. import dtypes
 from ..errors import AutosageError
 from ..kernels.schedule import Schedule
 from .base import DeviceGraph, Plan, PrepareTimer
 from .native_common import (NULL, check_dense, check_edge_vector, kernel_for, require_int32,
                             values_all_ones)
-from .row_partition import partition_rows
+from ..kernels.spmm_families import parreduce_heavy_threshold
+from .row_partition import longest_first, partition_rows
 
 WARP = 32
 # Split scratch: n_chunks x K floats (two-phase) or n_heavy x K (atomic); beyond this the plan refuses.
@@ -52,6 +57,26 @@ def device_partition(dgraph: DeviceGraph, split: int, chunk: int) -> dict:
     return dgraph.derived[key]
 
 
+def device_row_order(dgraph: DeviceGraph, threshold: int | None) -> dict:
+    """The parreduce row lists (heavy, light) of one threshold on the device, built once per graph."""
+    key = ("spmm_longest_first", threshold)
+    if key not in dgraph.derived:
+        import cupy
+
+        heavy, light = longest_first(dgraph.host.indptr, threshold)
+        dgraph.derived[key] = {"heavy": cupy.asarray(heavy), "light": cupy.asarray(light)}
+    return dgraph.derived[key]
+
+
+def resident_blocks(kernel, threads: int) -> int:
+    """Blocks of `threads` threads of `kernel` that the current device keeps resident at once."""
+    import cupy
+    from cupy_backends.cuda.api import driver
+
+    per_sm = driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.kernel.ptr, threads, 0)
+    return max(1, per_sm) * cupy.cuda.Device().attributes["MultiProcessorCount"]
+
+
 def split_blocks(schedule: Schedule, n_chunks: int, n_light: int, k: int) -> tuple[int, int]:
     """(chunk blocks, light-row blocks) of a split launch: a warp per chunk; a group (split) or a
     warp (splitwarp) per light row; no blocks for an empty part."""
@@ -63,17 +88,19 @@ def split_blocks(schedule: Schedule, n_chunks: int, n_light: int, k: int) -> tup
 class NativeSpmmPlan(Plan):
     backend = "native"
 
-    def __init__(self, dgraph: DeviceGraph, schedule: Schedule, k: int):
-        super().__init__(dgraph, "spmm", k)
+    def __init__(self, dgraph: DeviceGraph, schedule: Schedule, k: int, dtype: str = dtypes.DEFAULT):
+        super().__init__(dgraph, "spmm", k, 1, dtype)
         self.sched, self.schedule = schedule, schedule.name
         with PrepareTimer(self):
             require_int32(dgraph)
-            self.kernel = kernel_for(schedule)
+            self.kernel = kernel_for(schedule, dtype)
             self.values_all_ones = values_all_ones(dgraph)
             # Each launch: (grid, block, args before the operands, args after them).
             self.launches: list[tuple] = []
             if schedule.family in ("split", "splitwarp"):
                 self._prepare_split()
+            elif schedule.family == "parreduce":
+                self._prepare_parreduce()
             else:
                 grid, block = schedule.launch(dgraph.n_rows, k)
                 head = (np.int32(dgraph.n_rows), np.int32(k), dgraph.indptr, dgraph.indices)
@@ -101,11 +128,23 @@ class NativeSpmmPlan(Plan):
         self.launches.append(((chunk_blocks + light_blocks, 1, 1), (s.threads, 1, 1), head, tail))
         self.n_light, self.n_chunks, self.n_heavy = n_light, n_chunks, n_heavy
 
+    def _prepare_parreduce(self) -> None:
+        """One launch of persistent groups: no more blocks than stay resident, fewer when the rows
+        need fewer (a warp per heavy row, a group per light row)."""
+        s, g = self.sched, self.graph
+        rows = device_row_order(g, parreduce_heavy_threshold(s))
+        n_heavy, n_light = int(rows["heavy"].size), int(rows["light"].size)
+        needed = s.launch(max(n_heavy * WARP // s.lanes, n_light), self.k)[0][0]
+        blocks = min(needed, resident_blocks(self.kernel, s.threads))
+        head = (np.int32(self.k), g.indptr, g.indices)
+        tail = (np.int32(n_heavy), rows["heavy"], np.int32(n_light), rows["light"])
+        self.launches.append(((blocks, 1, 1), (s.threads, 1, 1), head, tail))
+
     def launch(self, values, B, out, ldb: int, ldc: int) -> None:
         """Launch on the current stream: out = A(values) @ B with explicit leading dimensions."""
         g, k, vec = self.graph, self.k, self.sched.vec
-        check_dense("B", B, g.n_cols, k, ldb, vec)
-        check_dense("out", out, g.n_rows, k, ldc, vec)
+        check_dense("B", B, g.n_cols, k, ldb, vec, self.dtype)
+        check_dense("out", out, g.n_rows, k, ldc, vec, self.dtype)
         if values is not None:
             check_edge_vector("values", values, g.nnz)
         vals = NULL if values is None or g.nnz == 0 else values
@@ -124,5 +163,5 @@ class NativeSpmmPlan(Plan):
         self.launch(values, B, out, self.k, self.k)
 
 
-def prepare(dgraph: DeviceGraph, schedule: Schedule, k: int) -> NativeSpmmPlan:
-    return NativeSpmmPlan(dgraph, schedule, k)
+def prepare(dgraph: DeviceGraph, schedule: Schedule, k: int, dtype: str = dtypes.DEFAULT) -> NativeSpmmPlan:
+    return NativeSpmmPlan(dgraph, schedule, k, dtype)

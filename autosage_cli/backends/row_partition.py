@@ -14,6 +14,10 @@ the rest and cuts each heavy row into chunks of `chunk` nonzeros:
   chunk_owner      the index h (into heavy_rows) of each chunk's row.
   heavy_chunk_ptr  heavy row h owns chunks heavy_chunk_ptr[h] .. heavy_chunk_ptr[h + 1].
 
+`longest_first(indptr, threshold)` gives the rows above `threshold` nonzeros and the others (every
+row when threshold is None), each in degree_bin_order: the row lists of the persistent parreduce
+SpMM (heavy rows by warps, light rows by groups).
+
 `row_chunks(indptr, chunk)` cuts *every* non-empty row into chunks (SDDMM: outputs are per edge, so
 chunks need no reduction and empty rows need no work). All arrays are int32 (the native kernels take
 int32 indices; callers refuse int64 graphs first).
@@ -64,6 +68,17 @@ def chunk_rows(indptr: np.ndarray, rows: np.ndarray, chunk: int) -> tuple[np.nda
     within = np.arange(total, dtype=np.int64) - np.repeat(chunk_ptr[:-1], per_row)
     chunk_start = np.repeat(indptr[rows], per_row) + within * chunk
     return chunk_row.astype(np.int32), chunk_start.astype(np.int32), chunk_ptr.astype(np.int32)
+
+
+def longest_first(indptr: np.ndarray, threshold: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """(heavy, light) int32 row lists: rows with more than `threshold` nonzeros and the others
+    (empty rows included), each longest degree bin first with ascending ids within a bin. With
+    threshold None every row is light."""
+    indptr = np.asarray(indptr, dtype=np.int64)
+    degrees = np.diff(indptr)
+    heavy = degrees > threshold if threshold is not None else np.zeros(degrees.size, dtype=bool)
+    return (degree_bin_order(np.flatnonzero(heavy), degrees).astype(np.int32),
+            degree_bin_order(np.flatnonzero(~heavy), degrees).astype(np.int32))
 
 
 def partition_rows(indptr: np.ndarray, split: int, chunk: int) -> RowPartition:

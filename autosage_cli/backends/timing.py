@@ -51,6 +51,15 @@ def repeats_within_budget(per_call_ms: float, repeat: int, max_ms: float | None,
     return max(floor, min(repeat, fit))
 
 
+def check_warmup(warmup: int, max_ms: float | None) -> None:
+    """A batch needs a warm-up launch (the first launch pays module load and handle setup), unless
+    the caller has just launched the same plan itself (warmup=0) and sets no time cap, which is
+    judged from the warm-up's duration."""
+    if warmup < 0 or (warmup == 0 and max_ms is not None):
+        raise ValueError(f"warmup must be >= 1 (0 only right after a launch of the same plan and "
+                         f"without max_ms), got {warmup}")
+
+
 def l2_flush_bytes(l2_bytes: int) -> int:
     """Size of a buffer whose write evicts the whole L2: more than twice its size."""
     return _L2_FLUSH_FACTOR * int(l2_bytes) + (1 << 20)
@@ -112,8 +121,7 @@ def time_launch(launch, repeat: int = 20, warmup: int = 3, flush_l2: bool = Fals
     """Time `launch()` (a callable that only enqueues GPU work on the current stream)."""
     import cupy
 
-    if warmup < 1:
-        raise ValueError("warmup must be >= 1 (the first launch pays module load and handle setup)")
+    check_warmup(warmup, max_ms)
     stream = cupy.cuda.get_current_stream()
     flush = _L2Flusher() if flush_l2 else None
     spin = _Spinner()
@@ -133,7 +141,7 @@ def time_launch(launch, repeat: int = 20, warmup: int = 3, flush_l2: bool = Fals
 
     # The first warm-up launch carries one-time costs; judge the budget from the later ones.
     warm_ms = timed(warmup)
-    per_call = float(np.median(warm_ms[1:] if len(warm_ms) > 1 else warm_ms))
+    per_call = float(np.median(warm_ms[1:] if len(warm_ms) > 1 else warm_ms)) if warm_ms else 0.0
     flush_ms = 0.0
     if flush:
         f0, f1 = cupy.cuda.Event(), cupy.cuda.Event()

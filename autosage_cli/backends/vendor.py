@@ -10,6 +10,7 @@ process (docs/MEASUREMENT.md).
 """
 from __future__ import annotations
 
+from .. import dtypes
 from ..errors import AutosageError
 from . import attention_vendor
 from .base import DeviceGraph, Plan
@@ -17,6 +18,9 @@ from .cusparse import SPMM_NAMES
 from .sddmm_vendor import VENDOR_PROVIDERS as SDDMM_VENDORS, sddmm_vendor_names
 
 OPS = ("spmm", "sddmm", "attention")
+# The element types the vendor compositions here are written for (cuSPARSE value types and
+# scalars, the CuPy softmax and gather-dot buffers).
+VENDOR_DTYPES = ("float32",)
 
 
 def vendor_names(op: str) -> list[str]:
@@ -42,12 +46,13 @@ def vendor_op(name: str) -> str | None:
 
 
 def prepare_vendor(dgraph: DeviceGraph, name: str, k: int, heads: int = 1,
-                   scale: float | None = None) -> Plan:
-    """Prepare one vendor entry on a device graph (descriptors, buffers, checks), outside any timed
-    region; plan.prepare_ms records how long it took."""
+                   scale: float | None = None, dtype: str = dtypes.DEFAULT) -> Plan:
+    """Prepare one vendor entry on a device graph for `dtype` operands (descriptors, buffers,
+    checks), outside any timed region; plan.prepare_ms records how long it took."""
     op = vendor_op(name)
     if op is None:
         raise AutosageError(f"unknown vendor backend {name!r}")
+    dtypes.require(dtype, VENDOR_DTYPES, name)
     if op == "spmm":
         if heads != 1:
             raise AutosageError("spmm has no heads")

@@ -28,7 +28,7 @@ def failed_row(ctx, label: str, graph, case, reason: str) -> Row:
     """One autosage row, status "failed", for a case that did not run."""
     return Row(graph=label, n_rows=graph.n_rows if graph is not None else 0,
                nnz=graph.nnz if graph is not None else 0, op=case.op, k=case.k, heads=case.heads,
-               dtype="float32", backend="autosage", schedule="", decision="probe",
+               dtype=case.dtype, backend="autosage", schedule="", decision="probe",
                commit=ctx.commit, gpu=ctx.gpu, timestamp=now_iso(), status="failed", error=reason,
                n_cols=graph.n_cols if graph is not None else 0, seed=ctx.options.seed,
                flush_l2=ctx.options.flush_l2)
@@ -39,7 +39,8 @@ def check_device_budget(toolkit, graph, case) -> None:
     free_bytes = getattr(toolkit, "device_free_bytes", None)
     if free_bytes is None:
         return
-    need = budget.case_device_bytes(case.op, graph.n_rows, graph.n_cols, graph.nnz, case.k, case.heads)
+    need = budget.case_device_bytes(case.op, graph.n_rows, graph.n_cols, graph.nnz, case.k, case.heads,
+                                    case.dtype)
     budget.require_device(need, free_bytes(), f"{case.describe()} on this graph")
 
 

@@ -30,15 +30,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
+from .. import dtypes
 from ..environment import now_iso
 from ..scheduler.probe import SCREEN_RATIO   # the probe's screen, applied to --exhaustive
 from . import guard
 from .rows import Row, compulsory_bytes, effective_tbps, gather_bytes, speedup
 from .suites import Case, GraphWork
 
-# Two float32 implementations of one op agree to ~1e-6 with the same reduction order; long rows
-# summed in a different order drift further, so a wider bound (1e-4) is the verification limit.
-TOLERANCE = 1e-4
 # The oracle probes on the whole graph, where one launch can take tens of ms (products-like at
 # K=256) or hundreds (attention H=8): every candidate gets its minimum repeats whatever the budget,
 # and the oracle's larger budget buys the rest of its repeats.
@@ -61,7 +59,7 @@ class RunOptions:
     budget_ms: float | None = None
     guardrail: float | None = None
     root: str = "datasets"
-    tolerance: float = TOLERANCE
+    tolerance: float | None = None   # None: the case dtype's (dtypes.tolerance; 1e-4 for float32)
 
 
 @dataclass
@@ -107,6 +105,7 @@ class CaseRunner:
         self.opts = ctx.options
         self.inputs = None
         self.reference = None
+        self.tolerance = ctx.options.tolerance or dtypes.tolerance(case.dtype)
 
     # ---- measuring one plan
     def _prepare(self, backend: str, schedule: str, prepare: Callable[[], object]):
@@ -131,8 +130,8 @@ class CaseRunner:
                 m.status, m.error = "unverified", "no vendor output to verify against"
             elif verify:
                 m.rel_error = self.tk.rel_error(out, self.reference)
-                if not m.rel_error <= self.opts.tolerance:
-                    m.status, m.error = "wrong", f"rel_error {m.rel_error:.3g} > {self.opts.tolerance:g}"
+                if not m.rel_error <= self.tolerance:
+                    m.status, m.error = "wrong", f"rel_error {m.rel_error:.3g} > {self.tolerance:g}"
                     return m
             o = self.opts
             median, p20, p80, m.repeats = self.tk.time(plan, self.inputs, out, repeat or o.repeat,
@@ -146,7 +145,7 @@ class CaseRunner:
     # ---- the case
     def run(self) -> list[Row]:
         tk, c, o = self.tk, self.case, self.opts
-        self.inputs = tk.make_inputs(c.op, self.dgraph, c.k, c.heads, o.seed)
+        self.inputs = tk.make_inputs(c.op, self.dgraph, c.k, c.heads, o.seed, c.dtype)
         rows: list[Row] = []
         vendors = self._vendors()
         rows += [self._row(m, "fixed") for m in vendors]
@@ -167,7 +166,8 @@ class CaseRunner:
         c = self.case
         results: list[Measured] = []
         for name in self.tk.vendor_names(c.op):
-            plan, failed = self._prepare(name, name, lambda: self.tk.prepare_vendor(self.dgraph, name, c.k, c.heads))
+            plan, failed = self._prepare(name, name, lambda: self.tk.prepare_vendor(self.dgraph, name, c.k, c.heads,
+                                                                                   c.dtype))
             results.append(failed or self.measure(plan, backend=name, verify=False))
             del plan
         ok = [m for m in results if m.status == "ok"]
@@ -176,12 +176,12 @@ class CaseRunner:
         for best in sorted(ok, key=lambda m: m.ms[0]):
             others = [m for m in ok if m is not best]
             errors = [self.tk.rel_error(m.out, best.out) for m in others]
-            if not others or any(e <= self.opts.tolerance for e in errors):
+            if not others or any(e <= self.tolerance for e in errors):
                 self.reference = best.out
                 best.rel_error = min(errors) if errors else 0.0
                 for m, e in zip(others, errors):
                     m.rel_error = e
-                    if not e <= self.opts.tolerance:
+                    if not e <= self.tolerance:
                         m.status, m.error = "wrong", f"disagrees with {best.backend}: rel_error {e:.3g}"
                 break
         else:
@@ -211,7 +211,7 @@ class CaseRunner:
             budget = max(o.budget_ms or 0.0, ORACLE_BUDGET_MS) if full else o.budget_ms
             result = self.tk.tune(self.graph, c.op, c.k, c.heads, cache=None if full else o.cache,
                                   top_k=o.top_k, budget_ms=budget, guardrail=o.guardrail,
-                                  full=full, seed=o.seed, dgraph=self.dgraph)
+                                  full=full, seed=o.seed, dgraph=self.dgraph, dtype=c.dtype)
         except Exception as exc:
             m = Measured("autosage", "", "failed", error=f"tune: {_one_line(exc)}")
             return self._row(m, "oracle" if full else "probe"), ("", "")
@@ -219,7 +219,7 @@ class CaseRunner:
         decision = "oracle" if full else ("cache" if getattr(result, "cache_hit", False) else "probe")
         choice = self._decision_backend(result.decision)
         plan, failed = self._prepare("autosage", choice[1],
-                                     lambda: self.tk.plan_for(self.dgraph, result.decision, c.k, c.heads))
+                                     lambda: self.tk.plan_for(self.dgraph, result.decision, c.k, c.heads, c.dtype))
         m = failed or self.measure(plan, backend="autosage")
         m.schedule = choice[1]
         row = self._row(m, decision)
@@ -239,7 +239,7 @@ class CaseRunner:
         try:
             self.tk.tune(self.graph, c.op, c.k, c.heads, cache=o.cache, top_k=o.top_k,
                          budget_ms=o.budget_ms, guardrail=o.guardrail, full=False, seed=o.seed,
-                         dgraph=self.dgraph)
+                         dgraph=self.dgraph, dtype=c.dtype)
         except Exception:  # the first tune succeeded; a failing second one is not this row's time
             return math.nan
         return (time.perf_counter() - t0) * 1e3
@@ -278,7 +278,7 @@ class CaseRunner:
                    default=math.inf)
         out = []
         for schedule in self.tk.schedules(c.op, c.k, c.heads):
-            prepare = lambda s=schedule: self.tk.prepare_native(self.dgraph, s, c.k, c.heads)  # noqa: E731
+            prepare = lambda s=schedule: self.tk.prepare_native(self.dgraph, s, c.k, c.heads, c.dtype)  # noqa: E731
             plan, failed = self._prepare("native", schedule.name, prepare)
             m = failed or self.measure(plan, backend="native", repeat=1 if screen else None)
             if screen and m.status == "ok" and m.ms[0] <= SCREEN_RATIO * best:
@@ -297,7 +297,7 @@ class CaseRunner:
         index_bytes = g.indices.dtype.itemsize
         nbytes = compulsory_bytes(c.op, g.n_rows, g.n_cols, g.nnz, c.k, c.heads, index_bytes)
         return Row(graph=self.label, n_rows=g.n_rows, nnz=g.nnz, op=c.op, k=c.k, heads=c.heads,
-                   dtype="float32", backend=m.backend, schedule=m.schedule, decision=decision,
+                   dtype=c.dtype, backend=m.backend, schedule=m.schedule, decision=decision,
                    ms_median=m.ms[0], ms_p20=m.ms[1], ms_p80=m.ms[2], prepare_ms=m.prepare_ms,
                    rel_error=m.rel_error, compile_ms=m.compile_ms, compulsory_bytes=nbytes,
                    effective_tbps=effective_tbps(nbytes, m.ms[0]), copy_tbps=ctx.copy_tbps,

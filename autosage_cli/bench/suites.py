@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from .. import dtypes as dtype_table, ops as op_specs
 from ..errors import AutosageError
 from ..kernels.schedule import OPS
 
@@ -91,9 +92,11 @@ class Case:
     op: str
     k: int
     heads: int = 1
+    dtype: str = dtype_table.DEFAULT
 
     def describe(self) -> str:
-        return f"{self.op} K={self.k}" + (f" H={self.heads}" if self.op == "attention" else "")
+        text = f"{self.op} K={self.k}" + (f" H={self.heads}" if self.op == "attention" else "")
+        return text if self.dtype == dtype_table.DEFAULT else f"{text} {self.dtype}"
 
 
 @dataclass
@@ -155,13 +158,19 @@ def _expand(names: tuple[str, ...]) -> list[str]:
 
 
 def build_work(suite: Suite, datasets: tuple[str, ...] = (), ops: tuple[str, ...] = (),
-               widths: tuple[int, ...] = (), heads: tuple[int, ...] = ()) -> list[GraphWork]:
-    """The run's work list, graph by graph (each graph is loaded once and freed before the next).
-    Raises AutosageError on an unknown op or graph before anything heavy happens."""
+               widths: tuple[int, ...] = (), heads: tuple[int, ...] = (),
+               dtypes: tuple[str, ...] = ()) -> list[GraphWork]:
+    """The run's work list, graph by graph (each graph is loaded once and freed before the next),
+    one case per op, width, head count and dtype (default: float32). Raises AutosageError on an
+    unknown op or graph, or a dtype an op does not accept, before anything heavy happens."""
     for op in ops:
         if op not in OPS:
             raise AutosageError(f"unknown op {op!r}; choose from {', '.join(OPS)}")
     run_ops = [op for op in OPS if op in (ops or suite.ops)]
+    run_dtypes = dtypes or (dtype_table.DEFAULT,)
+    for op in run_ops:
+        for dtype in run_dtypes:
+            op_specs.require_dtype(op, dtype)
     if datasets:
         per_op = {op: list(datasets) for op in run_ops}
     else:
@@ -175,7 +184,7 @@ def build_work(suite: Suite, datasets: tuple[str, ...] = (), ops: tuple[str, ...
         for name in per_op[op]:
             if name not in work:
                 work[name] = GraphWork(resolve_graph(name))
-            work[name].cases += [Case(op, k, h) for k in op_widths for h in op_heads]
+            work[name].cases += [Case(op, k, h, d) for d in run_dtypes for k in op_widths for h in op_heads]
     result = [w for w in work.values() if w.cases]
     if not result:
         raise AutosageError(f"suite {suite.name!r} has nothing to run with these options")

@@ -53,7 +53,7 @@ def agreement(rows: Iterable[Row]) -> tuple[int, int]:
 
 
 def case_key(row: Row) -> tuple:
-    return (row.graph, row.op, row.k, row.heads)
+    return (row.graph, row.op, row.k, row.heads, row.dtype)
 
 
 def attention_kind(schedule: str) -> str | None:
@@ -74,6 +74,7 @@ class ExhaustiveCase:
     op: str
     k: int
     heads: int
+    dtype: str
     nnz: int
     best_ms: float
     best: str              # backend or schedule of the exhaustive best

@@ -46,14 +46,14 @@ class GpuToolkit:
     def device_graph(self, graph):
         return self._device_graph(graph)
 
-    def make_inputs(self, op, dgraph, k, heads, seed):
-        return self._make_inputs(op, dgraph, k, heads, seed)
+    def make_inputs(self, op, dgraph, k, heads, seed, dtype="float32"):
+        return self._make_inputs(op, dgraph, k, heads, seed, dtype)
 
     def vendor_names(self, op):
         return list(self._vendor.vendor_names(op))
 
-    def prepare_vendor(self, dgraph, name, k, heads):
-        return self._vendor.prepare_vendor(dgraph, name, k, heads)
+    def prepare_vendor(self, dgraph, name, k, heads, dtype="float32"):
+        return self._vendor.prepare_vendor(dgraph, name, k, heads, dtype=dtype)
 
     def prepare_baselines(self, dgraph, op, k, heads):
         """(plans, [(backend, reason) for each baseline that cannot run here])."""
@@ -64,8 +64,8 @@ class GpuToolkit:
     def schedules(self, op, k, heads):
         return list(self._schedule.candidates(op, k, heads))
 
-    def prepare_native(self, dgraph, schedule, k, heads):
-        return self._native.prepare(dgraph, schedule, k, heads)
+    def prepare_native(self, dgraph, schedule, k, heads, dtype="float32"):
+        return self._native.prepare(dgraph, schedule, k, heads, dtype=dtype)
 
     def precompile(self, ops):
         """Compile every kernel file the ops' plans may launch: {file: seconds}."""
@@ -84,22 +84,23 @@ class GpuToolkit:
             self._features = (graph, features, (time.perf_counter() - t0) * 1e3)
         return self._features[1], self._features[2]
 
-    def tune(self, graph, op, k, heads, *, cache, top_k, budget_ms, guardrail, full, seed=0, dgraph=None):
+    def tune(self, graph, op, k, heads, *, cache, top_k, budget_ms, guardrail, full, seed=0, dgraph=None,
+             dtype="float32"):
         """scheduler.tune.tune; `cache` None: no cache (the oracle), "": the default file, else a path;
         `dgraph` the graph already on the device (a whole-graph probe reuses it)."""
         kwargs = {name: value for name, value in (("top_k", top_k), ("budget_ms", budget_ms),
                                                   ("guardrail", guardrail)) if value is not None}
         store = None if cache is None else self._cache_mod.DecisionCache(cache or None)
         features, features_ms = self.graph_features(graph)
-        result = self._tune.tune(graph, op, k, heads, cache=store, full=full, seed=seed,
+        result = self._tune.tune(graph, op, k, heads, cache=store, full=full, seed=seed, dtype=dtype,
                                  features=features, device_info=self._device_info,
                                  software_info=self._software_info, device_graph=dgraph, **kwargs)
         if isinstance(getattr(result, "timings", None), dict):
             result.timings["graph_features_ms"] = features_ms
         return result
 
-    def plan_for(self, dgraph, decision, k, heads):
-        return self._tune.plan_for(dgraph, decision, k, heads, None)
+    def plan_for(self, dgraph, decision, k, heads, dtype="float32"):
+        return self._tune.plan_for(dgraph, decision, k, heads, None, dtype=dtype)
 
     def run_once(self, plan, inputs):
         """Poisoned output, one run, synchronized: the output to verify."""

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import click
 
+from .. import dtypes, ops as op_specs
 from ..capability import require_gpu
 from ..environment import now_iso
 from ..errors import AutosageError
@@ -134,6 +135,9 @@ class SuiteProgress(StderrBar):
                                         "training, models (train-gcn,train-sage,train-gat,train-transformer).")
 @click.option("--widths", default=None, help="Comma-separated K (d for attention), e.g. 1,2,4,32.")
 @click.option("--heads", default=None, help="Comma-separated attention head counts, e.g. 1,8.")
+@click.option("--dtypes", "dtype_list", default=None,
+              help="Comma-separated element types, each a case of its own (default: float32; "
+                   "supported: " + ", ".join(op_specs.supported_dtypes()) + ").")
 @click.option("--repeat", type=int, default=None, help="Timed repeats per measurement (median, p20, p80 reported; use >= 10). "
                    "Default: the suite's (20 for default, 10 for the big suites). --suite training: "
                    "epochs per model, the first 2 untimed (default 10).")
@@ -159,7 +163,7 @@ class SuiteProgress(StderrBar):
               help="Validate the options, graphs and output paths and list the cases with their "
                    "estimated memory; no GPU needed.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
-def command(datasets, suite, ops, widths, heads, repeat, flush_l2, oracle, all_schedules, exhaustive,
+def command(datasets, suite, ops, widths, heads, dtype_list, repeat, flush_l2, oracle, all_schedules, exhaustive,
             cache_path, out_dir, seed, root, top_k, budget_ms, guardrail, dry_run, as_json):
     """Benchmark autosage against cuSPARSE (and torch / PyG) side by side."""
     if suite == suites.TRAINING:
@@ -176,7 +180,8 @@ def command(datasets, suite, ops, widths, heads, repeat, flush_l2, oracle, all_s
         raise AutosageError(f"--guardrail must be in (0, 1], got {guardrail}")
     chosen = suites.with_overrides(chosen, repeat, all_schedules)
     work = suites.build_work(chosen, tuple(datasets), parse_ops(ops),
-                             parse_int_list(widths, "--widths"), parse_int_list(heads, "--heads"))
+                             parse_int_list(widths, "--widths"), parse_int_list(heads, "--heads"),
+                             dtypes.parse_list(dtype_list) if dtype_list is not None else ())
     prior = _prior_run(Path(out_dir)) if out_dir is not None else None
     if cache_path:
         check_cache_path(cache_path)

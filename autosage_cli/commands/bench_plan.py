@@ -45,5 +45,6 @@ def plan_work(work: list[GraphWork], root: str, seed: int) -> list[PlannedCase]:
             graph = (load_graph(path=spec.path) if spec.path else load_graph(dataset=spec.dataset, root=root))
             size, exact = (graph.n_rows, graph.n_cols, graph.nnz), True
             del graph
-        planned += [PlannedCase.of(spec.label, *size, c.op, c.k, c.heads, exact=exact) for c in w.cases]
+        planned += [PlannedCase.of(spec.label, *size, c.op, c.k, c.heads, exact=exact, dtype=c.dtype)
+                    for c in w.cases]
     return planned

@@ -9,11 +9,12 @@ import time
 
 import click
 
+from .. import dtypes, ops as op_specs
 from ..errors import AutosageError
 from ..kernels import compile as kcompile
 from .progress import StderrBar
 
-OPS = ("spmm", "sddmm", "attention")
+OPS = op_specs.names()
 
 
 def parse_ops(values: tuple[str, ...]) -> tuple[str, ...]:
@@ -25,10 +26,11 @@ def parse_ops(values: tuple[str, ...]) -> tuple[str, ...]:
     return ops or OPS
 
 
-def c_type(dtype: str) -> str:
-    if dtype not in kcompile.C_TYPES:
-        raise AutosageError(f"dtype {dtype!r} is not supported yet; choose one of {', '.join(kcompile.C_TYPES)}")
-    return kcompile.C_TYPES[dtype]
+def c_type(dtype: str, ops: tuple[str, ...]) -> str:
+    """The kernels' C++ type of `dtype`, when every op asked for accepts it."""
+    for op in ops:
+        op_specs.require_dtype(op, dtype)
+    return dtypes.c_type(dtype)
 
 
 class Progress(StderrBar):
@@ -64,7 +66,7 @@ def command(ops, dtype, arch, workers, kernels_only, as_json):
     from ..kernels import aot
 
     chosen = parse_ops(ops)
-    refs = kcompile.instantiations(chosen, c_type(dtype))
+    refs = kcompile.instantiations(chosen, c_type(dtype, chosen))
     if workers is not None and workers < 1:
         raise AutosageError(f"--workers must be >= 1, got {workers}")
     target = aot.normalize_arch(arch) if arch else None

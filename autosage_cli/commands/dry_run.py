@@ -24,17 +24,18 @@ class PlannedCase:
     host_bytes: int          # building the graph, its fingerprint and features
     device_bytes: int        # the graph, inputs and outputs on the GPU
     exact: bool = True       # False: a preset's size before it is generated (expected nonzeros)
+    dtype: str = "float32"
 
     @classmethod
     def of(cls, label: str, n_rows: int, n_cols: int, nnz: int, op: str, k: int, heads: int,
-           exact: bool = True, device_nnz: int | None = None) -> "PlannedCase":
+           exact: bool = True, device_nnz: int | None = None, dtype: str = "float32") -> "PlannedCase":
         """`device_nnz`: the nonzeros that go to the GPU when fewer than the graph's (a probe
         sample of whole rows: its rows are scaled down in proportion, its columns are all kept)."""
         dev_nnz = nnz if device_nnz is None else min(nnz, device_nnz)
         dev_rows = n_rows if not nnz else max(1, math.ceil(n_rows * dev_nnz / nnz))
         return cls(label, n_rows, n_cols, nnz, op, k, heads,
                    budget.graph_host_bytes(n_rows, n_cols, nnz),
-                   budget.case_device_bytes(op, dev_rows, n_cols, dev_nnz, k, heads), exact)
+                   budget.case_device_bytes(op, dev_rows, n_cols, dev_nnz, k, heads, dtype), exact, dtype)
 
 
 def report(cases: list[PlannedCase], what: str, as_json: bool, extra: dict | None = None) -> None:
@@ -49,11 +50,11 @@ def report(cases: list[PlannedCase], what: str, as_json: bool, extra: dict | Non
         from rich.table import Table
 
         table = Table(title=f"{what}: dry run (inputs validated, nothing run)")
-        for col in ("graph", "n", "nnz", "op", "K", "heads", "host memory", "GPU memory"):
-            table.add_column(col, justify="left" if col in ("graph", "op") else "right")
+        for col in ("graph", "n", "nnz", "op", "K", "heads", "dtype", "host memory", "GPU memory"):
+            table.add_column(col, justify="left" if col in ("graph", "op", "dtype") else "right")
         for c in cases:
             approx = "" if c.exact else "~"
-            table.add_row(c.graph, f"{c.n_rows:,}", f"{approx}{c.nnz:,}", c.op, str(c.k), str(c.heads),
+            table.add_row(c.graph, f"{c.n_rows:,}", f"{approx}{c.nnz:,}", c.op, str(c.k), str(c.heads), c.dtype,
                           budget.format_bytes(c.host_bytes), budget.format_bytes(c.device_bytes))
         console = Console() if click.get_text_stream("stdout").isatty() else Console(width=160)
         console.print(table)

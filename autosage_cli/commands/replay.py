@@ -9,6 +9,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from .. import ops as op_specs
+from ..dtypes import DEFAULT as DEFAULT_DTYPE
 from ..errors import AutosageError
 from ..scheduler import replay as replay_mod
 from .tune import stdout_console
@@ -20,7 +22,9 @@ def _ms(x) -> str:
 
 def render_table(outcomes, dry_run: bool, console: Console) -> None:
     table = Table(title="decisions (dry run: graphs and fingerprints only)" if dry_run else "replay")
-    cols = ["graph", "op", "K", "heads", "decision", "recorded ms"]
+    # The dtype column appears once a cache holds another dtype than float32 (--json always has it).
+    show_dtype = any(o.dtype != DEFAULT_DTYPE for o in outcomes)
+    cols = ["graph", "op", "K", "heads"] + (["dtype"] if show_dtype else []) + ["decision", "recorded ms"]
     if not dry_run:
         cols += ["replayed ms", "rel error"]
     cols += ["status"]
@@ -29,7 +33,7 @@ def render_table(outcomes, dry_run: bool, console: Console) -> None:
                                                           "rel error") else "left")
     for o in outcomes:
         decision = o.schedule if o.backend == "native" else o.backend
-        row = [o.graph, o.op, str(o.k), str(o.heads), decision,
+        row = [o.graph, o.op, str(o.k), str(o.heads)] + ([o.dtype] if show_dtype else []) + [decision,
                _ms(o.recorded_ms) + (f" ({o.recorded_on})" if o.recorded_on else "")]
         if not dry_run:
             row += [_ms(o.replayed_ms), "-" if o.rel_error is None else f"{o.rel_error:.1e}"]
@@ -41,8 +45,11 @@ def render_table(outcomes, dry_run: bool, console: Console) -> None:
 @click.command("replay")
 @click.argument("cache_file", metavar="CACHE", type=click.Path(dir_okay=False))
 @click.option("--dry-run", is_flag=True, help="check the file, graphs and fingerprints; no GPU needed")
+@click.option("--dtype", type=click.Choice(op_specs.supported_dtypes()), default=None,
+              help="replay only the decisions tuned for this element type (default: all; entries "
+                   "recorded without one are float32)")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object on stdout")
-def command(cache_file, dry_run, as_json):
+def command(cache_file, dry_run, dtype, as_json):
     """Re-run the decisions recorded in CACHE, verify them against the vendor and time them."""
     if not Path(cache_file).is_file():
         raise AutosageError(f"cache file {cache_file} not found")
@@ -54,7 +61,7 @@ def command(cache_file, dry_run, as_json):
         from ..capability import require_gpu
         require_gpu("autosage replay (use --dry-run to check without a GPU)")
     err = Console(stderr=True)
-    outcomes = replay_mod.replay(cache, dry_run=dry_run,
+    outcomes = replay_mod.replay(cache, dry_run=dry_run, dtype=dtype,
                                  progress=lambda msg: err.print(f"[dim]{msg}[/dim]", highlight=False))
     failing = [o for o in outcomes if o.failing]
     malformed = list(cache.malformed)      # skipped by the cache, each already warned about

@@ -9,7 +9,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from .. import budget
+from .. import budget, dtypes, ops as op_specs
 from ..errors import AutosageError
 from ..graphs.memo import GraphMemo
 from ..scheduler import tune as tune_mod
@@ -82,6 +82,8 @@ def render_table(result: tune_mod.TuneResult, console: Console) -> None:
 @click.option("--width", "-k", "k", type=int, required=True, help="feature width K (d for attention)")
 @click.option("--op", default="spmm", show_default=True, help="spmm | sddmm | attention")
 @click.option("--heads", default=1, show_default=True, type=int, help="attention heads")
+@click.option("--dtype", type=click.Choice(op_specs.supported_dtypes()), default=dtypes.DEFAULT,
+              show_default=True, help="element type of the dense operands")
 @click.option("--cache", "cache_path", type=click.Path(dir_okay=False),
               help="decision cache file (default: ~/.cache/autosage/decisions.json)")
 @click.option("--top-k", default=tune_mod.DEFAULT_TOP_K, show_default=True, type=int,
@@ -99,12 +101,12 @@ def render_table(result: tune_mod.TuneResult, console: Console) -> None:
               help="validate the graph, options and cache path and show the case with its estimated "
                    "memory; no GPU needed")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object on stdout")
-def command(graph, dataset, root, k, op, heads, cache_path, top_k, budget_ms, guardrail, full, retune,
-            dry_run, as_json):
+def command(graph, dataset, root, k, op, heads, dtype, cache_path, top_k, budget_ms, guardrail, full,
+            retune, dry_run, as_json):
     """Tune OP at width K on GRAPH (or --dataset NAME): estimate, probe, guardrail, cache."""
     # Everything that can be checked without a GPU is checked first, so a job can be validated on a
     # CPU machine before it is moved to a GPU one.
-    tune_mod.validate_options(op, k, heads, top_k, budget_ms, guardrail)
+    tune_mod.validate_options(op, k, heads, top_k, budget_ms, guardrail, dtype)
     if (graph is None) == (dataset is None):
         raise AutosageError("give exactly one of GRAPH (a file) or --dataset NAME")
     from ..cache import DecisionCache, check_cache_path, default_path
@@ -113,14 +115,14 @@ def command(graph, dataset, root, k, op, heads, cache_path, top_k, budget_ms, gu
     err = Console(stderr=True)
     progress = (lambda msg: err.print(f"[dim]{msg}[/dim]", highlight=False))
     memo = GraphMemo.beside(cache_path or default_path())
-    settings = dict(top_k=top_k, budget_ms=budget_ms, guardrail=guardrail, full=full)
+    settings = dict(top_k=top_k, budget_ms=budget_ms, guardrail=guardrail, full=full, dtype=dtype)
     if not (dry_run or retune) and _answer_from_memo(memo.recall(graph, dataset), op, k, heads, cache_path,
                                                      settings, progress, as_json, err):
         return
     with err.status(f"loading {graph or dataset}…", spinner="dots"):   # no line left behind
         g = load_input_graph(graph, dataset, root)
     memo.remember(graph, dataset, g)
-    planned = _planned_case(g, graph or dataset, op, k, heads, full)
+    planned = _planned_case(g, graph or dataset, op, k, heads, full, dtype)
     if dry_run:
         dry_run_mod.report([planned], "autosage tune", as_json,
                            {"cache": str(cache_path or default_path())})
@@ -162,11 +164,12 @@ def _emit(result, as_json: bool, err) -> None:
         render_table(result, stdout_console())
 
 
-def _planned_case(graph, label: str, op: str, k: int, heads: int, full: bool) -> dry_run_mod.PlannedCase:
+def _planned_case(graph, label: str, op: str, k: int, heads: int, full: bool,
+                  dtype: str) -> dry_run_mod.PlannedCase:
     """The case with its memory estimate; the GPU holds the probe's sample unless --full."""
     from ..scheduler import sample
 
     target = sample.default_target_nnz(graph)
     device_nnz = None if full or sample.probes_whole_graph(graph, target) else target
     return dry_run_mod.PlannedCase.of(str(label), graph.n_rows, graph.n_cols, graph.nnz, op, k, heads,
-                                      device_nnz=device_nnz)
+                                      device_nnz=device_nnz, dtype=dtype)

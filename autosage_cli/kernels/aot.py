@@ -117,7 +117,7 @@ def _build_into_cache(ref: kcompile.KernelRef, arch: str) -> None:
     """What RawModule(code, options, name_expressions=[expr]) compiles, for `arch`, into the cache."""
     from cupy._core import core
 
-    core.compile_with_cache(kcompile.kernel_source(ref.source_file), kcompile.runtime_options(),
+    core.compile_with_cache(kcompile.module_source(ref.source_file), kcompile.runtime_options(),
                             arch=arch, prepend_cupy_headers=False, backend="nvrtc",
                             name_expressions=(ref.expression,), jitify=False)
 

@@ -22,19 +22,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, NamedTuple
 
-from ..cuda_sources import CUDA_DIR, kernel_source
+from ..cuda_sources import CUDA_DIR, kernel_source, sources_hash
 from ..errors import one_line
 from ..graphs.csr import default_workers   # NVRTC releases the GIL: threads compile in parallel
 
 ARCH = "sm_90"
 # The options NVRTC gets at run time; the nvcc check passes the same ones.
 COMPILE_OPTIONS = ("-std=c++17",)
-# Element types the kernels are instantiated for: the dtype names the CLI takes -> the C++ type.
-C_TYPES = {"float32": "float"}
 
 
 def runtime_options() -> tuple[str, ...]:
     return COMPILE_OPTIONS + (f"-I{CUDA_DIR}",)
+
+
+def module_source(filename: str) -> str:
+    """The text a module is compiled from: the file, then a comment naming the hash of every cuda/
+    source. CuPy's disk cache keys a module on this text, not on the headers it includes, so an
+    edited header (or a shared kernel body another file includes) builds new modules instead of
+    loading stale ones."""
+    return f"{kernel_source(filename)}\n// autosage cuda sources {sources_hash()}\n"
 
 
 # ---------------------------------------------------------------- instantiations and modules
@@ -62,7 +68,7 @@ def build_module(ref: KernelRef, device_id: int | None = None):
 
     if device_id is not None:
         cupy.cuda.Device(device_id).use()
-    module = cupy.RawModule(code=kernel_source(ref.source_file), options=runtime_options(),
+    module = cupy.RawModule(code=module_source(ref.source_file), options=runtime_options(),
                             name_expressions=[ref.expression], backend="nvrtc")
     return module.get_function(ref.expression)   # RawModule compiles on first use
 

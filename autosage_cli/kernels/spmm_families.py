@@ -16,6 +16,10 @@ Families (one CUDA file each, except that both split families share spmm_split.c
              row split the row's *edges* (CSR-vector), each lane keeps all K sums, the group sums
              them with shuffles (cuda/spmm_vector.cu). vec is 1: the kernel reads B rows as vectors
              itself when K == KMAX and B's alignment allows.
+  parreduce  the vector family's row walk (G lanes on a row's nonzeros, KMAX sums per lane) by
+             persistent groups striding over the rows longest first; for G < 32 the heavy rows
+             (parreduce_heavy_threshold) are walked by a whole warp each first
+             (cuda/spmm_parreduce.cu). Skewed graphs at K <= 8 (products-like).
 """
 from __future__ import annotations
 
@@ -105,6 +109,22 @@ def _vector_expr(s: Schedule, dtype: str) -> str:
     return f"spmm_vector<{dtype}, {s.lanes}, {s.tile}, {s.unroll}>"
 
 
+def _parreduce_expr(s: Schedule, dtype: str) -> str:
+    return f"spmm_parreduce<{dtype}, {s.lanes}, {s.tile}, {s.unroll}>"
+
+
+# A parreduce row is heavy (walked by a whole warp) when a G-lane group would take more than this
+# many steps of one edge per lane on it: beyond that a row of a narrow group outlasts the rows the
+# other groups of its warp take meanwhile.
+PARREDUCE_HEAVY_STEPS = 16
+
+
+def parreduce_heavy_threshold(s: Schedule) -> int | None:
+    """Rows with more nonzeros than this are walked by a warp each; None for G = 32 (every row
+    already has a warp)."""
+    return None if s.lanes >= 32 else PARREDUCE_HEAVY_STEPS * s.lanes
+
+
 def _whole_warp(s: Schedule) -> int:
     return 32
 
@@ -136,4 +156,10 @@ FAMILIES: dict[str, Family] = {
         "lanes: G lanes per row splitting its edges; tile: KMAX, the sums each lane keeps (serves "
         "KMAX/2 < K <= KMAX); unroll: edges per lane in flight; vec is 1 (the kernel vectorises "
         "itself when K == KMAX)"),
+    "parreduce": Family(
+        "spmm", "spmm_parreduce.cu", _parreduce_expr, vector_supports,
+        f"lanes: G lanes per light row splitting its edges (rows above {PARREDUCE_HEAVY_STEPS} x G "
+        "edges: a warp each); "
+        "tile: KMAX, the sums each lane keeps (serves KMAX/2 < K <= KMAX); unroll: edges per lane "
+        "in flight; persistent groups, rows longest first; vec is 1"),
 }

@@ -97,6 +97,23 @@ def _vector() -> list[Schedule]:
     return out
 
 
+PARREDUCE_LANES = (8, 16, 32)
+
+
+def _parreduce() -> list[Schedule]:
+    """Persistent edge-parallel groups at K <= 8, per K band (KMAX): a warp per row with one edge
+    per lane in flight (the fewest registers: a full SM of warps, for rows shorter than a warp,
+    products-like q50 26), two, and four (long rows; more registers, fewer warps); G = 16 and
+    G = 8 with a few edges per lane (several short rows per warp). KMAX = 8 keeps U <= 2: at U = 4
+    its heavy-row and light-row walks together spill."""
+    out = []
+    for kmax in VECTOR_KMAX:
+        deep = 2 if kmax == 8 else 4
+        for g, u in dict.fromkeys(((32, 1), (32, 2), (32, deep), (16, 2), (8, deep))):
+            out.append(Schedule("spmm", "parreduce", lanes=g, vec=1, threads=THREADS, tile=kmax, unroll=u))
+    return out
+
+
 def check_space_rules(s: Schedule) -> None:
     """Family rules beyond Schedule.validate(); raises ValueError."""
     s.validate()
@@ -107,7 +124,7 @@ def check_space_rules(s: Schedule) -> None:
         raise ValueError(f"{s.name}: a warprow tile must be 1, 2 or 4 chunks of lanes x vec")
     if s.family in ("split", "splitwarp") and (not s.split or s.reduce == "none"):
         raise ValueError(f"{s.name}: split families need split > 0 and a reduction")
-    if s.family in ("subwarp", "warprow", "vector") and (s.split or s.chunk):
+    if s.family in ("subwarp", "warprow", "vector", "parreduce") and (s.split or s.chunk):
         raise ValueError(f"{s.name}: family {s.family} does not split rows")
     if s.family == "vector" and (s.tile not in VECTOR_KMAX or s.lanes not in VECTOR_LANES
                                  or s.vec != 1 or s.unroll not in (2, 4, 8)):
@@ -115,6 +132,12 @@ def check_space_rules(s: Schedule) -> None:
                          f"{VECTOR_LANES}, vec 1 and unroll 2, 4 or 8")
 
 
-SCHEDULES: tuple[Schedule, ...] = tuple(_subwarp() + _warprow() + _split() + _vector())
+    if s.family == "parreduce" and (s.tile not in VECTOR_KMAX or s.lanes not in PARREDUCE_LANES
+                                    or s.vec != 1 or s.unroll not in (1, 2, 4)):
+        raise ValueError(f"{s.name}: a parreduce schedule needs tile (KMAX) in {VECTOR_KMAX}, lanes "
+                         f"in {PARREDUCE_LANES}, vec 1 and unroll 1, 2 or 4")
+
+
+SCHEDULES: tuple[Schedule, ...] = tuple(_subwarp() + _warprow() + _split() + _vector() + _parreduce())
 for _s in SCHEDULES:
     check_space_rules(_s)

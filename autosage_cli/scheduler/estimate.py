@@ -35,6 +35,7 @@ from dataclasses import dataclass, replace
 
 from ..kernels import schedule as schedule_mod
 from ..kernels.schedule import Schedule
+from ..kernels.spmm_families import parreduce_heavy_threshold
 from .roofline import FLOAT, INDEX, SECTOR, DeviceModel, H200, DegreeProfile, Launch, launch_ms
 
 
@@ -199,9 +200,25 @@ def _vector_spmm(f, prof, k, s, dev, heads=1) -> list[Launch]:
                    float(f.degree_max) / s.lanes, dram, l2_g, 3 + s.tile + loads, loads)]
 
 
+def _parreduce_spmm(f, prof, k, s, dev, heads=1) -> list[Launch]:
+    """The vector family's walk by persistent groups over rows ordered longest first
+    (cuda/spmm_parreduce.cu): the same steps and traffic plus the row list, no lockstep waste
+    (rows of a warp have similar lengths), and a critical path of the longest row as its walker
+    takes it: a warp for a heavy row (above parreduce_heavy_threshold), the group for the rest."""
+    [walk] = _vector_spmm(f, prof, k, s, dev, heads)
+    threshold = parreduce_heavy_threshold(s)
+    longest = float(f.degree_max) / 32
+    if threshold is not None:
+        longest = max(longest, min(float(f.degree_max), threshold) / s.lanes)
+    return [replace(walk, lockstep=1.0, longest_steps=longest,
+                    dram_bytes=walk.dram_bytes + f.n_rows * INDEX)]
+
+
 def _spmm(f, prof, k, s, dev, heads=1) -> list[Launch]:
     if s.family == "vector":
         return _vector_spmm(f, prof, k, s, dev, heads)
+    if s.family == "parreduce":
+        return _parreduce_spmm(f, prof, k, s, dev, heads)
     return row_launches(f, prof, k, s, dev, heads, RowWork(
         dense_bytes=f.n_cols * k * FLOAT * heads, gathers_per_edge=1, row_in_bytes=0.0,
         out_bytes=f.n_rows * k * FLOAT * heads))

@@ -15,8 +15,9 @@ heads on 100M-edge graphs), and its best few are confirmed on the whole graph wh
 Cost of a whole-graph probe, predicted before anything runs. The estimate's absolute times ran
 0.6-0.85x the measured full-graph times in that study, so a launch is predicted at
 estimate x NATIVE_CALIBRATION; vendors at their rough estimate x VENDOR_CALIBRATION. Every vendor
-pays VERIFY + WARMUP + MIN_REPEATS launches; every native candidate a screening pass (verify,
-warm-up, one timed launch) and the survivors of the screen MIN_REPEATS - 1 more.
+pays a screening pass of two launches (verify, then one timed launch it warms up) and the
+survivors of its screen MIN_REPEATS - 1 more after a warm-up; every native candidate a screening
+pass of three (verify, warm-up, one timed launch) and the survivors MIN_REPEATS - 1 more.
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from . import estimate
 NATIVE_CALIBRATION = 1.6      # measured full-graph ms / estimate_ms, upper quartile, H200 study
 VENDOR_CALIBRATION = 2.0      # the vendor estimate is rougher (no per-algorithm model)
 SCREEN_LAUNCHES = 3           # verify + warm-up + one timed launch, every candidate
+VENDOR_SCREEN_LAUNCHES = 2    # verify + one timed launch, every vendor (the verify run warms it up)
 SURVIVORS = 3                 # natives expected to pass the screen...
 VENDOR_SURVIVORS = 2          # ...and vendors (cuSPARSE's default is one of its algorithms)
 SURVIVOR_LAUNCHES = 3         # a survivor's second batch: warm-up + MIN_REPEATS - 1 timed launches
@@ -56,7 +58,7 @@ def native_launch_ms(est_ms: float) -> float:
 
 
 def vendor_cost_ms(vendor_est_ms: float, n_vendors: int) -> float:
-    launches = n_vendors * SCREEN_LAUNCHES + min(VENDOR_SURVIVORS, n_vendors) * SURVIVOR_LAUNCHES
+    launches = n_vendors * VENDOR_SCREEN_LAUNCHES + min(VENDOR_SURVIVORS, n_vendors) * SURVIVOR_LAUNCHES
     return launches * vendor_est_ms * VENDOR_CALIBRATION
 
 

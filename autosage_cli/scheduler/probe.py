@@ -12,10 +12,11 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from .. import dtypes
 from ..errors import one_line   # probe failures are recorded as one line (replay uses it too)
 from ..graphs.csr import CSRGraph
 
-REL_TOLERANCE = 1e-4        # fp32 sums in widely different reduction orders (docs/MEASUREMENT.md)
+REL_TOLERANCE = dtypes.tolerance("float32")   # per dtype: dtypes.tolerance (docs/MEASUREMENT.md)
 DEFAULT_BUDGET_MS = 1000.0  # measured GPU time across all candidates and vendors (the minimum below
                             # is spent whatever the budget; the budget only buys more repeats)
 SCREEN_RATIO = 1.3          # a plan this much slower than the fastest of its group after one timed
@@ -88,22 +89,22 @@ class GpuMeasurer:
         from ..backends import vendor
         return list(vendor.vendor_names(op))
 
-    def inputs(self, dgraph, op: str, k: int, heads: int, seed: int) -> tuple:
+    def inputs(self, dgraph, op: str, k: int, heads: int, seed: int, dtype: str = dtypes.DEFAULT) -> tuple:
         from ..backends.base import make_inputs
-        return make_inputs(op, dgraph, k, heads, seed)
+        return make_inputs(op, dgraph, k, heads, seed, dtype)
 
-    def prepare_native(self, dgraph, schedule, k: int, heads: int, scale=None):
+    def prepare_native(self, dgraph, schedule, k: int, heads: int, scale=None, dtype: str = dtypes.DEFAULT):
         from ..backends import native
-        return native.prepare(dgraph, schedule, k, heads, scale)
+        return native.prepare(dgraph, schedule, k, heads, scale, dtype=dtype)
 
-    def compile_native(self, dgraph, schedules, k: int, heads: int) -> dict:
+    def compile_native(self, dgraph, schedules, k: int, heads: int, dtype: str = dtypes.DEFAULT) -> dict:
         """Build every candidate's kernels at once, in parallel: name -> (ms, error or None)."""
         from ..backends import native
-        return native.compile_plans(dgraph, schedules, k, heads)
+        return native.compile_plans(dgraph, schedules, k, heads, dtype=dtype)
 
-    def prepare_vendor(self, dgraph, name: str, k: int, heads: int, scale=None):
+    def prepare_vendor(self, dgraph, name: str, k: int, heads: int, scale=None, dtype: str = dtypes.DEFAULT):
         from ..backends import vendor
-        return vendor.prepare_vendor(dgraph, name, k, heads, scale)
+        return vendor.prepare_vendor(dgraph, name, k, heads, scale, dtype=dtype)
 
     def run(self, plan, inputs):
         """One launch into a NaN-poisoned output (so an untouched output cannot pass), synced."""
@@ -180,27 +181,31 @@ def interleave(*groups):
 
 def probe_candidates(dgraph, op: str, k: int, heads: int, candidates, vendor_names,
                      budget_ms: float = DEFAULT_BUDGET_MS, measure=None, seed: int = 0,
-                     progress=None, where: str = "") -> ProbeResult:
+                     progress=None, where: str = "", dtype: str = dtypes.DEFAULT) -> ProbeResult:
     """Verify and time `candidates` [(Schedule, estimate_ms)] and every vendor algorithm on `dgraph`
-    (`where` it is, "full" or "sample", is recorded in every record).
+    with `dtype` operands (`where` it is, "full" or "sample", is recorded in every record).
 
     1. Every vendor algorithm is prepared and run once; the reference is the first (registry order)
        whose output another vendor confirms (a lone vendor is trusted; if none agree, the float64
        SciPy reference decides), and a vendor that disagrees with it fails.
     2. Each native candidate, in estimate order, is prepared, run once into a NaN-poisoned output and
-       compared with the reference (rel. error <= 1e-4, or it fails "mismatch" and is never timed).
+       compared with the reference (rel. error <= the dtype's tolerance, 1e-4 for float32, or it
+       fails "mismatch" and is never timed).
     3. Timing, interleaved vendor / native so no group waits on the other (_time_all): every
        verified plan gets a warm-up and one timed launch WHATEVER the budget (a candidate is never
        dropped for budget: that is how the vendor once won by default), those within SCREEN_RATIO
-       of their group's fastest MIN_REPEATS in all; what is left of the budget then buys them more
-       repeats (up to MAX_REPEAT), shared equally. The result says when the minimum alone overran
-       the budget, and by how much.
+       of their group's fastest MIN_REPEATS in all; what is left of the budget then buys more
+       repeats (up to MAX_REPEAT), shared equally, for the natives and the fastest vendor (the
+       guardrail's bar; a slower vendor cannot lower it). A vendor's screening launch follows its
+       verification run at once (step 1), which serves as its warm-up. The result says when the
+       minimum alone overran the budget, and by how much.
     Any exception is recorded against its candidate; every plan is closed at the end."""
     measure = measure or GpuMeasurer()
     say = progress or (lambda _msg: None)
     t0 = time.perf_counter()
     budget = _Budget(budget_ms)
-    inputs = measure.inputs(dgraph, op, k, heads, seed)
+    tol = dtypes.tolerance(dtype)
+    inputs = measure.inputs(dgraph, op, k, heads, seed, dtype)
     vendors = [ProbeRecord(name=v, backend=v, graph=where) for v in vendor_names]
     natives = [ProbeRecord(name=s.name, backend="native", estimate_ms=float(est), params=s.params(), graph=where)
                for s, est in candidates]
@@ -210,28 +215,31 @@ def probe_candidates(dgraph, op: str, k: int, heads: int, candidates, vendor_nam
         outputs = {}
         for rec in vendors:
             say(f"probe vendor {rec.name}")
-            got = _prepare_and_run(measure, rec, lambda n=rec.name: measure.prepare_vendor(dgraph, n, k, heads),
-                                   inputs)
+            got = _prepare_and_run(measure, rec, lambda n=rec.name: measure.prepare_vendor(
+                dgraph, n, k, heads, None, dtype), inputs, tol=tol)
             if got is not None:
                 live_vendors.append(_Live(rec, got[0]))
                 outputs[rec.name] = got[1]
+                # The screening launch, right after the verification run, which is its warm-up:
+                # one full-graph launch fewer per vendor (it rewrites the same output).
+                _batch(measure, live_vendors[-1], inputs, got[1], 1, budget, verify_run=True, warmup=0)
         reference, ref_name = _vendor_reference(measure, op, dgraph, inputs, [lv.rec for lv in live_vendors],
-                                                outputs)
+                                                outputs, tol)
         scratch = next((out for name, out in outputs.items() if out is not reference), None)
         outputs.clear()
         for lv in [lv for lv in live_vendors if lv.rec.status == "failed"]:
             _close(lv.plan)
             live_vendors.remove(lv)
 
-        compiled, compile_ms = _compile_candidates(measure, dgraph, candidates, k, heads, say)
+        compiled, compile_ms = _compile_candidates(measure, dgraph, candidates, k, heads, dtype, say)
         for rec, (schedule, _est) in zip(natives, candidates):
             rec.compile_ms, error = compiled.get(rec.name, (None, None))
             if error:
                 rec.status, rec.reason = "failed", f"compile: {error}"
                 continue
             say(f"probe {rec.name}")
-            got = _prepare_and_run(measure, rec, lambda s=schedule: measure.prepare_native(dgraph, s, k, heads),
-                                   inputs, reference)
+            got = _prepare_and_run(measure, rec, lambda s=schedule: measure.prepare_native(
+                dgraph, s, k, heads, None, dtype), inputs, reference, tol)
             if got is not None:
                 live_natives.append(_Live(rec, got[0]))
                 scratch = got[1] if scratch is None else scratch
@@ -250,7 +258,8 @@ def probe_candidates(dgraph, op: str, k: int, heads: int, candidates, vendor_nam
     return result
 
 
-def _compile_candidates(measure, dgraph, candidates, k: int, heads: int, say) -> tuple[dict, float]:
+def _compile_candidates(measure, dgraph, candidates, k: int, heads: int, dtype: str,
+                        say) -> tuple[dict, float]:
     """({name: (ms, error)}, wall ms): every candidate's kernels built in parallel before the first
     is prepared, so the probe pays the slowest compile rather than the sum. A measurer without
     `compile_native` builds nothing here (its plans compile when prepared)."""
@@ -260,7 +269,7 @@ def _compile_candidates(measure, dgraph, candidates, k: int, heads: int, say) ->
     say(f"compiling the kernels of {len(candidates)} candidates")
     t0 = time.perf_counter()
     try:
-        compiled = compile_native(dgraph, [s for s, _ in candidates], k, heads)
+        compiled = compile_native(dgraph, [s for s, _ in candidates], k, heads, dtype)
     except Exception as exc:   # e.g. no NVRTC: each candidate then fails at prepare with its reason
         say(f"compiling ahead failed ({one_line(exc)}); each candidate compiles when prepared")
         compiled = {}
@@ -278,12 +287,13 @@ def _time_all(measure, items: list[_Live], inputs, out, budget: _Budget) -> floa
     3. What is left of the budget buys the survivors more repeats (up to MAX_REPEAT), shared equally.
     Returns the GPU time of 1 and 2 (the guaranteed minimum)."""
     for it in items:
-        _batch(measure, it, inputs, out, 1, budget, verify_run=True)
+        if not it.batches:     # vendors were screened at their verification run
+            _batch(measure, it, inputs, out, 1, budget, verify_run=True)
     survivors = _survivors([it for it in items if it.batches])
     for it in survivors:
         _batch(measure, it, inputs, out, MIN_REPEATS - 1, budget)
     floor_ms = budget.spent
-    timed = [it for it in survivors if it.batches]
+    timed = _worth_more_repeats([it for it in survivors if it.batches])
     for i, it in enumerate(timed):
         share = max(budget.left, 0.0) / (len(timed) - i)
         extra = min(MAX_REPEAT - MIN_REPEATS, int(share // max(it.median, 1e-6)) - WARMUP)
@@ -295,6 +305,14 @@ def _time_all(measure, items: list[_Live], inputs, out, budget: _Budget) -> floa
             rec.ms, rec.p20_ms, rec.p80_ms, rec.repeats = merge_batches(it.batches)
             rec.status = "ok"
     return floor_ms
+
+
+def _worth_more_repeats(timed: list[_Live]) -> list[_Live]:
+    """The natives and the fastest vendor after MIN_REPEATS: the guardrail compares with the best
+    vendor time, so more repeats of a slower vendor cannot change a decision."""
+    vendors = [it for it in timed if it.rec.backend != "native"]
+    fastest = min(vendors, key=lambda it: merge_batches(it.batches)[0], default=None)
+    return [it for it in timed if it.rec.backend == "native" or it is fastest]
 
 
 def _survivors(timed: list[_Live]) -> list[_Live]:
@@ -315,46 +333,48 @@ def _survivors(timed: list[_Live]) -> list[_Live]:
     return keep
 
 
-def _batch(measure, it: _Live, inputs, out, repeat: int, budget: _Budget, verify_run: bool = False) -> None:
-    """One timed batch (WARMUP + `repeat` launches), charged to the budget (with the verification
+def _batch(measure, it: _Live, inputs, out, repeat: int, budget: _Budget, verify_run: bool = False,
+           warmup: int = WARMUP) -> None:
+    """One timed batch (`warmup` + `repeat` launches), charged to the budget (with the verification
     run before it, the first time). A failure marks the record and drops its batches."""
     if it.rec.status == "failed":
         return
     try:
-        stats = measure.time(it.plan, inputs, out, repeat=repeat, warmup=WARMUP)
+        stats = measure.time(it.plan, inputs, out, repeat=repeat, warmup=warmup)
     except Exception as exc:
         it.rec.status, it.rec.reason = "failed", f"time: {one_line(exc)}"
         it.batches.clear()
         return
-    budget.spent += stats.median_ms * (stats.repeats + WARMUP + (1 if verify_run else 0))
+    budget.spent += stats.median_ms * (stats.repeats + warmup + (1 if verify_run else 0))
     it.batches.append((float(stats.median_ms), float(stats.p20_ms), float(stats.p80_ms), int(stats.repeats)))
 
 
-def _vendor_reference(measure, op, dgraph, inputs, ran: list[ProbeRecord], outputs: dict):
+def _vendor_reference(measure, op, dgraph, inputs, ran: list[ProbeRecord], outputs: dict,
+                      tol: float = REL_TOLERANCE):
     """(reference output, its name): the first vendor output another vendor confirms, a lone
     vendor's, or the float64 reference when none ran or none agree. Marks each vendor's error
     against it, and fails those that disagree."""
     for cand in ran:
         others = [r for r in ran if r is not cand]
         errors = [measure.rel_error(outputs[r.name], outputs[cand.name]) for r in others]
-        if others and not any(e <= REL_TOLERANCE for e in errors):
+        if others and not any(e <= tol for e in errors):
             continue
         cand.rel_error = min(errors) if errors else 0.0
         for r, e in zip(others, errors):
             r.rel_error = e
-            if not e <= REL_TOLERANCE:
+            if not e <= tol:
                 r.status, r.reason = "failed", f"disagrees with {cand.name} rel_err={e:.2e}"
         return outputs[cand.name], cand.name
     why = "no vendor ran" if not ran else "vendor algorithms disagree"
     reference, name = measure.reference(op, dgraph, inputs), f"float64 reference ({why})"
     for r in ran:
         r.rel_error = measure.rel_error(outputs[r.name], reference)
-        if not r.rel_error <= REL_TOLERANCE:
+        if not r.rel_error <= tol:
             r.status, r.reason = "failed", f"disagrees with the {name} rel_err={r.rel_error:.2e}"
     return reference, name
 
 
-def _prepare_and_run(measure, rec: ProbeRecord, prepare, inputs, reference=None):
+def _prepare_and_run(measure, rec: ProbeRecord, prepare, inputs, reference=None, tol: float = REL_TOLERANCE):
     """Prepare, run once, verify (when a reference is given). Returns (plan, output) — the plan
     still open, to be timed — or None with the failure recorded (and the plan closed)."""
     try:
@@ -369,7 +389,7 @@ def _prepare_and_run(measure, rec: ProbeRecord, prepare, inputs, reference=None)
         if reference is not None:
             stage = "verify"
             rec.rel_error = measure.rel_error(out, reference)
-            if not rec.rel_error <= REL_TOLERANCE:   # NaN and inf fail too
+            if not rec.rel_error <= tol:   # NaN and inf fail too
                 rec.status, rec.reason = "failed", f"mismatch rel_err={rec.rel_error:.2e}"
                 _close(plan)
                 return None

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 
+from .. import dtypes, ops as op_specs
 from ..errors import AutosageError
 from ..graphs.csr import replayable_source
 from . import probe
@@ -34,6 +35,7 @@ class ReplayOutcome:
     replayed_ms: float | None = None
     rel_error: float | None = None
     reference: str = ""
+    dtype: str = dtypes.DEFAULT
 
     @property
     def failing(self) -> bool:
@@ -66,7 +68,13 @@ def _outcome(entry: dict) -> ReplayOutcome:
     return ReplayOutcome(entry.get("id", "?"), graph_label(entry["graph"].get("source") or {}),
                          entry["op"], int(entry["k"]), int(entry.get("heads", 1)), d["backend"],
                          d["schedule"], "pending", recorded_ms=chosen,
-                         recorded_on=(entry.get("probe") or {}).get("graph", ""))
+                         recorded_on=(entry.get("probe") or {}).get("graph", ""),
+                         dtype=entry_dtype(entry))
+
+
+def entry_dtype(entry: dict) -> str:
+    """The dtype an entry was tuned for; entries from before dtypes were recorded are float32."""
+    return str(entry.get("dtype") or dtypes.DEFAULT)
 
 
 def _reference_vendor(entry: dict) -> str | None:
@@ -78,14 +86,17 @@ def _reference_vendor(entry: dict) -> str | None:
 
 
 def replay(cache, dry_run: bool = False, measure=None, progress=None, load=None,
-           seed: int = 0) -> list[ReplayOutcome]:
-    """One outcome per cache entry (oldest first). Never raises for a single bad entry."""
+           seed: int = 0, dtype: str | None = None) -> list[ReplayOutcome]:
+    """One outcome per cache entry (oldest first), or per entry of `dtype` when given. Never
+    raises for a single bad entry."""
     say = progress or (lambda _msg: None)
     load = load or _load_source
     graphs: dict[str, object] = {}
     devices: dict[str, object] = {}
     outcomes = []
     for entry in cache.entries():
+        if dtype is not None and entry_dtype(entry) != dtype:
+            continue
         try:
             out = _outcome(entry)
         except (KeyError, TypeError, ValueError) as exc:
@@ -97,6 +108,10 @@ def replay(cache, dry_run: bool = False, measure=None, progress=None, load=None,
         if not entry.get("replayable", replayable_source(source)):
             out.status = "skipped"
             out.reason = f"not replayable: the graph was built in memory ({graph_label(source)})"
+            continue
+        unsupported = _unsupported_dtype(out)
+        if unsupported:
+            out.status, out.reason = "skipped", unsupported
             continue
         src_key = json.dumps(source, sort_keys=True)
         say(f"replay {out.graph} {out.op} K={out.k}: {out.schedule}")
@@ -124,11 +139,20 @@ def replay(cache, dry_run: bool = False, measure=None, progress=None, load=None,
     return outcomes
 
 
+def _unsupported_dtype(out: ReplayOutcome) -> str | None:
+    """Why this version cannot run the entry's dtype, or None."""
+    try:
+        op_specs.require_dtype(out.op, out.dtype)
+    except AutosageError as exc:
+        return str(exc)
+    return None
+
+
 def _replay_one(measure, dgraph, entry: dict, out: ReplayOutcome, seed: int) -> None:
     stage = "prepare"
     try:
-        inputs = measure.inputs(dgraph, out.op, out.k, out.heads, seed)
-        plan = plan_for(dgraph, entry["decision"], out.k, out.heads, measure=measure)
+        inputs = measure.inputs(dgraph, out.op, out.k, out.heads, seed, out.dtype)
+        plan = plan_for(dgraph, entry["decision"], out.k, out.heads, measure=measure, dtype=out.dtype)
         stage = "run"
         result = measure.run(plan, inputs)
         stage = "verify"
@@ -136,10 +160,10 @@ def _replay_one(measure, dgraph, entry: dict, out: ReplayOutcome, seed: int) -> 
         if ref_name is None:
             ref, out.reference = measure.reference(out.op, dgraph, inputs), "float64 reference"
         else:
-            ref_plan = measure.prepare_vendor(dgraph, ref_name, out.k, out.heads)
+            ref_plan = measure.prepare_vendor(dgraph, ref_name, out.k, out.heads, None, out.dtype)
             ref, out.reference = measure.run(ref_plan, inputs), ref_name
         out.rel_error = measure.rel_error(result, ref)
-        if not out.rel_error <= probe.REL_TOLERANCE:
+        if not out.rel_error <= dtypes.tolerance(out.dtype):
             out.status = "failed"
             out.reason = f"mismatch rel_err={out.rel_error:.2e} vs {out.reference}"
             return

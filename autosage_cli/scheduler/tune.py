@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from .. import cache as cache_mod
+from .. import cache as cache_mod, dtypes, ops as op_specs
 from ..errors import AutosageError
 from ..graphs.csr import replayable_source
 from ..kernels import schedule as schedule_mod
@@ -20,15 +20,13 @@ DEFAULT_TOP_K = 12      # the most candidates a probe times; the budget may allo
 # Bumped when the way a decision is reached changes (sampling, screening, confirmation): a decision
 # cached under another policy is re-tuned, with a message saying so.
 POLICY_VERSION = 2
-DTYPES = ("float32",)
 
 
 def validate_options(op: str, k: int, heads: int = 1, top_k: int = DEFAULT_TOP_K,
                      budget_ms: float = probe.DEFAULT_BUDGET_MS,
-                     guardrail: float = DEFAULT_GUARDRAIL, dtype: str = "float32") -> None:
+                     guardrail: float = DEFAULT_GUARDRAIL, dtype: str = dtypes.DEFAULT) -> None:
     """AutosageError (one line) for the first bad option; needs no GPU."""
-    if op not in schedule_mod.OPS:
-        raise AutosageError(f"unknown op {op!r}; choose one of {', '.join(schedule_mod.OPS)}")
+    spec = op_specs.get(op)
     if k is None or int(k) < 1:
         raise AutosageError(f"--width (K) must be >= 1, got {k}")
     if int(heads) < 1:
@@ -41,8 +39,7 @@ def validate_options(op: str, k: int, heads: int = 1, top_k: int = DEFAULT_TOP_K
         raise AutosageError(f"--budget-ms must be > 0, got {budget_ms}")
     if not 0 < guardrail <= 1:
         raise AutosageError(f"--guardrail must be in (0, 1], got {guardrail}")
-    if dtype not in DTYPES:
-        raise AutosageError(f"dtype {dtype!r} is not supported yet; choose one of {', '.join(DTYPES)}")
+    spec.require_dtype(dtype)
 
 
 @dataclass
@@ -87,7 +84,7 @@ def _key(graph, op, k, heads, dtype, device_info, software_info, settings):
 
 def recall(graph, op: str, k: int, heads: int = 1, *, cache, top_k: int = DEFAULT_TOP_K,
            budget_ms: float = probe.DEFAULT_BUDGET_MS, guardrail: float = DEFAULT_GUARDRAIL,
-           full: bool = False, dtype: str = "float32", sample_nnz: int | None = None,
+           full: bool = False, dtype: str = dtypes.DEFAULT, sample_nnz: int | None = None,
            progress=None, device_info: dict | None = None,
            software_info: dict | None = None) -> TuneResult | None:
     """The cached decision `tune` would return for these arguments, or None (a miss or a stale
@@ -141,7 +138,7 @@ def _not_probed(schedule, est_ms: float, rank: int, top_k: int) -> dict:
 
 def tune(graph, op: str, k: int, heads: int = 1, *, cache=None, top_k: int = DEFAULT_TOP_K,
          budget_ms: float = probe.DEFAULT_BUDGET_MS, guardrail: float = DEFAULT_GUARDRAIL,
-         full: bool = False, progress=None, measure=None, dtype: str = "float32", seed: int = 0,
+         full: bool = False, progress=None, measure=None, dtype: str = dtypes.DEFAULT, seed: int = 0,
          sample_nnz: int | None = None, device_info: dict | None = None,
          software_info: dict | None = None, features=None, device_graph=None,
          retune: bool = False) -> TuneResult:
@@ -195,8 +192,8 @@ def tune(graph, op: str, k: int, heads: int = 1, *, cache=None, top_k: int = DEF
     say(pplan.why)
 
     t = time.perf_counter()
-    outcome = _run_probe(graph, device_graph, op, k, heads, pplan, vendor_names, target, budget_ms,
-                         measure, seed, say)
+    outcome = _run_probe(graph, device_graph, (op, k, heads, dtype), pplan, vendor_names, target,
+                         budget_ms, measure, seed, say)
     probe_ms = (time.perf_counter() - t) * 1e3 - outcome.compile_ms
 
     if outcome.overrun_ms > 0:
@@ -276,10 +273,12 @@ class _Outcome:
     compile_ms: float = 0.0     # building the probed candidates' kernels (wall ms)
 
 
-def _run_probe(graph, device_graph, op, k, heads, pplan, vendor_names, target, budget_ms, measure,
+def _run_probe(graph, device_graph, case, pplan, vendor_names, target, budget_ms, measure,
                seed, say) -> _Outcome:
-    """Run the probe `pplan` describes: the candidates on the whole graph, or on a sample and then
-    its best `pplan.confirm` natives with every vendor on the whole graph."""
+    """Run the probe `pplan` describes for `case` (op, k, heads, dtype): the candidates on the whole
+    graph, or on a sample and then its best `pplan.confirm` natives with every vendor on the whole
+    graph."""
+    op, k, heads, dtype = case
     whole = {"graph": "full", "rows": graph.n_rows, "nnz": graph.nnz, "why": pplan.why}
     dgraph = device_graph
 
@@ -287,7 +286,7 @@ def _run_probe(graph, device_graph, op, k, heads, pplan, vendor_names, target, b
         nonlocal dgraph
         dgraph = dgraph if dgraph is not None else measure.to_device(graph)
         return probe.probe_candidates(dgraph, op, k, heads, cands, vendor_names, budget, measure=measure,
-                                      seed=seed, progress=say, where="full")
+                                      seed=seed, progress=say, where="full", dtype=dtype)
 
     if pplan.where == "full":
         r = on_whole(pplan.candidates, budget_ms)
@@ -301,7 +300,8 @@ def _run_probe(graph, device_graph, op, k, heads, pplan, vendor_names, target, b
     info = {"graph": "sample", **{f: s_info[f] for f in ("rows", "nnz", "target_nnz", "window", "seed")},
             "why": pplan.why}
     rs = probe.probe_candidates(measure.to_device(probe_graph), op, k, heads, pplan.candidates, vendor_names,
-                                budget_ms, measure=measure, seed=seed, progress=say, where="sample")
+                                budget_ms, measure=measure, seed=seed, progress=say, where="sample",
+                                dtype=dtype)
     best = sorted((r for r in rs.natives if r.ok), key=lambda r: r.ms)[:pplan.confirm]
     if not best or not pplan.confirm:
         return _Outcome(rs.natives, rs.vendors, [], rs.reference, rs.spent_ms,
@@ -340,9 +340,10 @@ def lookup_or_tune(graph, op: str, k: int, heads: int = 1, *, cache=None, tune: 
         cache = cache_mod.DecisionCache(cache)
     if tune:
         return run_tune(graph, op, k, heads, cache=cache, **tune_kwargs)
-    validate_options(op, k, heads)
+    dtype = tune_kwargs.get("dtype", dtypes.DEFAULT)
+    validate_options(op, k, heads, dtype=dtype)
     device_info, software_info = _machine(tune_kwargs.get("device_info"), tune_kwargs.get("software_info"))
-    key = cache_mod.make_key(graph, op, k, tune_kwargs.get("dtype", "float32"), heads,
+    key = cache_mod.make_key(graph, op, k, dtype, heads,
                              device=device_info or {}, software=software_info)
     found = cache.find(key)
     if found.entry is not None:
@@ -375,13 +376,14 @@ def resolve_schedule(decision) -> object:
     return s
 
 
-def plan_for(dgraph, decision, k: int, heads: int = 1, scale=None, measure=None):
-    """A Plan that runs `decision` (a Decision, its dict, or a TuneResult) on `dgraph`, without
-    probing."""
+def plan_for(dgraph, decision, k: int, heads: int = 1, scale=None, measure=None,
+             dtype: str = dtypes.DEFAULT):
+    """A Plan that runs `decision` (a Decision, its dict, or a TuneResult) on `dgraph` with `dtype`
+    operands, without probing."""
     measure = measure or probe.GpuMeasurer()
     decision = getattr(decision, "decision", decision)
     backend = decision.backend if isinstance(decision, Decision) else decision["backend"]
     if backend == "native":
-        return measure.prepare_native(dgraph, resolve_schedule(decision), k, heads, scale)
+        return measure.prepare_native(dgraph, resolve_schedule(decision), k, heads, scale, dtype)
     name = decision.schedule if isinstance(decision, Decision) else decision["schedule"]
-    return measure.prepare_vendor(dgraph, name, k, heads, scale)
+    return measure.prepare_vendor(dgraph, name, k, heads, scale, dtype)

@@ -156,9 +156,7 @@ def resolve_schedule(op: str, schedule, k: int, heads: int):
         schedule = getattr(schedule, "name", None)
         if not isinstance(schedule, str):
             raise AutosageError("schedule must be a schedule name, a vendor name or None")
-    from .backends import vendor
-
-    vendor_op = vendor.vendor_op(schedule)
+    vendor_op = op_specs.vendor_op(schedule)
     if vendor_op is not None:
         if vendor_op != op:
             raise AutosageError(f"{schedule!r} is a {vendor_op} vendor backend, not {op}")
@@ -177,16 +175,8 @@ def resolve_schedule(op: str, schedule, k: int, heads: int):
 def _prepare_named(dgraph, op: str, resolved, k: int, heads: int, scale, dtype: str = dtypes.DEFAULT):
     kind, what = resolved
     if kind == "vendor":
-        from .backends import vendor
-
-        return vendor.prepare_vendor(dgraph, what, k, heads=heads, scale=scale, dtype=dtype)
-    from .backends import native
-
-    return native.prepare(dgraph, what, k, heads=heads, scale=scale, dtype=dtype)
-
-
-# The vendor entry used when tune=False and the cache has no decision: what framework users get.
-_UNTUNED_VENDOR = {"spmm": "cusparse-default", "attention": "vendor-unfused-default"}
+        return op_specs.prepare_vendor(dgraph, what, k, heads, scale, dtype)
+    return op_specs.prepare_native(dgraph, what, k, heads, scale, dtype)
 
 
 def _prepare_tuned(graph: CSRGraph, dgraph, op: str, k: int, heads: int, scale, cache, tune: bool,
@@ -194,7 +184,6 @@ def _prepare_tuned(graph: CSRGraph, dgraph, op: str, k: int, heads: int, scale, 
     """tune=True: the cached decision, tuning (and storing) on a miss. tune=False: the cached
     decision if there is one, else the default vendor entry, with no probing at all."""
     from . import cache as cache_mod
-    from .backends import vendor
     from .scheduler import tune as tuner
 
     store = cache if isinstance(cache, cache_mod.DecisionCache) else cache_mod.DecisionCache(cache)
@@ -204,8 +193,7 @@ def _prepare_tuned(graph: CSRGraph, dgraph, op: str, k: int, heads: int, scale, 
     entry = store.find(cache_mod.make_key(graph, op, k, dtype, heads)).entry
     if entry is not None:
         return tuner.plan_for(dgraph, entry["decision"], k, heads, scale, dtype=dtype)
-    name = _UNTUNED_VENDOR.get(op) or vendor.vendor_names(op)[0]
-    return vendor.prepare_vendor(dgraph, name, k, heads=heads, scale=scale, dtype=dtype)
+    return op_specs.prepare_vendor(dgraph, op_specs.untuned_vendor(op), k, heads, scale, dtype)
 
 
 def prepare_plan(graph: CSRGraph, dgraph, op: str, k: int, heads: int = 1, *, schedule=None,

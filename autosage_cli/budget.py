@@ -149,18 +149,14 @@ def graph_host_bytes(n_rows: int, n_cols: int, nnz: int) -> int:
     return HOST_BYTES_PER_ROW * (n_rows + 1) + 8 * n_cols + HOST_BYTES_PER_NNZ * nnz
 
 
-def case_device_bytes(op: str, n_rows: int, n_cols: int, nnz: int, k: int, heads: int = 1,
-                      dtype: str = "float32") -> int:
+def case_device_bytes(n_rows: int, n_cols: int, nnz: int, input_elements: int, output_elements: int,
+                      per_edge_elements: int = 0, dtype: str = "float32") -> int:
     """GPU bytes one benchmark or tuning case holds at its peak: the graph, the dense inputs, the
-    outputs it keeps (OUTPUTS_HELD), per-edge scores for SDDMM and attention."""
+    outputs it keeps (OUTPUTS_HELD), the values held per edge between stages (attention's scores).
+    The op's spec counts the elements (`ops.device_bytes`)."""
     f = dtypes.itemsize(dtype)
     graph = graph_bytes(n_rows, n_cols, nnz)
-    if op == "spmm":
-        inputs, output, per_edge = n_cols * k * f, n_rows * k * f, 0
-    elif op == "sddmm":
-        inputs, output, per_edge = (n_rows + n_cols) * k * f, nnz * f, 0
-    else:  # attention: Q (n_rows) and K, V (n_cols) with H heads of width d = k; H scores per edge
-        inputs, output, per_edge = (n_rows + 2 * n_cols) * heads * k * f, n_rows * heads * k * f, 2 * nnz * heads * f
+    inputs, output, per_edge = input_elements * f, output_elements * f, per_edge_elements * f
     # The vendor libraries' work buffers (cuSPARSE, the gather-dot SDDMM) and the sample a probe runs
     # on stay below a second copy of the graph and of the inputs.
     return 2 * graph + 2 * inputs + OUTPUTS_HELD * output + per_edge

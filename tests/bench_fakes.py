@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from autosage_cli.backends.timing import rel_error
+from autosage_cli.backends.timing import TimingStats, rel_error
 from autosage_cli.graphs.csr import canonical_csr
 
 
@@ -92,17 +92,17 @@ class FakeToolkit:
     def copy_bandwidth_tbps(self):
         return 4.0
 
-    def device_graph(self, graph):
+    def to_device(self, graph):
         return graph
 
-    def make_inputs(self, op, dgraph, k, heads, seed, dtype="float32"):
+    def inputs(self, dgraph, op, k, heads, seed, dtype="float32"):
         rng = np.random.default_rng(seed)
         return (rng.uniform(-1, 1, (dgraph.n_cols, k)).astype(np.float32),)
 
     def vendor_names(self, op):
         return list(self.vendor_ms)
 
-    def prepare_vendor(self, dgraph, name, k, heads, dtype="float32"):
+    def prepare_vendor(self, dgraph, name, k, heads, scale=None, dtype="float32"):
         return FakePlan(dgraph, "spmm", k, name, name, self.vendor_ms[name], wrong=name == self.wrong_vendor)
 
     def prepare_baselines(self, dgraph, op, k, heads):
@@ -111,7 +111,7 @@ class FakeToolkit:
     def schedules(self, op, k, heads):
         return [FakeSchedule(n) for n in ("spmm.good", "spmm.wrong", "spmm.broken")]
 
-    def prepare_native(self, dgraph, schedule, k, heads, dtype="float32"):
+    def prepare_native(self, dgraph, schedule, k, heads, scale=None, dtype="float32"):
         if schedule.name == "spmm.broken":
             raise ValueError("does not compile")
         return FakePlan(dgraph, "spmm", k, "native", schedule.name, self.NATIVE_MS[schedule.name],
@@ -141,7 +141,10 @@ class FakeToolkit:
             return self.prepare_native(dgraph, FakeSchedule(decision.schedule), k, heads)
         return self.prepare_vendor(dgraph, decision.backend, k, heads)
 
-    def run_once(self, plan, inputs):
+    def compile_native(self, dgraph, schedules, k, heads, dtype="float32"):
+        return {}
+
+    def run(self, plan, inputs):
         out = plan.alloc_out()
         out.fill(np.nan)
         plan.run(inputs, out)
@@ -150,9 +153,13 @@ class FakeToolkit:
     def rel_error(self, out, ref):
         return rel_error(out, ref)
 
-    def time(self, plan, inputs, out, repeat, warmup, flush_l2):
+    def reference(self, op, dgraph, inputs, scale=None):
+        self.references = getattr(self, "references", 0) + 1
+        return dgraph.to_scipy().astype(np.float64) @ inputs[0].astype(np.float64)
+
+    def time(self, plan, inputs, out, repeat, warmup, max_ms=None, flush_l2=False):
         plan.run(inputs, out)
-        return plan.ms, plan.ms * 0.99, plan.ms * 1.02, repeat
+        return TimingStats(plan.ms, plan.ms * 0.99, plan.ms * 1.02, repeat)
 
     def free(self):
         self.freed += 1

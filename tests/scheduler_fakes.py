@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import numpy as np
 import scipy.sparse as sp
 
-from autosage_cli.backends.base import input_shapes
+from autosage_cli.ops import input_shapes
 from autosage_cli.graphs.csr import canonical_csr
 
 DEVICE = {"name": "Fake H200", "compute_capability": "9.0", "sms": 132, "memory_bytes": 141 * 2**30,
@@ -73,7 +73,7 @@ class FakePlan:
 
 
 def reference_result(op, graph, inputs, scale=None):
-    from autosage_cli.backends.reference import reference
+    from autosage_cli.ops import reference
     return reference(op, graph, inputs, scale=scale)
 
 

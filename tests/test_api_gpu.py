@@ -8,7 +8,7 @@ import pytest
 import scipy.sparse as sp
 
 from autosage_cli import api
-from autosage_cli.backends.reference import reference
+from autosage_cli.ops import reference
 from autosage_cli.backends.timing import rel_error
 from autosage_cli.errors import AutosageError
 from autosage_cli.graphs.csr import canonical_csr
@@ -45,7 +45,7 @@ def test_spmm_with_vendor_schedule(graph, schedule, k):
 
 @pytest.mark.parametrize("schedule", ["cusparse-sddmm", "torch-sampled-addmm", "gather-dot"])
 def test_sddmm_with_vendor_schedule(graph, schedule):
-    from autosage_cli.backends.vendor import vendor_names
+    from autosage_cli.ops import vendor_names
 
     if schedule not in vendor_names("sddmm"):
         pytest.skip(f"{schedule}: its library (nvmath-python or torch) is not installed")
@@ -56,7 +56,7 @@ def test_sddmm_with_vendor_schedule(graph, schedule):
 
 
 def test_attention_with_vendor_schedule(graph):
-    from autosage_cli.backends.vendor import vendor_names
+    from autosage_cli.ops import vendor_names
 
     names = vendor_names("attention")
     if not names:

@@ -19,7 +19,7 @@ import zlib
 import numpy as np
 import pytest
 
-from autosage_cli.backends.reference import reference
+from autosage_cli.ops import reference
 from autosage_cli.graphs.csr import CSRGraph, from_arrays
 from autosage_cli.kernels import attention_space as space
 
@@ -206,10 +206,10 @@ def test_vendor_composition(name, case):
 
 
 def test_vendor_entry_points():
-    from autosage_cli.backends import vendor
+    from autosage_cli import ops
 
-    assert vendor.vendor_names("attention") == list(VENDOR_NAMES)
-    plan = vendor.prepare_vendor(device_graph("n1"), "vendor-unfused-alg2", 16, heads=2)
+    assert ops.vendor_names("attention") == list(VENDOR_NAMES)
+    plan = ops.prepare_vendor(device_graph("n1"), "vendor-unfused-alg2", 16, heads=2)
     check(plan, "n1", 2, 16, "plain")
 
 

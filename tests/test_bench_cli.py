@@ -130,11 +130,11 @@ def test_interrupted_run_keeps_what_it_measured(fake_gpu, monkeypatch, tmp_path,
     calls = {"n": 0}
     original = bench_fakes.FakeToolkit.time
 
-    def time_then_stop(self, *args):
+    def time_then_stop(self, *args, **kwargs):
         calls["n"] += 1
         if calls["n"] > 5:  # the second case
             raise KeyboardInterrupt
-        return original(self, *args)
+        return original(self, *args, **kwargs)
 
     monkeypatch.setattr(bench_fakes.FakeToolkit, "time", time_then_stop)
     out = tmp_path / "run"

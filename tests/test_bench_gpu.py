@@ -28,14 +28,15 @@ def tiny(tmp_path_factory) -> str:
 
 def backends_per_case(path: str, op: str, k: int, heads: int = 1) -> int:
     """autosage + every vendor algorithm + every framework baseline (run or skipped)."""
-    from autosage_cli.backends import baselines, vendor
+    from autosage_cli import ops
+    from autosage_cli.backends import baselines
     from autosage_cli.backends.base import DeviceGraph
     from autosage_cli.graphs.load import load_graph
 
     dgraph = DeviceGraph.from_host(load_graph(path=path))
     skipped: list = []
-    plans = baselines.prepare_baselines(dgraph, op, k, heads, None, skipped=skipped)
-    return 1 + len(vendor.vendor_names(op)) + len(plans) + len(skipped)
+    plans = baselines.prepare_baselines(dgraph, ops.get(op).baselines, k, heads, None, skipped=skipped)
+    return 1 + len(ops.vendor_names(op)) + len(plans) + len(skipped)
 
 
 def check_rows(rows) -> None:

@@ -109,10 +109,26 @@ def test_vendor_that_disagrees_is_marked_and_never_best():
     assert by_backend(rows, "probe")["autosage"].status == "ok"
 
 
-def test_no_vendor_leaves_rows_unverified():
-    rows, _ = run(FakeToolkit(vendor_ms={}))
+def test_without_vendors_the_float64_reference_verifies_the_rows():
+    """The measurer's one reference rule: no vendor output, so the float64 reference judges (as in
+    the probe); a wrong native is still caught, and no speed-up is claimed without a vendor."""
+    tk = FakeToolkit(vendor_ms={})
+    rows, _ = run(tk, all_schedules=("spmm",))
     probe = by_backend(rows, "probe")["autosage"]
-    assert probe.status == "unverified" and probe.ms_median == 1.0 and math.isnan(probe.speedup_vs_best_vendor)
+    assert probe.status == "ok" and probe.rel_error < 1e-6 and probe.ms_median == 1.0
+    assert math.isnan(probe.speedup_vs_best_vendor) and tk.references == 1
+    assert by_backend(rows)["spmm.wrong"].status == "wrong"
+
+
+def test_a_reference_the_host_cannot_hold_leaves_rows_unverified():
+    class NoHostMemory(FakeToolkit):
+        def reference(self, op, dgraph, inputs, scale=None):
+            raise MemoryError("float64 reference")
+
+    rows, _ = run(NoHostMemory(vendor_ms={}))
+    probe = by_backend(rows, "probe")["autosage"]
+    assert probe.status == "unverified" and "MemoryError: float64 reference" in probe.error
+    assert probe.ms_median == 1.0          # still timed, and said to be unverified
 
 
 def test_a_failing_tune_is_a_row():

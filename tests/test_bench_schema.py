@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from autosage_cli.bench import report
-from autosage_cli.bench.rows import (ALL_COLUMNS, EXTRA_COLUMNS, SCHEMA_COLUMNS, Row, compulsory_bytes,
-                                     effective_tbps, gather_bytes, speedup)
+from autosage_cli.ops import compulsory_bytes, gather_bytes
+from autosage_cli.bench.rows import (ALL_COLUMNS, EXTRA_COLUMNS, SCHEMA_COLUMNS, Row,
+                                     effective_tbps, speedup)
 from autosage_cli.errors import AutosageError
 
 FIXTURE = Path(__file__).parent / "fixtures" / "bench_rows.csv"
@@ -98,13 +99,17 @@ def test_compulsory_bytes_per_op():
     # int64 indices (nnz >= 2^31) double the index bytes
     assert (compulsory_bytes("spmm", n_rows, n_cols, nnz, k, index_bytes=8)
             - compulsory_bytes("spmm", n_rows, n_cols, nnz, k)) == 4 * (n_rows + 1 + nnz)
-    with pytest.raises(ValueError):
+    with pytest.raises(AutosageError, match="unknown op 'gemm'"):
         compulsory_bytes("gemm", 1, 1, 1, 1)
+    # the dense operands in the case's element size
+    assert (compulsory_bytes("spmm", n_rows, n_cols, nnz, k) - sparse
+            == 2 * (compulsory_bytes("spmm", n_rows, n_cols, nnz, k, dtype="float16") - sparse))
 
 
 def test_gather_bound_bandwidth_and_speedup():
     assert gather_bytes("spmm", 100, 16) == 100 * 16 * 4
     assert gather_bytes("attention", 100, 64, 8) == 100 * 64 * 8 * 4 * 2
+    assert gather_bytes("sddmm", 100, 16, dtype="bfloat16") == 100 * 16 * 2
     assert effective_tbps(4_170_000_000, 1.0) == pytest.approx(4.17)
     assert math.isnan(effective_tbps(100, math.nan)) and math.isnan(effective_tbps(100, 0.0))
     assert speedup(2.0, 1.0) == 2.0

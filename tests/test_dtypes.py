@@ -63,7 +63,7 @@ def test_float32_kernels_keep_their_names_and_instantiations():
 
 def test_memory_estimates_use_the_element_size():
     args = ("attention", 1000, 1000, 20_000, 64, 4)
-    half, single = budget.case_device_bytes(*args, "float16"), budget.case_device_bytes(*args, "float32")
+    half, single = ops.device_bytes(*args, "float16"), ops.device_bytes(*args, "float32")
     graph = 2 * budget.graph_bytes(1000, 1000, 20_000)
     assert (single - graph) == 2 * (half - graph)
 
@@ -160,9 +160,9 @@ def test_bench_rows_tunes_and_inputs_carry_the_case_dtype():
     class Recording(FakeToolkit):
         seen: list = []
 
-        def make_inputs(self, op, dgraph, k, heads, seed, dtype="float32"):
+        def inputs(self, dgraph, op, k, heads, seed, dtype="float32"):
             self.seen.append(dtype)
-            return super().make_inputs(op, dgraph, k, heads, seed, dtype)
+            return super().inputs(dgraph, op, k, heads, seed, dtype)
 
     for dtype in ("float32", "float16"):
         tk = Recording()
@@ -192,3 +192,17 @@ def test_api_takes_the_dtype_from_its_inputs():
         api.common_dtype([("X", "float32"), ("Y", "float16")])
     with pytest.raises(AutosageError, match="dtype float16 is not supported for sddmm"):
         api.prepare_plan(small_graph(), None, "sddmm", 8, dtype="float16")
+
+
+def test_native_plans_get_the_dtype_through_the_op_spec(monkeypatch):
+    """ops.prepare_native checks the dtype against the spec, then calls backends.native.prepare
+    (looked up per call) with it."""
+    calls = []
+    monkeypatch.setattr(native, "prepare", lambda *a, **kw: calls.append((a, kw)) or "plan")
+    s = registry("sddmm")[0]
+    assert ops.prepare_native("dg", s.name, 8, 1, 0.5, "float32") == "plan"
+    assert calls == [(("dg", s, 8, 1, 0.5), {"dtype": "float32"})]
+    with pytest.raises(AutosageError, match="dtype float16 is not supported for sddmm"):
+        ops.prepare_native("dg", s, 8, dtype="float16")
+    with pytest.raises(AutosageError, match="dtype bfloat16 is not supported for spmm"):
+        ops.prepare_vendor("dg", "cusparse-alg2", 8, dtype="bfloat16")

@@ -50,7 +50,10 @@ def _check(workdir, graph, data: bytes) -> None:
         doc = json.loads(result.stdout)
         assert doc["ok"] == (result.exit_code == 0)
     cache = DecisionCache(path, warn=lambda message: None)
-    key = make_key(graph, "spmm", 4, "float32", 1, device=DEVICE, software=SOFTWARE)
+    # the key `tune` makes, settings included: an entry made under other settings is stale for it
+    settings = tune_mod.decision_settings(tune_mod.DEFAULT_TOP_K, tune_mod.probe.DEFAULT_BUDGET_MS,
+                                          tune_mod.DEFAULT_GUARDRAIL, None, False)
+    key = make_key(graph, "spmm", 4, "float32", 1, device=DEVICE, software=SOFTWARE, settings=settings)
     try:
         found = cache.find(key)
     except AutosageError:

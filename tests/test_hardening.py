@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import scipy.sparse as sp
 
-from autosage_cli import budget
+from autosage_cli import budget, ops
 from autosage_cli.bench import report
 from autosage_cli.cache import DecisionCache
 from autosage_cli.errors import (EXIT_CUDA_FAULT, EXIT_OUT_OF_MEMORY, CudaFault, OutOfMemory,
@@ -88,10 +88,10 @@ def test_generator_budget_and_output_path_come_first(tmp_path, monkeypatch):
 
 
 def test_case_estimates_grow_with_width_and_heads():
-    small = budget.case_device_bytes("spmm", 1000, 1000, 10_000, 4)
-    assert budget.case_device_bytes("spmm", 1000, 1000, 10_000, 64) > small
-    one = budget.case_device_bytes("attention", 1000, 1000, 10_000, 64, heads=1)
-    assert budget.case_device_bytes("attention", 1000, 1000, 10_000, 64, heads=8) > 7 * one / 2
+    small = ops.device_bytes("spmm", 1000, 1000, 10_000, 4)
+    assert ops.device_bytes("spmm", 1000, 1000, 10_000, 64) > small
+    one = ops.device_bytes("attention", 1000, 1000, 10_000, 64, heads=1)
+    assert ops.device_bytes("attention", 1000, 1000, 10_000, 64, heads=8) > 7 * one / 2
     assert budget.graph_bytes(10, 10, 100) == 11 * 4 + 100 * 8
     assert budget.parse_bytes("1.5G") == 3 << 29 and budget.format_bytes(3 << 29) == "1.5 GiB"
 
@@ -131,14 +131,14 @@ def test_running_out_is_one_line_with_its_exit_code(monkeypatch, exc, code, word
 
 
 def test_bench_records_out_of_memory_and_goes_on(fake_gpu, monkeypatch, tmp_path, mtx):  # noqa: F811
-    real = bench_fakes.FakeToolkit.make_inputs
+    real = bench_fakes.FakeToolkit.inputs
     oom = _cuda_exception("cupy.cuda.memory", "OutOfMemoryError", MemoryError)
 
-    def make_inputs(self, op, dgraph, k, heads, seed, dtype="float32"):
+    def make_inputs(self, dgraph, op, k, heads, seed, dtype="float32"):
         if k == 16:
             raise oom("Out of memory allocating 1,048,576 bytes")
-        return real(self, op, dgraph, k, heads, seed, dtype)
-    monkeypatch.setattr(bench_fakes.FakeToolkit, "make_inputs", make_inputs)
+        return real(self, dgraph, op, k, heads, seed, dtype)
+    monkeypatch.setattr(bench_fakes.FakeToolkit, "inputs", make_inputs)
     out = tmp_path / "run"
     result = run_cli("bench", "--dataset", mtx, "--ops", "spmm", "--widths", "4,16,64", "--out", str(out))
     assert result.exit_code == 0, result.stderr
@@ -149,14 +149,14 @@ def test_bench_records_out_of_memory_and_goes_on(fake_gpu, monkeypatch, tmp_path
 
 
 def test_bench_stops_gpu_work_after_a_sticky_fault_and_keeps_its_rows(fake_gpu, monkeypatch, tmp_path, mtx):  # noqa: F811
-    real = bench_fakes.FakeToolkit.make_inputs
+    real = bench_fakes.FakeToolkit.inputs
     fault = _cuda_exception("cupy_backends.cuda.api.runtime", "CUDARuntimeError")
 
-    def make_inputs(self, op, dgraph, k, heads, seed, dtype="float32"):
+    def make_inputs(self, dgraph, op, k, heads, seed, dtype="float32"):
         if k == 16:
             raise fault("cudaErrorIllegalAddress: an illegal memory access was encountered")
-        return real(self, op, dgraph, k, heads, seed, dtype)
-    monkeypatch.setattr(bench_fakes.FakeToolkit, "make_inputs", make_inputs)
+        return real(self, dgraph, op, k, heads, seed, dtype)
+    monkeypatch.setattr(bench_fakes.FakeToolkit, "inputs", make_inputs)
     out = tmp_path / "run"
     result = run_cli("bench", "--dataset", mtx, "--ops", "spmm", "--widths", "4,16,64", "--out", str(out))
     assert result.exit_code == EXIT_CUDA_FAULT

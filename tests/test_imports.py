@@ -50,7 +50,7 @@ CUPY_MODULES = {
     f"{PACKAGE}.api": "turns user arrays (CuPy or DLPack) into CuPy arrays",
     f"{PACKAGE}.capability": "counts the visible devices",
     f"{PACKAGE}.environment": "reads device properties and library versions",
-    f"{PACKAGE}.scheduler.probe": "synchronizes and uploads the float64 reference",
+    f"{PACKAGE}.scheduler.measure": "the measurer: synchronizes and uploads the float64 reference",
     f"{PACKAGE}.bench.toolkit": "every GPU call of the benchmark (a NumPy fake replaces it in tests)",
 }
 

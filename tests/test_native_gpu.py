@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from autosage_cli.backends.reference import reference
+from autosage_cli.ops import reference
 from autosage_cli.backends.timing import poison, rel_error
 from autosage_cli.errors import AutosageError
 from autosage_cli.graphs.csr import CSRGraph, canonical_csr
@@ -82,7 +82,7 @@ def case(op: str, name: str, csr: CSRGraph, dgraph, k: int):
     if key not in _CASES:
         import cupy
 
-        from autosage_cli.backends.base import make_inputs
+        from autosage_cli.ops import make_inputs
 
         inputs = make_inputs(op, dgraph, k, seed=k)
         ref = reference(op, csr, tuple(x.get() for x in inputs))

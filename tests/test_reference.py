@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from autosage_cli.backends.reference import reference, segment_softmax
+from autosage_cli.backends.reference import segment_softmax
+from autosage_cli.ops import reference
 from autosage_cli.errors import AutosageError
 from autosage_cli.graphs.csr import canonical_csr
 

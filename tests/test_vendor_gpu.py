@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from autosage_cli.backends.reference import reference
+from autosage_cli.ops import reference
 from autosage_cli.backends.timing import poison, rel_error
 from autosage_cli.graphs.csr import CSRGraph, canonical_csr
 
@@ -76,8 +76,8 @@ def _run_poisoned(plan, inputs):
 @pytest.mark.parametrize("kind", GRAPHS)
 @pytest.mark.parametrize("name", SPMM_NAMES)
 def test_cusparse_spmm_matches_reference(name, kind, k):
-    from autosage_cli.backends.base import make_inputs
-    from autosage_cli.backends.vendor import prepare_vendor
+    from autosage_cli.ops import make_inputs
+    from autosage_cli.ops import prepare_vendor
 
     dg = device_graph(kind)
     plan = prepare_vendor(dg, name, k)
@@ -150,9 +150,9 @@ def test_cusparse_spmm_rejects_wrong_views():
 @pytest.mark.parametrize("kind", GRAPHS)
 @pytest.mark.parametrize("name", ["cusparse-sddmm", "torch-sampled-addmm", "gather-dot"])
 def test_vendor_sddmm_matches_reference(name, kind, k):
-    from autosage_cli.backends.base import make_inputs
+    from autosage_cli.ops import make_inputs
     from autosage_cli.backends.sddmm_vendor import VENDOR_PROVIDERS
-    from autosage_cli.backends.vendor import prepare_vendor, vendor_names
+    from autosage_cli.ops import prepare_vendor, vendor_names
 
     if name not in vendor_names("sddmm"):
         pytest.skip(f"{name}: its library (nvmath-python or torch) is not installed")
@@ -167,7 +167,7 @@ def test_vendor_sddmm_matches_reference(name, kind, k):
 
 
 def test_sddmm_values_multiply_only_when_needed():
-    from autosage_cli.backends.vendor import prepare_vendor
+    from autosage_cli.ops import prepare_vendor
 
     assert prepare_vendor(device_graph("rect-ones"), "gather-dot", 8).scale_by_values is False
     assert prepare_vendor(device_graph("empty-rows"), "gather-dot", 8).scale_by_values is True
@@ -206,9 +206,9 @@ def test_torch_sddmm_on_a_non_default_stream():
     """torch must run on CuPy's current stream (ExternalStream), so results and events agree."""
     import cupy
 
-    from autosage_cli.backends.base import make_inputs
+    from autosage_cli.ops import make_inputs
     from autosage_cli.backends.timing import time_plan
-    from autosage_cli.backends.vendor import prepare_vendor
+    from autosage_cli.ops import prepare_vendor
 
     dg = device_graph("empty-rows")
     stream = cupy.cuda.Stream(non_blocking=True)
@@ -228,12 +228,12 @@ def test_torch_sddmm_on_a_non_default_stream():
 @pytest.mark.parametrize("k", [1, 5, 64])
 @pytest.mark.parametrize("kind", ["nnz0", "empty-rows", "half-in-one-row", "int64"])
 def test_torch_spmm_baseline(kind, k):
-    from autosage_cli.backends.base import make_inputs
+    from autosage_cli.ops import make_inputs
     from autosage_cli.backends.baselines import prepare_baselines
 
     dg = device_graph(kind)
     skipped: list = []
-    plans = prepare_baselines(dg, "spmm", k, skipped=skipped)
+    plans = prepare_baselines(dg, ("torch",), k, skipped=skipped)
     assert [p.backend for p in plans] == ["torch"], skipped
     inputs = make_inputs("spmm", dg, k, seed=1)
     out = _run_poisoned(plans[0], inputs)
@@ -245,12 +245,12 @@ def test_torch_spmm_baseline(kind, k):
 @pytest.mark.parametrize("heads,d", [(1, 16), (4, 8)])
 @pytest.mark.parametrize("kind", ["n1", "nnz0", "empty-rows", "half-in-one-row"])
 def test_pyg_attention_baseline(kind, heads, d):
-    from autosage_cli.backends.base import make_inputs
+    from autosage_cli.ops import make_inputs
     from autosage_cli.backends.baselines import prepare_baselines
 
     dg = device_graph(kind)
     skipped: list = []
-    plans = prepare_baselines(dg, "attention", d, heads=heads, skipped=skipped)
+    plans = prepare_baselines(dg, ("pyg",), d, heads=heads, skipped=skipped)
     assert [p.backend for p in plans] == ["pyg"], skipped
     inputs = make_inputs("attention", dg, d, heads, seed=2)
     out = _run_poisoned(plans[0], inputs)
@@ -264,15 +264,15 @@ def test_pyg_baseline_skipped_with_reason_when_memory_would_not_fit(monkeypatch)
 
     monkeypatch.setattr(baselines, "_free_device_bytes", lambda: 1000)
     skipped: list = []
-    assert baselines.prepare_baselines(device_graph("empty-rows"), "attention", 64, heads=8,
+    assert baselines.prepare_baselines(device_graph("empty-rows"), ("pyg",), 64, heads=8,
                                        skipped=skipped) == []
     assert skipped and skipped[0][0] == "pyg" and "would need" in skipped[0][1]
 
 
 def test_time_plan_on_vendor_plan():
-    from autosage_cli.backends.base import make_inputs
+    from autosage_cli.ops import make_inputs
     from autosage_cli.backends.timing import time_plan
-    from autosage_cli.backends.vendor import prepare_vendor
+    from autosage_cli.ops import prepare_vendor
 
     dg = device_graph("half-in-one-row")
     plan = prepare_vendor(dg, "cusparse-alg2", 32)

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..kernels import attention_space as space
 from ..kernels.compile import get_function
-from .base import DeviceGraph, Plan, input_shapes, output_shape
+from .base import DeviceGraph, HeadsOutPlan, Plan
 
 
 def attention_scale(d: int, scale: float | None = None) -> float:
@@ -40,9 +40,9 @@ def check_inputs(plan: Plan, inputs: tuple, out, vec: int = 1) -> None:
     names = ("Q", "K", "V")
     if len(inputs) != 3:
         raise ValueError(f"attention takes (Q, K, V), got {len(inputs)} inputs")
-    shapes = input_shapes("attention", plan.graph, plan.k, plan.heads)
-    arrays = list(zip(names, inputs, shapes)) + [("out", out, output_shape("attention", plan.graph,
-                                                                             plan.k, plan.heads))]
+    g, heads, d = plan.graph, plan.heads, plan.k
+    shapes = ((g.n_rows, heads, d), (g.n_cols, heads, d), (g.n_cols, heads, d))
+    arrays = list(zip(names, inputs, shapes)) + [("out", out, HeadsOutPlan.out_shape(g, d, heads))]
     for name, arr, shape in arrays:
         if tuple(arr.shape) != tuple(shape) or str(arr.dtype) != plan.dtype or not arr.flags.c_contiguous:
             raise ValueError(f"{name}: expected a C-contiguous {plan.dtype} array of shape {tuple(shape)}, "

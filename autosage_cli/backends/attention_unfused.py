@@ -23,11 +23,11 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes
-from ..kernels import attention_space as space
+from ..kernels import attention_space as space, sddmm_families, spmm_families
 from ..kernels.schedule import Schedule, get, registry
 from . import native_sddmm, native_spmm
 from .attention_common import check_inputs, index_type, kernel, values_arg
-from .base import DeviceGraph, Plan, PrepareTimer
+from .base import DeviceGraph, HeadsOutPlan, PrepareTimer
 
 # The SpMM family paired with each softmax row model (the unfused schedule's `lanes`).
 UNFUSED_SPMM_FAMILY = {32: "splitwarp", 8: "split"}
@@ -66,7 +66,8 @@ def substep_schedules(schedule: Schedule, d: int, substeps=None) -> tuple[Schedu
     """(SDDMM schedule, SpMM schedule) for an unfused attention schedule at width d."""
     if substeps is not None:
         chosen = tuple(s if isinstance(s, Schedule) else get(s) for s in substeps)
-        if len(chosen) != 2 or chosen[0].op != "sddmm" or chosen[1].op != "spmm":
+        if (len(chosen) != 2 or chosen[0].family not in sddmm_families.FAMILIES
+                or chosen[1].family not in spmm_families.FAMILIES):
             raise ValueError("substeps must name an SDDMM schedule and an SpMM schedule")
         for s in chosen:
             reason = s.supports(d, 1)
@@ -89,7 +90,7 @@ def heavy_rows(dgraph: DeviceGraph, split: int):
     return dgraph.derived[key]
 
 
-class UnfusedAttentionPlan(Plan):
+class UnfusedAttentionPlan(HeadsOutPlan):
     backend = "native"
 
     def __init__(self, dgraph: DeviceGraph, schedule: Schedule, d: int, heads: int, scale: float,
@@ -106,7 +107,7 @@ class UnfusedAttentionPlan(Plan):
             # substep_schedules returns only schedules that support d, so the op's own prepare is
             # called directly (native.prepare, the dispatcher, sits above this module)
             self.sddmm = native_sddmm.prepare(dgraph, self.sddmm_schedule, d, dtype=dtype) if dgraph.nnz else None
-            self.spmm = native_spmm.prepare(dgraph, self.spmm_schedule, d, dtype) if dgraph.nnz else None
+            self.spmm = native_spmm.prepare(dgraph, self.spmm_schedule, d, dtype=dtype) if dgraph.nnz else None
             index = index_type(dgraph)
             self.softmax = kernel(space.SOFTMAX_SOURCE, space.softmax_expression(schedule, index))
             self.softmax_heavy = kernel(space.SOFTMAX_SOURCE, space.softmax_heavy_expression(schedule, index))

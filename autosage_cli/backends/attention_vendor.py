@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import DeviceGraph, Plan, PrepareTimer
+from .base import DeviceGraph, HeadsOutPlan, PrepareTimer
 from .cusparse import CusparseSpMM
 from .attention_common import attention_scale, check_inputs
 from .sddmm_vendor import VendorSDDMM, edge_rows
@@ -38,7 +38,7 @@ def vendor_names() -> list[str]:
     return list(VENDOR_NAMES)
 
 
-class VendorAttentionPlan(Plan):
+class VendorAttentionPlan(HeadsOutPlan):
 
     def __init__(self, dgraph: DeviceGraph, name: str, d: int, heads: int, scale: float,
                  use_values: bool):

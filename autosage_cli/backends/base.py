@@ -4,11 +4,10 @@
 and records how long it took; `Plan.run(inputs, out)` only launches (no allocation, no sync), so it
 can be timed with CUDA events and replayed.
 
-Op signatures (all CuPy arrays, C-contiguous, row-major, of the plan's dtype: float32 today):
-  spmm       inputs = (B,)        B: n_cols x K           out: n_rows x K          out = A @ B
-  sddmm      inputs = (X, Y)      X: n_rows x K, Y: n_cols x K   out: nnz         out[e] = a_e * <X[i], Y[j]>
-  attention  inputs = (Q, K, V)   Q: n_rows x H x d, K, V: n_cols x H x d   out: n_rows x H x d
-             out[i,h] = sum_j softmax_j(scale * <Q[i,h], K[j,h]> (+ mask)) V[j,h] over row i's edges
+Operands are CuPy arrays, C-contiguous, row-major, of the plan's dtype; each op's spec
+(`autosage_cli.ops`) defines their shapes. A plan's output has one of three layouts, its class's
+base here: `RowsOutPlan` (n_rows x K: SpMM), `EdgesOutPlan` (one value per edge in CSR order:
+SDDMM) and `HeadsOutPlan` (n_rows x H x d: attention).
 """
 from __future__ import annotations
 
@@ -51,32 +50,16 @@ class DeviceGraph:
         return self.host.nnz
 
 
-def output_shape(op: str, graph: DeviceGraph | CSRGraph, k: int, heads: int = 1) -> tuple[int, ...]:
-    if op == "spmm":
-        return (graph.n_rows, k)
-    if op == "sddmm":
-        return (graph.nnz,)
-    return (graph.n_rows, heads, k)
-
-
-def input_shapes(op: str, graph: DeviceGraph | CSRGraph, k: int, heads: int = 1) -> list[tuple[int, ...]]:
-    if op == "spmm":
-        return [(graph.n_cols, k)]
-    if op == "sddmm":
-        return [(graph.n_rows, k), (graph.n_cols, k)]
-    return [(graph.n_rows, heads, k), (graph.n_cols, heads, k), (graph.n_cols, heads, k)]
-
-
-def make_inputs(op: str, graph: DeviceGraph, k: int, heads: int = 1, seed: int = 0,
-                dtype: str = dtypes.DEFAULT) -> tuple:
-    """Random (never zero) inputs of `dtype` on the device, uniform in [-1, 1): drawn in float32
-    and rounded to `dtype`, so every dtype sees the same values up to its rounding."""
+def random_inputs(shapes, seed: int = 0, dtype: str = dtypes.DEFAULT) -> tuple:
+    """Random (never zero) arrays of `dtype` on the device, one per shape, uniform in [-1, 1):
+    drawn in float32 and rounded to `dtype`, so every dtype sees the same values up to its
+    rounding."""
     import cupy
 
     dtypes.info(dtype)
     rng = cupy.random.default_rng(seed)
     return tuple(rng.uniform(-1.0, 1.0, size=s, dtype=cupy.float32).astype(dtype, copy=False)
-                 for s in input_shapes(op, graph, k, heads))
+                 for s in shapes)
 
 
 class Plan(ABC):
@@ -93,10 +76,15 @@ class Plan(ABC):
     def __init__(self, graph: DeviceGraph, op: str, k: int, heads: int = 1, dtype: str = dtypes.DEFAULT):
         self.graph, self.op, self.k, self.heads, self.dtype = graph, op, k, heads, dtype
 
+    @staticmethod
+    @abstractmethod
+    def out_shape(graph: DeviceGraph | CSRGraph, k: int, heads: int = 1) -> tuple[int, ...]:
+        """The output's shape for `graph` at width k with `heads` (the layout classes below)."""
+
     def alloc_out(self):
         import cupy
 
-        return cupy.empty(output_shape(self.op, self.graph, self.k, self.heads), dtype=self.dtype)
+        return cupy.empty(self.out_shape(self.graph, self.k, self.heads), dtype=self.dtype)
 
     @abstractmethod
     def run(self, inputs: tuple, out) -> None:
@@ -106,6 +94,30 @@ class Plan(ABC):
         out = self.alloc_out()
         self.run(inputs, out)
         return out
+
+
+class RowsOutPlan(Plan):
+    """Output: n_rows x K, one row of K per graph row (SpMM)."""
+
+    @staticmethod
+    def out_shape(graph, k: int, heads: int = 1) -> tuple[int, ...]:
+        return (graph.n_rows, k)
+
+
+class EdgesOutPlan(Plan):
+    """Output: one value per edge, in CSR order (SDDMM)."""
+
+    @staticmethod
+    def out_shape(graph, k: int, heads: int = 1) -> tuple[int, ...]:
+        return (graph.nnz,)
+
+
+class HeadsOutPlan(Plan):
+    """Output: n_rows x H x d, one d-row per (graph row, head) (attention)."""
+
+    @staticmethod
+    def out_shape(graph, k: int, heads: int = 1) -> tuple[int, ...]:
+        return (graph.n_rows, heads, k)
 
 
 class PrepareTimer:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import importlib.util
 import math
 
-from .base import DeviceGraph, Plan, PrepareTimer
+from .base import DeviceGraph, HeadsOutPlan, Plan, PrepareTimer, RowsOutPlan
 from .sddmm_vendor import TorchBridge, edge_rows
 
 _MEMORY_HEADROOM = 0.85   # use at most this share of the free device memory
@@ -67,7 +67,7 @@ def _poisoned_probe(plan: Plan, shapes) -> bool:
     return ok
 
 
-class TorchSpMMPlan(Plan):
+class TorchSpMMPlan(RowsOutPlan):
     backend = "torch"
 
     def __init__(self, dgraph: DeviceGraph, k: int):
@@ -108,7 +108,7 @@ class TorchSpMMPlan(Plan):
                 C.copy_(torch.sparse.mm(self.A, B))
 
 
-class PyGAttentionPlan(Plan):
+class PyGAttentionPlan(HeadsOutPlan):
     backend = "pyg"
     schedule = "pyg.gather-softmax-scatter"
     provider = "torch_geometric.utils.softmax + scatter"
@@ -153,19 +153,25 @@ def _torch_cuda_reason() -> str | None:
     return None
 
 
-def prepare_baselines(dgraph: DeviceGraph, op: str, k: int, heads: int = 1,
+def prepare_baselines(dgraph: DeviceGraph, wanted, k: int, heads: int = 1,
                       scale: float | None = None, skipped: list | None = None) -> list[Plan]:
-    """The framework baselines of `op` that can run here (see the module docstring)."""
+    """The framework baselines named in `wanted` (an op spec's `baselines`: "torch" for SpMM,
+    "pyg" for attention) that can run here (see the module docstring)."""
     skipped = skipped if skipped is not None else []
-    wanted = {"spmm": ["torch"], "attention": ["pyg"]}.get(op, [])
+    wanted = list(wanted)
     if not wanted:
         return []
     reason = _torch_cuda_reason()
     if reason is not None:
         skipped.extend((name, reason) for name in wanted)
         return []
-    if op == "spmm":
-        return [TorchSpMMPlan(dgraph, k)]
+    plans = [TorchSpMMPlan(dgraph, k)] if "torch" in wanted else []
+    if "pyg" in wanted:
+        plans += _pyg_plans(dgraph, k, heads, scale, skipped)
+    return plans
+
+
+def _pyg_plans(dgraph: DeviceGraph, k: int, heads: int, scale, skipped: list) -> list[Plan]:
     if importlib.util.find_spec("torch_geometric") is None:
         skipped.append(("pyg", "torch_geometric is not installed"))
         return []

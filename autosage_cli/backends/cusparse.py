@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import DeviceGraph, Plan, PrepareTimer
+from .base import DeviceGraph, PrepareTimer, RowsOutPlan
 
 # Vendor name -> cusparseSpMMAlg_t value.
 SPMM_ALGORITHMS = {
@@ -168,7 +168,7 @@ def _cuda_r_32f() -> int:
     return runtime.CUDA_R_32F
 
 
-class CusparseSpMMPlan(Plan):
+class CusparseSpMMPlan(RowsOutPlan):
     """Vendor SpMM plan: out = A @ B with one cuSPARSE algorithm; B and out C-contiguous."""
 
     def __init__(self, dgraph: DeviceGraph, name: str, k: int):

@@ -1,16 +1,19 @@
 """The native backend: `prepare(dgraph, schedule, k, heads=1, scale=None, dtype="float32") -> Plan`
 for our kernels, instantiated for `dtype` (its C++ type from the dtypes table).
 
-Dispatches on schedule.op: "spmm" to native_spmm, "sddmm" to native_sddmm, "attention" to
-native_attention (imported only when asked for). `schedule` is a Schedule or a registered name.
-A schedule that cannot run width k says why (Schedule.supports) and is refused here with that
-reason, before anything is compiled; so is an int64-index graph (the kernels take int32).
+The plans of op X live in `native_X.py` (native_spmm, native_sddmm, native_attention; imported
+only when asked for), each with the same `prepare` signature. `schedule` is a Schedule or a
+registered name. A schedule that cannot run width k says why (Schedule.supports) and is refused
+here with that reason, before anything is compiled; so is an int64-index graph (the kernels take
+int32).
 
 `compile_plans(dgraph, schedules, k, heads)` builds, in parallel, the kernels the plans of several
 schedules will launch (the tuner calls it before it prepares its candidates one by one), and
 `kernel_refs` lists them for one schedule.
 """
 from __future__ import annotations
+
+import importlib
 
 from .. import dtypes
 from ..errors import AutosageError
@@ -21,34 +24,24 @@ from .base import DeviceGraph, Plan
 
 
 def prepare(dgraph: DeviceGraph, schedule: Schedule | str, k: int, heads: int = 1,
-            scale: float | None = None, dtype: str = dtypes.DEFAULT, **attention_options) -> Plan:
-    """A prepared native plan. `attention_options` (e.g. use_values, substeps) go to
-    native_attention.prepare and are refused for the other ops."""
+            scale: float | None = None, dtype: str = dtypes.DEFAULT, **options) -> Plan:
+    """A prepared native plan. The plans of op X live in `backends/native_X.py`, whose
+    `prepare(dgraph, schedule, k, heads, scale, dtype, **options)` checks what its op accepts
+    (one head for SpMM and SDDMM; `options` such as use_values or substeps for attention)."""
     if isinstance(schedule, str):
         schedule = get(schedule)
     dtypes.info(dtype)
     reason = schedule.supports(k, heads)
     if reason:
         raise AutosageError(f"{schedule.name} cannot run K={k}: {reason}")
-    if attention_options and schedule.op != "attention":
-        raise AutosageError(f"options {sorted(attention_options)} apply to attention only")
-    if schedule.op == "spmm":
-        if heads != 1:
-            raise AutosageError(f"spmm runs one head; got heads={heads}")
-        from . import native_spmm
-
-        return native_spmm.prepare(dgraph, schedule, k, dtype)
-    if schedule.op == "sddmm":
-        if heads != 1:
-            raise AutosageError(f"sddmm runs one head; got heads={heads}")
-        from . import native_sddmm
-
-        return native_sddmm.prepare(dgraph, schedule, k, scale, dtype)
-    if schedule.op == "attention":
-        from .native_attention import prepare as prepare_attention
-
-        return prepare_attention(dgraph, schedule, k, heads, scale, dtype=dtype, **attention_options)
-    raise AutosageError(f"no native backend for op {schedule.op!r}")
+    module = f"{__package__}.native_{schedule.op}"
+    try:
+        plans = importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name != module:
+            raise            # the plan module exists; something it imports does not
+        raise AutosageError(f"no native backend for op {schedule.op!r}") from None
+    return plans.prepare(dgraph, schedule, k, heads, scale, dtype, **options)
 
 
 def kernel_refs(schedule: Schedule, k: int, index: str = "int",
@@ -58,7 +51,7 @@ def kernel_refs(schedule: Schedule, k: int, index: str = "int",
     schedules it picks for d = k (none when no sub-step fits: prepare then says why)."""
     c_type = dtypes.c_type(dtype)
     refs = kcompile.schedule_kernels(schedule, c_type, index)
-    if schedule.op == "attention" and schedule.family == "unfused":
+    if schedule.family == "unfused":   # attention's pipeline: its sub-steps' kernels too
         from .attention_unfused import substep_schedules
 
         try:
@@ -67,6 +60,13 @@ def kernel_refs(schedule: Schedule, k: int, index: str = "int",
             steps = ()
         refs += tuple(r for step in steps for r in kcompile.schedule_kernels(step, c_type))
     return tuple(dict.fromkeys(refs))
+
+
+def takes_wide_indices(schedule: Schedule) -> bool:
+    """Whether the schedule's kernels are instantiated for 64-bit indices too (the attention
+    families are; the SpMM and SDDMM kernels take int32)."""
+    from .native_attention import FAMILIES
+    return schedule.family in FAMILIES
 
 
 def compile_plans(dgraph: DeviceGraph, schedules, k: int, heads: int = 1,
@@ -78,7 +78,7 @@ def compile_plans(dgraph: DeviceGraph, schedules, k: int, heads: int = 1,
     are SpMM and SDDMM schedules on an int64-index graph (their kernels take int32)."""
     index = index_type(dgraph)
     wanted = {s.name: kernel_refs(s, k, index, dtype) for s in schedules
-              if s.supports(k, heads) is None and (index == "int" or s.op == "attention")}
+              if s.supports(k, heads) is None and (index == "int" or takes_wide_indices(s))}
     records = kcompile.compile_kernels(r for refs in wanted.values() for r in refs)
     outcome = {}
     for name, refs in wanted.items():

@@ -24,13 +24,13 @@ from ..kernels import attention_space as space
 from ..kernels.schedule import Schedule
 from .attention_common import attention_scale, check_inputs, index_type, kernel, values_arg
 from .attention_unfused import UnfusedAttentionPlan
-from .base import DeviceGraph, Plan, PrepareTimer
+from .base import DeviceGraph, HeadsOutPlan, Plan, PrepareTimer
 
 LOG2E = 1.4426950408889634
 FAMILIES = ("fused", "fused_split", "unfused")
 
 
-class FusedAttentionPlan(Plan):
+class FusedAttentionPlan(HeadsOutPlan):
     """Family "fused": one group of `lanes` lanes per (row, head), every row in one launch."""
     backend = "native"
 
@@ -230,10 +230,10 @@ def _check_supported(schedule: Schedule, k: int, heads: int) -> None:
 
 
 def prepare(dgraph: DeviceGraph, schedule: Schedule, k: int, heads: int = 1, scale: float | None = None,
-            *, use_values: bool = False, substeps=None, dtype: str = dtypes.DEFAULT) -> Plan:
+            dtype: str = dtypes.DEFAULT, *, use_values: bool = False, substeps=None) -> Plan:
     """A native attention plan for `schedule` at d = k with `heads` heads. `substeps` (unfused only)
     optionally names the (SDDMM, SpMM) native schedules to use instead of the default choice."""
-    if schedule.op != "attention" or schedule.family not in FAMILIES:
+    if schedule.family not in FAMILIES:
         raise ValueError(f"{schedule.name} is not an attention schedule")
     _check_supported(schedule, k, heads)
     value = attention_scale(k, scale)

@@ -20,6 +20,14 @@ def kernel_for(schedule: Schedule, dtype: str = dtypes.DEFAULT):
     return get_function(schedule.source_file, schedule.name_expression(dtypes.c_type(dtype)))
 
 
+def single_head(schedule: Schedule, heads: int, options: dict) -> None:
+    """The check of the one-head ops' plans (SpMM, SDDMM): attention launches them per head."""
+    if heads != 1:
+        raise AutosageError(f"{schedule.op} runs one head; got heads={heads}")
+    if options:
+        raise AutosageError(f"options {sorted(options)} apply to attention only")
+
+
 def require_int32(dgraph: DeviceGraph) -> None:
     if dgraph.indptr.dtype != np.int32 or dgraph.indices.dtype != np.int32:
         raise AutosageError(f"native kernels take int32 indices; this graph ({dgraph.host.describe()}) "

@@ -25,8 +25,8 @@ import numpy as np
 
 from .. import dtypes
 from ..kernels.schedule import Schedule
-from .base import DeviceGraph, Plan, PrepareTimer
-from .native_common import (NULL, check_dense, check_edge_vector, kernel_for, require_int32,
+from .base import DeviceGraph, EdgesOutPlan, PrepareTimer
+from .native_common import (NULL, check_dense, check_edge_vector, kernel_for, require_int32, single_head,
                             values_all_ones)
 from .row_partition import chunk_rows
 
@@ -54,7 +54,7 @@ def device_coo_rows(dgraph: DeviceGraph):
     return dgraph.derived[key]
 
 
-class NativeSddmmPlan(Plan):
+class NativeSddmmPlan(EdgesOutPlan):
     backend = "native"
 
     def __init__(self, dgraph: DeviceGraph, schedule: Schedule, k: int, scale: float | None = None,
@@ -103,6 +103,7 @@ class NativeSddmmPlan(Plan):
         self.launch(X, Y, out, self.k, self.k, scale=self.scale, use_values=True)
 
 
-def prepare(dgraph: DeviceGraph, schedule: Schedule, k: int, scale: float | None = None,
-            dtype: str = dtypes.DEFAULT) -> NativeSddmmPlan:
+def prepare(dgraph: DeviceGraph, schedule: Schedule, k: int, heads: int = 1, scale: float | None = None,
+            dtype: str = dtypes.DEFAULT, **options) -> NativeSddmmPlan:
+    single_head(schedule, heads, options)
     return NativeSddmmPlan(dgraph, schedule, k, scale, dtype)

@@ -33,8 +33,8 @@ import numpy as np
 from .. import dtypes
 from ..errors import AutosageError
 from ..kernels.schedule import Schedule
-from .base import DeviceGraph, Plan, PrepareTimer
-from .native_common import (NULL, check_dense, check_edge_vector, kernel_for, require_int32,
+from .base import DeviceGraph, PrepareTimer, RowsOutPlan
+from .native_common import (NULL, check_dense, check_edge_vector, kernel_for, require_int32, single_head,
                             values_all_ones)
 from ..kernels.spmm_families import parreduce_heavy_threshold
 from .row_partition import longest_first, partition_rows
@@ -85,7 +85,7 @@ def split_blocks(schedule: Schedule, n_chunks: int, n_light: int, k: int) -> tup
     return chunk_blocks, light_blocks
 
 
-class NativeSpmmPlan(Plan):
+class NativeSpmmPlan(RowsOutPlan):
     backend = "native"
 
     def __init__(self, dgraph: DeviceGraph, schedule: Schedule, k: int, dtype: str = dtypes.DEFAULT):
@@ -163,5 +163,8 @@ class NativeSpmmPlan(Plan):
         self.launch(values, B, out, self.k, self.k)
 
 
-def prepare(dgraph: DeviceGraph, schedule: Schedule, k: int, dtype: str = dtypes.DEFAULT) -> NativeSpmmPlan:
+def prepare(dgraph: DeviceGraph, schedule: Schedule, k: int, heads: int = 1, scale: float | None = None,
+            dtype: str = dtypes.DEFAULT, **options) -> NativeSpmmPlan:
+    """A native SpMM plan (`scale` does not apply: SpMM has none)."""
+    single_head(schedule, heads, options)
     return NativeSpmmPlan(dgraph, schedule, k, dtype)

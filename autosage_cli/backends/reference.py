@@ -82,41 +82,47 @@ def segment_softmax(scores: np.ndarray, indptr: np.ndarray) -> np.ndarray:
     return shifted / row_sum[slot[rows]]
 
 
-def reference(op: str, csr, inputs, scale: float | None = None,
-              attention_bias: bool = False) -> np.ndarray:
-    """The float64 result of `op` on graph `csr` (CSRGraph or SciPy sparse) and dense `inputs`."""
+def spmm_reference(csr, inputs, scale: float | None = None) -> np.ndarray:
+    """A @ B in float64 (`scale` does not apply)."""
+    a = _as_csr(csr)
+    (b,) = [_host64(x) for x in inputs]
+    if b.ndim != 2:
+        raise AutosageError(f"reference: B must be 2-D, got shape {b.shape}")
+    _check_shapes("B", b, (a.shape[1], b.shape[1]))
+    return np.asarray(a @ b)
+
+
+def sddmm_reference(csr, inputs, scale: float | None = None) -> np.ndarray:
+    """a_e * <X[i], Y[j]> per edge, in float64 (`scale` does not apply)."""
+    a = _as_csr(csr)
+    x, y = [_host64(x) for x in inputs]
+    if x.ndim != 2:
+        raise AutosageError(f"reference: X must be 2-D, got shape {x.shape}")
+    _check_shapes("X", x, (a.shape[0], x.shape[1]))
+    _check_shapes("Y", y, (a.shape[1], x.shape[1]))
+    return a.data * _edge_dots(x, y, _edge_rows(a), a.indices.astype(np.int64))
+
+
+def attention_reference(csr, inputs, scale: float | None = None,
+                        attention_bias: bool = False) -> np.ndarray:
+    """Per head, the row softmax of scale * <Q[i], K[j]> (plus a_e with `attention_bias`)
+    times V, in float64; rows without edges give zeros."""
     a = _as_csr(csr)
     n, m = a.shape
-    arrays = [_host64(x) for x in inputs]
-    if op == "spmm":
-        (b,) = arrays
-        if b.ndim != 2:
-            raise AutosageError(f"reference: B must be 2-D, got shape {b.shape}")
-        _check_shapes("B", b, (m, b.shape[1]))
-        return np.asarray(a @ b)
+    q, k, v = [_host64(x) for x in inputs]
+    if q.ndim != 3:
+        raise AutosageError(f"reference: Q must be n x H x d, got shape {q.shape}")
+    heads, d = q.shape[1:]
+    _check_shapes("Q", q, (n, heads, d))
+    _check_shapes("K", k, (m, heads, d))
+    _check_shapes("V", v, (m, heads, d))
     rows, cols = _edge_rows(a), a.indices.astype(np.int64)
-    if op == "sddmm":
-        x, y = arrays
-        if x.ndim != 2:
-            raise AutosageError(f"reference: X must be 2-D, got shape {x.shape}")
-        _check_shapes("X", x, (n, x.shape[1]))
-        _check_shapes("Y", y, (m, x.shape[1]))
-        return a.data * _edge_dots(x, y, rows, cols)
-    if op == "attention":
-        q, k, v = arrays
-        if q.ndim != 3:
-            raise AutosageError(f"reference: Q must be n x H x d, got shape {q.shape}")
-        heads, d = q.shape[1:]
-        _check_shapes("Q", q, (n, heads, d))
-        _check_shapes("K", k, (m, heads, d))
-        _check_shapes("V", v, (m, heads, d))
-        s = (scale if scale is not None else default_attention_scale(d)) * _edge_dots(q, k, rows, cols)
-        if attention_bias:
-            s = s + a.data[:, None]
-        p = segment_softmax(s, a.indptr)                           # nnz x H
-        out = np.zeros((n, heads, d), dtype=np.float64)
-        for h in range(heads):
-            ph = sp.csr_matrix((p[:, h], a.indices, a.indptr), shape=a.shape)
-            out[:, h, :] = ph @ v[:, h, :]
-        return out
-    raise AutosageError(f"unknown op {op!r}; choose one of spmm, sddmm, attention")
+    s = (scale if scale is not None else default_attention_scale(d)) * _edge_dots(q, k, rows, cols)
+    if attention_bias:
+        s = s + a.data[:, None]
+    p = segment_softmax(s, a.indptr)                           # nnz x H
+    out = np.zeros((n, heads, d), dtype=np.float64)
+    for h in range(heads):
+        ph = sp.csr_matrix((p[:, h], a.indices, a.indptr), shape=a.shape)
+        out[:, h, :] = ph @ v[:, h, :]
+    return out

@@ -31,7 +31,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .base import DeviceGraph, Plan, PrepareTimer
+from .base import DeviceGraph, EdgesOutPlan, PrepareTimer
 
 PROVIDER_NVMATH = "nvmath-python cusparseSDDMM"
 PROVIDER_TORCH = "torch.sparse.sampled_addmm"
@@ -358,7 +358,7 @@ class VendorSDDMM:
             self.impl.close()
 
 
-class SDDMMVendorPlan(Plan):
+class SDDMMVendorPlan(EdgesOutPlan):
     """Vendor SDDMM plan: out[e] = a_e <X[i], Y[j]> by the one provider of vendor entry `name`
     (VENDOR_PROVIDERS); `provider` says which ran."""
 

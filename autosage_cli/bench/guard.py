@@ -9,7 +9,7 @@ measured has been yielded, so the command exits with the CUDA fault's code after
 """
 from __future__ import annotations
 
-from .. import budget
+from .. import budget, ops as op_specs
 from ..environment import now_iso
 from ..errors import (AutosageError, BudgetError, CudaFault, OutOfMemory, is_sticky_cuda_fault,
                       resource_error)
@@ -39,8 +39,8 @@ def check_device_budget(toolkit, graph, case) -> None:
     free_bytes = getattr(toolkit, "device_free_bytes", None)
     if free_bytes is None:
         return
-    need = budget.case_device_bytes(case.op, graph.n_rows, graph.n_cols, graph.nnz, case.k, case.heads,
-                                    case.dtype)
+    need = op_specs.device_bytes(case.op, graph.n_rows, graph.n_cols, graph.nnz, case.k, case.heads,
+                                 case.dtype)
     budget.require_device(need, free_bytes(), f"{case.describe()} on this graph")
 
 

@@ -12,6 +12,7 @@ import math
 from collections import defaultdict
 from pathlib import Path
 
+from .. import ops as op_specs
 from .rows import Row
 from .targets import is_main
 
@@ -29,7 +30,8 @@ def _figure(width: float = 7.0, height: float = 4.5):
 
 
 def _label(row: Row) -> str:
-    return f"{row.graph} H={row.heads}" if row.op == "attention" else row.graph
+    spec = op_specs.SPECS.get(row.op)     # a results file may hold an op this version lacks
+    return f"{row.graph} H={row.heads}" if spec is not None and spec.multi_head else row.graph
 
 
 def _series(rows: list[Row], value) -> dict[str, list[tuple[int, float]]]:

@@ -4,13 +4,9 @@ The first 25 fields are the schema's fixed columns, in a fixed order; everything
 extra column (extras are only ever appended). CSV and JSON both render `Row.to_dict()`, so the two
 files always carry the same columns in the same order.
 
-Compulsory bytes (indptr + indices + values + the dense inputs once + the output once), per op:
-  spmm       indptr + indices + values + B (n_cols·K) + C (n_rows·K)
-  sddmm      indptr + indices + values + X (n_rows·K) + Y (n_cols·K) + out (nnz)
-  attention  indptr + indices + values + Q (n_rows·H·d) + K, V (n_cols·H·d each) + O (n_rows·H·d)
-(values count for sddmm and attention too: the kernels read them as the scale / mask.) The no-reuse
-gather bound is `gather_bytes`: nnz·K·4 for spmm and sddmm (one feature row per edge; for sddmm
-the Y row), nnz·H·d·4·2 for attention (one K row and one V row per edge and head).
+`compulsory_bytes` (indptr + indices + values + the dense inputs once + the output once) and
+`gather_bytes` (the no-reuse bound: every dense row an edge needs, once per edge) come from the op's
+spec (`OpSpec.compulsory_bytes`, `OpSpec.gather_bytes`), in the case's dtype.
 """
 from __future__ import annotations
 
@@ -32,7 +28,6 @@ DECISIONS = ("probe", "oracle", "cache", "fixed")
 # vendor output was available to check it against), "skipped" (a baseline that cannot run here:
 # not installed, or would not fit in memory; the reason is in `error`).
 STATUSES = ("ok", "wrong", "failed", "unverified", "skipped")
-FLOAT_BYTES = 4
 
 
 @dataclass
@@ -126,27 +121,6 @@ def json_value(x):
     return x
 
 
-def compulsory_bytes(op: str, n_rows: int, n_cols: int, nnz: int, k: int, heads: int = 1,
-                     index_bytes: int = 4) -> int:
-    """Bytes an implementation must move at least once (module docstring lists them per op)."""
-    sparse = (n_rows + 1) * index_bytes + nnz * index_bytes + nnz * FLOAT_BYTES
-    if op == "spmm":
-        dense = (n_cols + n_rows) * k
-    elif op == "sddmm":
-        dense = (n_rows + n_cols) * k + nnz
-    elif op == "attention":
-        dense = (2 * n_rows + 2 * n_cols) * heads * k
-    else:
-        raise ValueError(f"unknown op {op!r}")
-    return int(sparse + dense * FLOAT_BYTES)
-
-
-def gather_bytes(op: str, nnz: int, k: int, heads: int = 1) -> int:
-    """The no-reuse gather bound: one dense row fetched per edge (two, K and V, for attention)."""
-    per_edge = 2 * heads * k if op == "attention" else k
-    return int(nnz * per_edge * FLOAT_BYTES)
-
-
 def effective_tbps(nbytes: int, ms: float) -> float:
     """Compulsory bytes over the measured time, in TB/s (10^12 bytes per second)."""
     if not (ms > 0) or not math.isfinite(ms):
@@ -162,4 +136,4 @@ def speedup(baseline_ms: float, ms: float) -> float:
 
 
 __all__ = ["Row", "SCHEMA_COLUMNS", "EXTRA_COLUMNS", "ALL_COLUMNS", "DECISIONS", "STATUSES",
-           "compulsory_bytes", "gather_bytes", "effective_tbps", "speedup", "json_value"]
+           "effective_tbps", "speedup", "json_value"]

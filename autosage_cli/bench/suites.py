@@ -40,31 +40,46 @@ DEFAULT_REAL_GRAPH = "cora"       # the default suite's real graph (Planetoid Co
 
 
 @dataclass(frozen=True)
+class OpRun:
+    """An op's own graphs and widths within a suite (attention runs at d = 64 on its own graphs)."""
+    graphs: tuple[str, ...] = ()
+    widths: tuple[int, ...] = ()
+
+
+ATTENTION_RUN = OpRun(ATTENTION_GRAPHS, (64,))
+
+
+@dataclass(frozen=True)
 class Suite:
     name: str
-    graphs: tuple[str, ...]                 # graphs for spmm / sddmm
+    graphs: tuple[str, ...]                 # every op's graphs, unless `per_op` gives its own
     ops: tuple[str, ...]
     widths: tuple[int, ...]
-    attention_graphs: tuple[str, ...] = ()
-    attention_widths: tuple[int, ...] = (64,)
-    heads: tuple[int, ...] = (1,)
+    per_op: tuple[tuple[str, OpRun], ...] = ()   # (op, its own graphs and widths)
+    heads: tuple[int, ...] = (1,)           # for the multi-head ops
     repeat: int = 10
     # Ops whose every supported native schedule is timed too (decision "fixed"). The attention
     # suites time all of attention's (12-14 per d): its targets compare our best fused kernel with
     # our best unfused pipeline, and a tuned run shows only one of them.
     all_schedules: tuple[str, ...] = ()
 
+    def graphs_of(self, op: str) -> tuple[str, ...]:
+        return dict(self.per_op).get(op, OpRun()).graphs or self.graphs
+
+    def widths_of(self, op: str) -> tuple[int, ...]:
+        return dict(self.per_op).get(op, OpRun()).widths or self.widths
+
 
 SUITES = {
     "default": Suite("default", ("er-200k", "hub-200k", DEFAULT_REAL_GRAPH), ("spmm", "sddmm", "attention"),
-                     (4, 32, 128), attention_graphs=("hub-200k",), heads=(1,), repeat=20),
+                     (4, 32, 128), per_op=(("attention", OpRun(("hub-200k",), (64,))),), heads=(1,), repeat=20),
     "kernels": Suite("kernels", SUITE_PRESETS + (REAL_GRAPH,), ("spmm", "sddmm"), ALL_WIDTHS),
     "kernels-small": Suite("kernels-small", SMALL_PRESETS + (REAL_GRAPH,), ("spmm", "sddmm"), ALL_WIDTHS),
     "kernels-large": Suite("kernels-large", LARGE_PRESETS, ("spmm", "sddmm"), ALL_WIDTHS),
-    "attention": Suite("attention", (), ("attention",), (), attention_graphs=ATTENTION_GRAPHS,
+    "attention": Suite("attention", (), ("attention",), (), per_op=(("attention", ATTENTION_RUN),),
                        heads=(1, 8), all_schedules=("attention",)),
     "full": Suite("full", SUITE_PRESETS + (REAL_GRAPH,), ("spmm", "sddmm", "attention"), ALL_WIDTHS,
-                  attention_graphs=ATTENTION_GRAPHS, heads=(1, 8), all_schedules=("attention",)),
+                  per_op=(("attention", ATTENTION_RUN),), heads=(1, 8), all_schedules=("attention",)),
 }
 
 
@@ -95,7 +110,7 @@ class Case:
     dtype: str = dtype_table.DEFAULT
 
     def describe(self) -> str:
-        text = f"{self.op} K={self.k}" + (f" H={self.heads}" if self.op == "attention" else "")
+        text = f"{self.op} K={self.k}" + (f" H={self.heads}" if op_specs.get(self.op).multi_head else "")
         return text if self.dtype == dtype_table.DEFAULT else f"{text} {self.dtype}"
 
 
@@ -171,16 +186,11 @@ def build_work(suite: Suite, datasets: tuple[str, ...] = (), ops: tuple[str, ...
     for op in run_ops:
         for dtype in run_dtypes:
             op_specs.require_dtype(op, dtype)
-    if datasets:
-        per_op = {op: list(datasets) for op in run_ops}
-    else:
-        kernel_graphs = _expand(suite.graphs)
-        per_op = {op: (_expand(suite.attention_graphs) or kernel_graphs) if op == "attention"
-                  else kernel_graphs for op in run_ops}
+    per_op = {op: list(datasets) or _expand(suite.graphs_of(op)) for op in run_ops}
     work: dict[str, GraphWork] = {}
     for op in run_ops:
-        op_widths = widths or (suite.attention_widths if op == "attention" else suite.widths)
-        op_heads = (heads or suite.heads) if op == "attention" else (1,)
+        op_widths = widths or suite.widths_of(op)
+        op_heads = (heads or suite.heads) if op_specs.get(op).multi_head else (1,)
         for name in per_op[op]:
             if name not in work:
                 work[name] = GraphWork(resolve_graph(name))

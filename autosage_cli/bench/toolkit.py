@@ -11,20 +11,23 @@ import gc
 import sys
 import time
 
+from ..scheduler.measure import GpuMeasurer
 
-class GpuToolkit:
-    """The real GPU operations (CuPy through backends/, tuning through scheduler/)."""
+
+class GpuToolkit(GpuMeasurer):
+    """The real GPU operations: the tuner's measurer (scheduler/measure.py: device graphs,
+    inputs, plans, verification runs, the float64 reference, timing), plus what only the benchmark
+    does (baselines, every schedule, tuning, the environment, freeing memory)."""
 
     def __init__(self):
         from .. import cache, environment
-        from ..backends import baselines, native, timing, vendor
-        from ..backends.base import DeviceGraph, make_inputs
+        from .. import ops
+        from ..backends import baselines, timing
         from ..kernels import compile as kcompile
         from ..kernels import schedule
         from ..scheduler import tune
 
-        self._baselines, self._native, self._timing, self._vendor = baselines, native, timing, vendor
-        self._device_graph, self._make_inputs = DeviceGraph.from_host, make_inputs
+        self._baselines, self._timing, self._ops = baselines, timing, ops
         self._schedule, self._tune, self._cache_mod, self._env = schedule, tune, cache, environment
         self._compile = kcompile
         self._features = (None, None, 0.0)  # (graph, its GraphFeatures, ms): once per graph
@@ -43,29 +46,15 @@ class GpuToolkit:
     def copy_bandwidth_tbps(self) -> float:
         return float(self._timing.copy_bandwidth_tbps())
 
-    def device_graph(self, graph):
-        return self._device_graph(graph)
-
-    def make_inputs(self, op, dgraph, k, heads, seed, dtype="float32"):
-        return self._make_inputs(op, dgraph, k, heads, seed, dtype)
-
-    def vendor_names(self, op):
-        return list(self._vendor.vendor_names(op))
-
-    def prepare_vendor(self, dgraph, name, k, heads, dtype="float32"):
-        return self._vendor.prepare_vendor(dgraph, name, k, heads, dtype=dtype)
-
     def prepare_baselines(self, dgraph, op, k, heads):
         """(plans, [(backend, reason) for each baseline that cannot run here])."""
         skipped: list = []
-        plans = list(self._baselines.prepare_baselines(dgraph, op, k, heads, None, skipped=skipped))
+        wanted = self._ops.get(op).baselines
+        plans = list(self._baselines.prepare_baselines(dgraph, wanted, k, heads, None, skipped=skipped))
         return plans, skipped
 
     def schedules(self, op, k, heads):
         return list(self._schedule.candidates(op, k, heads))
-
-    def prepare_native(self, dgraph, schedule, k, heads, dtype="float32"):
-        return self._native.prepare(dgraph, schedule, k, heads, dtype=dtype)
 
     def precompile(self, ops):
         """Compile every kernel file the ops' plans may launch: {file: seconds}."""
@@ -100,22 +89,7 @@ class GpuToolkit:
         return result
 
     def plan_for(self, dgraph, decision, k, heads, dtype="float32"):
-        return self._tune.plan_for(dgraph, decision, k, heads, None, dtype=dtype)
-
-    def run_once(self, plan, inputs):
-        """Poisoned output, one run, synchronized: the output to verify."""
-        out = plan.alloc_out()
-        self._timing.poison(out)
-        plan.run(inputs, out)
-        _synchronize()
-        return out
-
-    def rel_error(self, out, ref) -> float:
-        return float(self._timing.rel_error(out, ref))
-
-    def time(self, plan, inputs, out, repeat, warmup, flush_l2):
-        s = self._timing.time_plan(plan, inputs, out, repeat=repeat, warmup=warmup, flush_l2=flush_l2)
-        return s.median_ms, s.p20_ms, s.p80_ms, s.repeats
+        return self._tune.plan_for(dgraph, decision, k, heads, None, measure=self, dtype=dtype)
 
     def free(self) -> None:
         """Return cached device memory between widths and graphs (a products-sized graph and its
@@ -129,9 +103,3 @@ class GpuToolkit:
         torch = sys.modules.get("torch")  # only if a baseline already imported it
         if torch is not None and torch.cuda.is_available():
             torch.cuda.empty_cache()
-
-
-def _synchronize() -> None:
-    import cupy
-
-    cupy.cuda.get_current_stream().synchronize()

@@ -55,8 +55,8 @@ def parse_ops(text: str | None) -> tuple[str, ...]:
         return ()
     ops = tuple(dict.fromkeys(p.strip() for p in text.split(",")))
     for op in ops:
-        if op not in ("spmm", "sddmm", "attention"):
-            raise AutosageError(f"unknown op {op!r} in --ops; choose from spmm, sddmm, attention")
+        if op not in op_specs.names():
+            raise AutosageError(f"unknown op {op!r} in --ops; choose from {', '.join(op_specs.names())}")
     return ops
 
 

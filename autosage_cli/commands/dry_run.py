@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 
 import click
 
-from .. import budget
+from .. import budget, ops as op_specs
 
 
 @dataclass
@@ -35,7 +35,7 @@ class PlannedCase:
         dev_rows = n_rows if not nnz else max(1, math.ceil(n_rows * dev_nnz / nnz))
         return cls(label, n_rows, n_cols, nnz, op, k, heads,
                    budget.graph_host_bytes(n_rows, n_cols, nnz),
-                   budget.case_device_bytes(op, dev_rows, n_cols, dev_nnz, k, heads, dtype), exact, dtype)
+                   op_specs.device_bytes(op, dev_rows, n_cols, dev_nnz, k, heads, dtype), exact, dtype)
 
 
 def report(cases: list[PlannedCase], what: str, as_json: bool, extra: dict | None = None) -> None:

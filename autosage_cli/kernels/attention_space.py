@@ -14,7 +14,9 @@ from __future__ import annotations
 from itertools import product
 
 from .attention_families import (  # the sources and expressions are the plans' too
-    FUSED_SOURCE, SOFTMAX_SOURCE, additive_expression, additive_stats_expression, fused_expression, softmax_expression, team_width, vectors_per_lane)
+    FUSED_SOURCE, SOFTMAX_SOURCE, additive_expression, additive_stats_expression, fused_expression,
+    softmax_expression, team_width, vectors_per_lane)
+from . import attention_families
 from .schedule import Schedule
 
 THREADS = 256
@@ -109,7 +111,7 @@ def _unfused_space() -> list[Schedule]:
 def check_space_rules(s: Schedule) -> None:
     """Family rules beyond Schedule.validate(); raises ValueError."""
     s.validate()
-    if s.op != "attention":
+    if s.family not in attention_families.FAMILIES:
         raise ValueError(f"{s.name}: not an attention schedule")
     if s.family in ("fused", "fused_split"):
         nv = vectors_per_lane(s)

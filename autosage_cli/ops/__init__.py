@@ -1,17 +1,25 @@
-"""The op registry: one spec per op (`spmm`, `sddmm`, `attention`), in a fixed order.
+"""The op registry: one spec per op (`spmm`, `sddmm`, `attention`), in a fixed order, and the
+entry points every layer above uses instead of testing an op's name.
 
-`get(op)` is the spec (an unknown op is a one-line error naming the known ones), `names()` the ops in
-order, `require_dtype(op, dtype)` the check every entry point makes, `supported_dtypes()` the dtypes
-some op accepts.
+  get(op), names(), require_dtype(op, dtype), supported_dtypes(ops), check_heads(op, heads)
+  input_shapes / output_shape / make_inputs(op, graph, k, heads, seed, dtype)
+  reference(op, csr, inputs, scale=None, **options)          the float64 result
+  vendor_names(op), vendor_op(name), untuned_vendor(op),
+  prepare_vendor(dgraph, name, k, heads, scale, dtype)
+  prepare_native(dgraph, schedule, k, heads, scale, dtype, **options)
+  compulsory_bytes / gather_bytes / device_bytes              cost model and memory hooks
 """
 from __future__ import annotations
 
+from .. import budget, dtypes as dtype_table
+from ..backends import native   # native.prepare is looked up per call (tests may wrap it)
 from ..dtypes import DTYPES
 from ..errors import AutosageError
 from . import attention, sddmm, spmm
 from .spec import OpSpec
 
 SPECS: dict[str, OpSpec] = {s.name: s for s in (spmm.SPEC, sddmm.SPEC, attention.SPEC)}
+DEFAULT_DTYPE = dtype_table.DEFAULT
 
 
 def names() -> tuple[str, ...]:
@@ -33,3 +41,97 @@ def supported_dtypes(ops=None) -> tuple[str, ...]:
     """The dtypes at least one of `ops` (default: every op) accepts, in table order."""
     wanted = [get(op) for op in (ops or SPECS)]
     return tuple(d for d in DTYPES if any(d in spec.dtypes for spec in wanted))
+
+
+def check_heads(op: str, heads: int) -> None:
+    """One head, unless the op takes several (attention)."""
+    if int(heads) < 1:
+        raise AutosageError(f"--heads must be >= 1, got {heads}")
+    if not get(op).multi_head and int(heads) != 1:
+        multi = " / ".join(s.name for s in SPECS.values() if s.multi_head)
+        raise AutosageError(f"--heads applies to --op {multi} only (got {heads} with {op})")
+
+
+# ------------------------------------------------------------------ operands and references
+
+def input_shapes(op: str, graph, k: int, heads: int = 1) -> list[tuple[int, ...]]:
+    return get(op).input_shapes(graph, k, heads)
+
+
+def output_shape(op: str, graph, k: int, heads: int = 1) -> tuple[int, ...]:
+    return get(op).output_shape(graph, k, heads)
+
+
+def make_inputs(op: str, dgraph, k: int, heads: int = 1, seed: int = 0, dtype: str = DEFAULT_DTYPE) -> tuple:
+    """Random (never zero) device inputs of `op`, uniform in [-1, 1), of `dtype`."""
+    from ..backends.base import random_inputs
+    return random_inputs(input_shapes(op, dgraph, k, heads), seed, dtype)
+
+
+def reference(op: str, csr, inputs, scale: float | None = None, **options):
+    """The float64 result of `op` on `csr` and the dense `inputs` (NumPy or CuPy)."""
+    return get(op).reference(csr, inputs, scale, **options)
+
+
+# ------------------------------------------------------------------ plans
+
+def vendor_names(op: str) -> list[str]:
+    """The vendor entries of `op`, in a stable order. Imports no GPU library."""
+    return list(get(op).vendor_names())
+
+
+def vendor_op(name: str) -> str | None:
+    """The op a vendor name belongs to, or None if it is not a vendor name."""
+    return next((spec.name for spec in SPECS.values() if spec.is_vendor(name)), None)
+
+
+def untuned_vendor(op: str) -> str:
+    """The vendor entry used when tuning is off and nothing is cached: the op's default vendor
+    entry, else its first."""
+    spec = get(op)
+    names = spec.vendor_names()
+    if not names:
+        raise AutosageError(f"no vendor algorithm for {op} and tuning is off")
+    return spec.default_vendor if spec.default_vendor in names else names[0]
+
+
+def prepare_vendor(dgraph, name: str, k: int, heads: int = 1, scale: float | None = None,
+                   dtype: str = DEFAULT_DTYPE):
+    """Prepare one vendor entry on a device graph for `dtype` operands (descriptors, buffers,
+    checks), outside any timed region; plan.prepare_ms records how long it took."""
+    op = vendor_op(name)
+    if op is None:
+        raise AutosageError(f"unknown vendor backend {name!r}")
+    check_heads(op, heads)
+    require_dtype(op, dtype)
+    return get(op).prepare_vendor(dgraph, name, k, heads, scale, dtype)
+
+
+def prepare_native(dgraph, schedule, k: int, heads: int = 1, scale: float | None = None,
+                   dtype: str = DEFAULT_DTYPE, **options):
+    """A native plan of `schedule` (a Schedule or a registered name) for `dtype` operands."""
+    from ..kernels.schedule import get as get_schedule
+
+    schedule = get_schedule(schedule) if isinstance(schedule, str) else schedule
+    spec = get(schedule.op)
+    spec.require_dtype(dtype)
+    prepare = spec.prepare_native or native.prepare
+    return prepare(dgraph, schedule, k, heads, scale, dtype=dtype, **options)
+
+
+# ------------------------------------------------------------------ bytes
+
+def compulsory_bytes(op: str, n_rows: int, n_cols: int, nnz: int, k: int, heads: int = 1,
+                     index_bytes: int = 4, dtype: str = DEFAULT_DTYPE) -> int:
+    return get(op).compulsory_bytes(n_rows, n_cols, nnz, k, heads, index_bytes, dtype)
+
+
+def gather_bytes(op: str, nnz: int, k: int, heads: int = 1, dtype: str = DEFAULT_DTYPE) -> int:
+    return get(op).gather_bytes(nnz, k, heads, dtype)
+
+
+def device_bytes(op: str, n_rows: int, n_cols: int, nnz: int, k: int, heads: int = 1,
+                 dtype: str = DEFAULT_DTYPE) -> int:
+    """GPU bytes one benchmark or tuning case holds at its peak (budget.case_device_bytes)."""
+    inputs, output, per_edge = get(op).dense_elements(n_rows, n_cols, nnz, k, heads)
+    return budget.case_device_bytes(n_rows, n_cols, nnz, inputs, output, per_edge, dtype)

@@ -1,6 +1,36 @@
-"""The attention op spec."""
+"""CSR attention, H heads of width d (= K): out[i,h] = sum over row i's edges of
+softmax_j(scale * <Q[i,h], K[j,h]>) V[j,h]; scale defaults to 1/sqrt(d), rows without edges give
+zeros. Q: n_rows x H x d; K, V: n_cols x H x d; out: n_rows x H x d. Vendors: cusparseSDDMM, a CuPy
+row softmax and each cuSPARSE SpMM algorithm; baseline: PyG."""
 from __future__ import annotations
 
+from ..backends import attention_vendor
+from ..backends.base import HeadsOutPlan
 from .spec import OpSpec
 
-SPEC = OpSpec(name="attention", dtypes=("float32",))
+
+def _input_shapes(graph, k: int, heads: int = 1) -> list[tuple[int, ...]]:
+    return [(graph.n_rows, heads, k), (graph.n_cols, heads, k), (graph.n_cols, heads, k)]
+
+
+def _prepare_vendor(dgraph, name: str, k: int, heads: int = 1, scale=None, dtype: str = "float32"):
+    return attention_vendor.prepare(dgraph, name, k, heads=heads, scale=scale)
+
+
+def _reference(csr, inputs, scale=None, **options):
+    from ..backends.reference import attention_reference   # SciPy, imported when a reference is made
+    return attention_reference(csr, inputs, scale, **options)
+
+
+SPEC = OpSpec(
+    name="attention", dtypes=("float32",), operands=("Q", "K", "V"), multi_head=True,
+    input_shapes=_input_shapes, output_shape=HeadsOutPlan.out_shape, reference=_reference,
+    gathers_per_edge=lambda heads: 2 * heads,          # K and V rows
+    scores_per_edge=lambda heads: 2 * heads,           # scores, then probabilities
+    vendor_names=attention_vendor.vendor_names,
+    is_vendor=lambda name: name in attention_vendor.vendor_names(),
+    prepare_vendor=_prepare_vendor,
+    vendor_stream=lambda n_rows, nnz, k, heads: n_rows * k * heads,
+    vendor_stages=3,                                   # SDDMM, softmax, SpMM
+    baselines=("pyg",), default_vendor="vendor-unfused-default",
+)

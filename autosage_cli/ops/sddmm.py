@@ -1,6 +1,33 @@
-"""The sddmm op spec."""
+"""SDDMM: out[e] = a_e * <X[i], Y[j]> for every edge e = (i, j). X: n_rows x K, Y: n_cols x K;
+out: nnz values in CSR order. Vendors: cusparseSDDMM (nvmath-python, torch) and the gather-dot
+composition."""
 from __future__ import annotations
 
+from ..backends.base import EdgesOutPlan
+from ..backends.sddmm_vendor import VENDOR_PROVIDERS, prepare_sddmm, sddmm_vendor_names
 from .spec import OpSpec
 
-SPEC = OpSpec(name="sddmm", dtypes=("float32",))
+
+def _input_shapes(graph, k: int, heads: int = 1) -> list[tuple[int, ...]]:
+    return [(graph.n_rows, k), (graph.n_cols, k)]
+
+
+def _prepare_vendor(dgraph, name: str, k: int, heads: int = 1, scale=None, dtype: str = "float32"):
+    return prepare_sddmm(dgraph, name, k)
+
+
+def _reference(csr, inputs, scale=None, **options):
+    from ..backends.reference import sddmm_reference   # SciPy, imported when a reference is made
+    return sddmm_reference(csr, inputs, scale, **options)
+
+
+SPEC = OpSpec(
+    name="sddmm", dtypes=("float32",), operands=("X", "Y"), multi_head=False,
+    input_shapes=_input_shapes, output_shape=EdgesOutPlan.out_shape, reference=_reference,
+    gathers_per_edge=lambda heads: 1, scores_per_edge=lambda heads: 0,
+    vendor_names=sddmm_vendor_names,
+    is_vendor=lambda name: name in VENDOR_PROVIDERS,     # every provider, installed or not
+    prepare_vendor=_prepare_vendor,
+    # the output (one value per edge) and X, read once per row
+    vendor_stream=lambda n_rows, nnz, k, heads: nnz + n_rows * k,
+)

@@ -2,21 +2,78 @@
 
 Each op module (`spmm`, `sddmm`, `attention`) defines one `OpSpec` named `SPEC`; the registry
 (`autosage_cli.ops`) lists them. Layers above (scheduler, api, bench, commands) ask the spec
-instead of testing the op's name.
+instead of testing the op's name, and the byte counts and memory estimates below are written once,
+from the operand shapes, for every op.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import Callable
 
 from .. import dtypes
+
+INDEX_BYTES = 4     # CSR indices (int32 below 2^31 nonzeros)
+VALUE_BYTES = 4     # A's values are float32 whatever the dense dtype
 
 
 @dataclass(frozen=True)
 class OpSpec:
     name: str
-    # The dtypes this op accepts, first the default. Only these are instantiated and tuned; asking
+    # The dtypes this op accepts, the default first. Only these are instantiated and tuned; asking
     # for another is a one-line error naming them.
     dtypes: tuple[str, ...]
+    operands: tuple[str, ...]                     # the dense inputs' names, in order
+    multi_head: bool                              # takes H > 1 heads (attention)
+    input_shapes: Callable[..., list]             # (graph, k, heads) -> one shape per operand
+    output_shape: Callable[..., tuple]            # (graph, k, heads) -> the output's shape
+    reference: Callable                           # (csr, inputs, scale=None, **options) -> float64
+    gathers_per_edge: Callable[[int], int]        # (heads) -> dense rows of width k fetched per edge
+    scores_per_edge: Callable[[int], int]         # (heads) -> values held per edge between stages
+    vendor_names: Callable[[], list]              # the vendor entries here, in a stable order
+    is_vendor: Callable[[str], bool]              # whether a name is one of its vendor entries
+    prepare_vendor: Callable                      # (dgraph, name, k, heads, scale, dtype) -> Plan
+    # The vendor time estimate's view of the op: elements streamed besides the gathers (rows
+    # written, and read per row), and the stages (kernel launches) a vendor composition takes.
+    vendor_stream: Callable[..., float]           # (n_rows, nnz, k, heads) -> elements
+    vendor_stages: int = 1
+    baselines: tuple[str, ...] = ()               # framework baselines the benchmark times
+    # The vendor entry a framework user gets without tuning (cuSPARSE's default algorithm), or
+    # None when the op has no such default (then the first vendor entry stands in for it).
+    default_vendor: str | None = None
+    # (dgraph, schedule, k, heads, scale, dtype=..., **options) -> Plan; None: backends.native.prepare,
+    # looked up when called, which runs the plans of backends/native_<op>.py
+    prepare_native: Callable | None = None
 
     def require_dtype(self, dtype: str) -> str:
         return dtypes.require(dtype, self.dtypes, self.name)
+
+    def compulsory_bytes(self, n_rows: int, n_cols: int, nnz: int, k: int, heads: int = 1,
+                         index_bytes: int = INDEX_BYTES, dtype: str = dtypes.DEFAULT) -> int:
+        """Bytes any implementation must move at least once: the CSR (indptr, indices, values),
+        every dense input read once and the output written once."""
+        sparse = (n_rows + 1) * index_bytes + nnz * index_bytes + nnz * VALUE_BYTES
+        inputs, output = self._elements(n_rows, n_cols, nnz, k, heads)
+        return int(sparse + (inputs + output) * dtypes.itemsize(dtype))
+
+    def gather_bytes(self, nnz: int, k: int, heads: int = 1, dtype: str = dtypes.DEFAULT) -> int:
+        """The no-reuse gather bound: every dense row an edge needs, fetched once per edge."""
+        return int(nnz * self.gathers_per_edge(heads) * k * dtypes.itemsize(dtype))
+
+    def dense_elements(self, n_rows: int, n_cols: int, nnz: int, k: int, heads: int = 1):
+        """(input elements, output elements, per-edge elements held between stages)."""
+        inputs, output = self._elements(n_rows, n_cols, nnz, k, heads)
+        return inputs, output, nnz * self.scores_per_edge(heads)
+
+    def _elements(self, n_rows, n_cols, nnz, k, heads) -> tuple[int, int]:
+        shape = _Shape(n_rows, n_cols, nnz)
+        inputs = sum(math.prod(s) for s in self.input_shapes(shape, k, heads))
+        return inputs, math.prod(self.output_shape(shape, k, heads))
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """The sizes the shape functions read, without a graph."""
+    n_rows: int
+    n_cols: int
+    nnz: int

@@ -1,6 +1,30 @@
-"""The spmm op spec."""
+"""SpMM: C = A @ B. B: n_cols x K; C: n_rows x K. Vendors: the cuSPARSE SpMM algorithms."""
 from __future__ import annotations
 
+from ..backends.base import RowsOutPlan
+from ..backends.cusparse import SPMM_NAMES, prepare_spmm
 from .spec import OpSpec
 
-SPEC = OpSpec(name="spmm", dtypes=("float32",))
+
+def _input_shapes(graph, k: int, heads: int = 1) -> list[tuple[int, ...]]:
+    return [(graph.n_cols, k)]
+
+
+def _prepare_vendor(dgraph, name: str, k: int, heads: int = 1, scale=None, dtype: str = "float32"):
+    return prepare_spmm(dgraph, name, k)
+
+
+def _reference(csr, inputs, scale=None, **options):
+    from ..backends.reference import spmm_reference   # SciPy, imported when a reference is made
+    return spmm_reference(csr, inputs, scale, **options)
+
+
+SPEC = OpSpec(
+    name="spmm", dtypes=("float32",), operands=("B",), multi_head=False,
+    input_shapes=_input_shapes, output_shape=RowsOutPlan.out_shape, reference=_reference,
+    gathers_per_edge=lambda heads: 1, scores_per_edge=lambda heads: 0,
+    vendor_names=lambda: list(SPMM_NAMES), is_vendor=lambda name: name in SPMM_NAMES,
+    prepare_vendor=_prepare_vendor,
+    vendor_stream=lambda n_rows, nnz, k, heads: n_rows * k * heads,
+    baselines=("torch",), default_vendor="cusparse-default",
+)

@@ -33,6 +33,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from .. import dtypes, ops as op_specs
 from ..kernels import schedule as schedule_mod
 from ..kernels.schedule import Schedule
 from ..kernels.spmm_families import parreduce_heavy_threshold
@@ -62,15 +63,15 @@ def sector_bytes(nbytes: float) -> float:
 
 
 def gather_bytes(f, k: int, dense_bytes: float, dev: DeviceModel, gathers: float,
-                 pass_width: int | None = None):
+                 pass_width: int | None = None, element_bytes: int = FLOAT):
     """(DRAM bytes, L2 bytes) of `gathers` row gathers of width k from a dense operand of
     `dense_bytes`, read in passes of `pass_width` features (default: all K at once). Every pass
     reads whole 32-byte sectors (a pass of 4 floats wastes half of each), and each dense row is
     read from DRAM at least once."""
     width = min(k, pass_width or k)
-    row = math.ceil(k / width) * sector_bytes(width * FLOAT)
+    row = math.ceil(k / width) * sector_bytes(width * element_bytes)
     hit = gather_hit_rate(f, dense_bytes, dev)
-    touched = min(dense_bytes, gathers * k * FLOAT)
+    touched = min(dense_bytes, gathers * k * element_bytes)
     return max(touched, (1.0 - hit) * gathers * row), gathers * row
 
 
@@ -288,15 +289,20 @@ def estimate_ms(features, op: str, k: int, schedule: Schedule, heads: int = 1,
     return sum(launch_ms(w, device) for w in _OPS[op](features, prof, k, schedule, device, heads))
 
 
-def estimate_vendor_ms(features, op: str, k: int, heads: int = 1, device: DeviceModel = H200) -> float:
+def estimate_vendor_ms(features, op: str, k: int, heads: int = 1, device: DeviceModel = H200,
+                       dtype: str = dtypes.DEFAULT) -> float:
     """A rough vendor time, shown beside the native estimates (the probe measures the real one):
     the same compulsory traffic at 70% of the bandwidth a native kernel is credited with (cuSPARSE
-    is nnz-balanced, so no critical path), plus one launch per stage."""
+    is nnz-balanced, so no critical path), plus one launch per stage. The op's spec says what is
+    gathered per edge, what is streamed and how many stages a vendor composition takes; dense
+    bytes are in the dtype's element size."""
+    spec, size = op_specs.get(op), dtypes.itemsize(dtype)
     nnz, n = float(features.nnz), float(features.n_rows)
-    gathers = nnz * heads * (2 if op == "attention" else 1)
-    dram_g, l2_g = gather_bytes(features, k, features.n_cols * k * FLOAT * heads, device, gathers)
-    out = nnz * FLOAT + n * k * FLOAT if op == "sddmm" else n * k * FLOAT * heads
-    stages = 3 if op == "attention" else 1
+    gathers = nnz * spec.gathers_per_edge(heads)
+    dram_g, l2_g = gather_bytes(features, k, features.n_cols * k * size * heads, device, gathers,
+                                element_bytes=size)
+    out = spec.vendor_stream(n, nnz, k, heads) * size
+    stages = spec.vendor_stages
     dram = (n + 1) * INDEX + nnz * (INDEX + FLOAT) * stages + dram_g + out
     memory_us = max(dram / (device.dram_tbps * 1e6), l2_g / (device.l2_tbps * 1e6)) / 0.7
     return (memory_us + stages * device.launch_us) / 1e3

@@ -1,8 +1,9 @@
 """Micro-probes: time the top candidates and every vendor algorithm on the sample `sample.py` draws.
 
-Measuring goes through a `Measurer` (the GPU one by default) so the loop itself — verify against the
-vendor, time every verified candidate and vendor at least MIN_REPEATS times, spend what is left of
-the budget on more repeats — is tested on a CPU with a fake.
+Measuring goes through the measurer (scheduler/measure.py: the GPU one by default; its reference
+rule and verification are the benchmark's too) so the loop itself — verify against the vendor,
+time every verified candidate and vendor at least MIN_REPEATS times, spend what is left of the
+budget on more repeats — is tested on a CPU with a fake.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import numpy as np
 
 from .. import dtypes
 from ..errors import one_line   # probe failures are recorded as one line (replay uses it too)
-from ..graphs.csr import CSRGraph
+from .measure import GpuMeasurer, compare, vendor_reference  # noqa: F401  (GpuMeasurer: callers' default)
 
 REL_TOLERANCE = dtypes.tolerance("float32")   # per dtype: dtypes.tolerance (docs/MEASUREMENT.md)
 DEFAULT_BUDGET_MS = 1000.0  # measured GPU time across all candidates and vendors (the minimum below
@@ -76,61 +77,7 @@ class ProbeResult:
         return max(0.0, self.spent_ms - self.budget_ms)
 
 
-# ------------------------------------------------------------------ measuring
-
-class GpuMeasurer:
-    """The real measurements: backends.native / backends.vendor plans, CUDA-event timing."""
-
-    def to_device(self, graph: CSRGraph):
-        from ..backends.base import DeviceGraph
-        return DeviceGraph.from_host(graph)
-
-    def vendor_names(self, op: str) -> list[str]:
-        from ..backends import vendor
-        return list(vendor.vendor_names(op))
-
-    def inputs(self, dgraph, op: str, k: int, heads: int, seed: int, dtype: str = dtypes.DEFAULT) -> tuple:
-        from ..backends.base import make_inputs
-        return make_inputs(op, dgraph, k, heads, seed, dtype)
-
-    def prepare_native(self, dgraph, schedule, k: int, heads: int, scale=None, dtype: str = dtypes.DEFAULT):
-        from ..backends import native
-        return native.prepare(dgraph, schedule, k, heads, scale, dtype=dtype)
-
-    def compile_native(self, dgraph, schedules, k: int, heads: int, dtype: str = dtypes.DEFAULT) -> dict:
-        """Build every candidate's kernels at once, in parallel: name -> (ms, error or None)."""
-        from ..backends import native
-        return native.compile_plans(dgraph, schedules, k, heads, dtype=dtype)
-
-    def prepare_vendor(self, dgraph, name: str, k: int, heads: int, scale=None, dtype: str = dtypes.DEFAULT):
-        from ..backends import vendor
-        return vendor.prepare_vendor(dgraph, name, k, heads, scale, dtype=dtype)
-
-    def run(self, plan, inputs):
-        """One launch into a NaN-poisoned output (so an untouched output cannot pass), synced."""
-        import cupy
-        from ..backends import timing
-        out = plan.alloc_out()
-        timing.poison(out)
-        plan.run(inputs, out)
-        cupy.cuda.get_current_stream().synchronize()
-        return out
-
-    def reference(self, op: str, dgraph, inputs, scale=None):
-        """float64 SciPy reference, used only when the vendor algorithms cannot give one."""
-        import cupy
-        from ..backends import reference
-        return cupy.asarray(reference.reference(op, dgraph.host, [cupy.asnumpy(x) for x in inputs],
-                                                scale=scale))
-
-    def rel_error(self, out, ref) -> float:
-        from ..backends import timing
-        return float(timing.rel_error(out, ref))
-
-    def time(self, plan, inputs, out, repeat: int, warmup: int, max_ms: float | None = None):
-        from ..backends import timing
-        return timing.time_plan(plan, inputs, out, repeat=repeat, warmup=warmup, max_ms=max_ms)
-
+# ------------------------------------------------------------------ measuring: scheduler/measure.py
 
 # ------------------------------------------------------------------ the probe loop
 
@@ -351,27 +298,14 @@ def _batch(measure, it: _Live, inputs, out, repeat: int, budget: _Budget, verify
 
 def _vendor_reference(measure, op, dgraph, inputs, ran: list[ProbeRecord], outputs: dict,
                       tol: float = REL_TOLERANCE):
-    """(reference output, its name): the first vendor output another vendor confirms, a lone
-    vendor's, or the float64 reference when none ran or none agree. Marks each vendor's error
+    """(reference output, its name) by the measurer's one rule; marks each vendor's error
     against it, and fails those that disagree."""
-    for cand in ran:
-        others = [r for r in ran if r is not cand]
-        errors = [measure.rel_error(outputs[r.name], outputs[cand.name]) for r in others]
-        if others and not any(e <= tol for e in errors):
-            continue
-        cand.rel_error = min(errors) if errors else 0.0
-        for r, e in zip(others, errors):
-            r.rel_error = e
-            if not e <= tol:
-                r.status, r.reason = "failed", f"disagrees with {cand.name} rel_err={e:.2e}"
-        return outputs[cand.name], cand.name
-    why = "no vendor ran" if not ran else "vendor algorithms disagree"
-    reference, name = measure.reference(op, dgraph, inputs), f"float64 reference ({why})"
+    pick = vendor_reference(measure, op, dgraph, inputs, {r.name: outputs[r.name] for r in ran}, tol)
     for r in ran:
-        r.rel_error = measure.rel_error(outputs[r.name], reference)
-        if not r.rel_error <= tol:
-            r.status, r.reason = "failed", f"disagrees with the {name} rel_err={r.rel_error:.2e}"
-    return reference, name
+        r.rel_error = pick.errors.get(r.name)
+        if r.name in pick.disagree:
+            r.status, r.reason = "failed", pick.disagree[r.name]
+    return pick.output, pick.name
 
 
 def _prepare_and_run(measure, rec: ProbeRecord, prepare, inputs, reference=None, tol: float = REL_TOLERANCE):
@@ -388,9 +322,9 @@ def _prepare_and_run(measure, rec: ProbeRecord, prepare, inputs, reference=None,
         out = measure.run(plan, inputs)
         if reference is not None:
             stage = "verify"
-            rec.rel_error = measure.rel_error(out, reference)
-            if not rec.rel_error <= tol:   # NaN and inf fail too
-                rec.status, rec.reason = "failed", f"mismatch rel_err={rec.rel_error:.2e}"
+            rec.rel_error, failure = compare(measure, out, reference, tol)
+            if failure:
+                rec.status, rec.reason = "failed", failure
                 _close(plan)
                 return None
     except Exception as exc:

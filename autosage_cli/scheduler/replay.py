@@ -13,6 +13,7 @@ from .. import dtypes, ops as op_specs
 from ..errors import AutosageError
 from ..graphs.csr import replayable_source
 from . import probe
+from .measure import GpuMeasurer
 from .tune import plan_for
 
 FAILING = ("failed", "mismatched", "missing", "invalid")
@@ -132,7 +133,7 @@ def replay(cache, dry_run: bool = False, measure=None, progress=None, load=None,
         if dry_run:
             out.status, out.reason = "checked", "graph found, fingerprint matches"
             continue
-        measure = measure or probe.GpuMeasurer()
+        measure = measure or GpuMeasurer()
         if src_key not in devices:
             devices[src_key] = measure.to_device(graph)
         _replay_one(measure, devices[src_key], entry, out, seed)

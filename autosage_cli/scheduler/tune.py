@@ -14,6 +14,8 @@ from ..errors import AutosageError
 from ..graphs.csr import replayable_source
 from ..kernels import schedule as schedule_mod
 from . import estimate, policy, probe, roofline, sample
+from .measure import GpuMeasurer
+from .plans import plan_for, resolve_schedule  # noqa: F401  (a decision to a plan; API and replay)
 from .select import DEFAULT_GUARDRAIL, Decision, decide
 
 DEFAULT_TOP_K = 12      # the most candidates a probe times; the budget may allow fewer (policy.py)
@@ -29,10 +31,7 @@ def validate_options(op: str, k: int, heads: int = 1, top_k: int = DEFAULT_TOP_K
     spec = op_specs.get(op)
     if k is None or int(k) < 1:
         raise AutosageError(f"--width (K) must be >= 1, got {k}")
-    if int(heads) < 1:
-        raise AutosageError(f"--heads must be >= 1, got {heads}")
-    if op != "attention" and int(heads) != 1:
-        raise AutosageError(f"--heads applies to --op attention only (got {heads} with {op})")
+    op_specs.check_heads(op, heads)
     if int(top_k) < 1:
         raise AutosageError(f"--top-k must be >= 1, got {top_k}")
     if not budget_ms > 0:
@@ -151,10 +150,7 @@ def tune(graph, op: str, k: int, heads: int = 1, *, cache=None, top_k: int = DEF
     validate_options(op, k, heads, top_k, budget_ms, guardrail, dtype)
     say = progress or (lambda _msg: None)
     t0 = time.perf_counter()
-    if measure is None:
-        from ..capability import require_gpu
-        require_gpu("tuning")
-        measure = probe.GpuMeasurer()
+    measure = measure if measure is not None else _gpu_measurer()
     device_info, software_info = _machine(device_info, software_info)
     settings = decision_settings(top_k, budget_ms, guardrail, sample_nnz, full)
     t = time.perf_counter()
@@ -163,20 +159,11 @@ def tune(graph, op: str, k: int, heads: int = 1, *, cache=None, top_k: int = DEF
     messages: list[str] = []
     cache_path = str(cache.path) if cache is not None else None
 
-    if cache is not None and not retune:
-        found = cache.find(key)
-        if found.entry is not None:
-            return _cache_hit(found.entry, key, cache, (time.perf_counter() - t0) * 1e3, say)
-        if found.stale:
-            messages.append(found.stale)
-            say(found.stale)
-    elif retune:
-        messages.append("--retune: the cached decision (if any) is ignored and replaced")
+    hit = _lookup(cache, key, retune, t0, say, messages)
+    if hit is not None:
+        return hit
 
-    t = time.perf_counter()
-    say("computing graph features")
-    features = features if features is not None else _compute_features(graph)
-    features_ms = (time.perf_counter() - t) * 1e3
+    features, features_ms = _features(graph, features, say)
 
     t = time.perf_counter()
     dev = roofline.device_model(device_info)
@@ -185,7 +172,7 @@ def tune(graph, op: str, k: int, heads: int = 1, *, cache=None, top_k: int = DEF
         messages.append(f"no registered {op} schedule supports K={k}, heads={heads}")
     vendor_names = measure.vendor_names(op)
     target = sample.default_target_nnz(graph) if sample_nnz is None else int(sample_nnz)
-    pplan = policy.plan_probe(ranked, top_k, budget_ms, estimate.estimate_vendor_ms(features, op, k, heads, dev),
+    pplan = policy.plan_probe(ranked, top_k, budget_ms, estimate.estimate_vendor_ms(features, op, k, heads, dev, dtype),
                               len(vendor_names), full_forced=full,
                               whole_is_sample=_whole_graph_reason(graph, target))
     estimate_ms = (time.perf_counter() - t) * 1e3
@@ -197,8 +184,7 @@ def tune(graph, op: str, k: int, heads: int = 1, *, cache=None, top_k: int = DEF
     probe_ms = (time.perf_counter() - t) * 1e3 - outcome.compile_ms
 
     if outcome.overrun_ms > 0:
-        messages.append(f"probe overran its {budget_ms:g} ms budget by {outcome.overrun_ms:.0f} ms of GPU "
-                        f"time (every verified candidate and vendor is screened with one timed launch)")
+        messages.append(_overrun_note(budget_ms, outcome.overrun_ms))
     decision = decide(outcome.natives, outcome.vendors, guardrail)
     say(f"decision: {decision.schedule} ({decision.reason})")
     probed = {r.name for r in outcome.natives + outcome.sample_natives}
@@ -207,9 +193,8 @@ def tune(graph, op: str, k: int, heads: int = 1, *, cache=None, top_k: int = DEF
         if s.name not in probed]
     vendor = [r.to_dict() for r in outcome.vendors]
     total_ms = (time.perf_counter() - t0) * 1e3
-    # tune_ms: the tuning itself (estimate, sample, probe, decide, store), without hashing the graph
-    # and computing its features, which a caller that has them (the benchmark: once per graph)
-    # does not pay per tune.
+    # tune_ms: the tuning itself, without hashing the graph and computing its features, which a
+    # caller that has them (the benchmark: once per graph) does not pay per tune.
     timings = {"fingerprint_ms": fingerprint_ms, "features_ms": features_ms, "estimate_ms": estimate_ms,
                "sample_ms": outcome.sample_ms, "compile_ms": outcome.compile_ms, "probe_ms": probe_ms,
                "probe_gpu_ms": outcome.spent_ms,
@@ -221,17 +206,55 @@ def tune(graph, op: str, k: int, heads: int = 1, *, cache=None, top_k: int = DEF
         "op": op, "k": int(k), "dtype": dtype, "heads": int(heads), "settings": settings,
         "decision": decision.to_dict(), "reason": decision.reason,
         "candidates": candidates, "vendor": vendor, "reference": outcome.reference,
-        "probe": {**outcome.info, "plan": pplan.to_dict(), "budget_ms": budget_ms, "top_k": top_k,
-                  "guardrail": guardrail, "spent_ms": outcome.spent_ms, "floor_ms": outcome.floor_ms,
-                  "overrun_ms": outcome.overrun_ms, "min_repeats": probe.MIN_REPEATS,
-                  "screen_ratio": probe.SCREEN_RATIO},
+        "probe": _probe_info(outcome, pplan, budget_ms, top_k, guardrail),
         "features": _features_dict(features), "timings": timings, "tuned_at": cache_mod.now_iso(),
     }
     if cache is not None:
         records = [dict(r, role="native") for r in candidates if r.get("status") != "skipped"]
-        records += [dict(r, role="vendor") for r in vendor]
-        entry = cache.store(key, entry, probe_records=records)
+        entry = cache.store(key, entry, probe_records=records + [dict(r, role="vendor") for r in vendor])
     return TuneResult(decision, False, candidates, vendor, timings, entry, key.id, cache_path, messages)
+
+
+def _features(graph, features, say) -> tuple[object, float]:
+    """(the graph's features, ms spent computing them: 0 when the caller gave them)."""
+    if features is not None:
+        return features, 0.0
+    t = time.perf_counter()
+    say("computing graph features")
+    return _compute_features(graph), (time.perf_counter() - t) * 1e3
+
+
+def _overrun_note(budget_ms: float, overrun_ms: float) -> str:
+    return (f"probe overran its {budget_ms:g} ms budget by {overrun_ms:.0f} ms of GPU time "
+            f"(every verified candidate and vendor is screened with one timed launch)")
+
+
+def _gpu_measurer():
+    from ..capability import require_gpu
+    require_gpu("tuning")
+    return GpuMeasurer()
+
+
+def _lookup(cache, key, retune: bool, t0: float, say, messages: list) -> TuneResult | None:
+    """The cached decision (a hit ends the tune), or None with why an entry was not used noted."""
+    if cache is not None and not retune:
+        found = cache.find(key)
+        if found.entry is not None:
+            return _cache_hit(found.entry, key, cache, (time.perf_counter() - t0) * 1e3, say)
+        if found.stale:
+            messages.append(found.stale)
+            say(found.stale)
+    elif retune:
+        messages.append("--retune: the cached decision (if any) is ignored and replaced")
+    return None
+
+
+def _probe_info(outcome, pplan, budget_ms: float, top_k: int, guardrail: float) -> dict:
+    """What the entry records about the probe: where it ran, its plan, budget and spending."""
+    return {**outcome.info, "plan": pplan.to_dict(), "budget_ms": budget_ms, "top_k": top_k,
+            "guardrail": guardrail, "spent_ms": outcome.spent_ms, "floor_ms": outcome.floor_ms,
+            "overrun_ms": outcome.overrun_ms, "min_repeats": probe.MIN_REPEATS,
+            "screen_ratio": probe.SCREEN_RATIO}
 
 
 def _whole_graph_reason(graph, target: int) -> str | None:
@@ -319,14 +342,10 @@ def _run_probe(graph, device_graph, case, pplan, vendor_names, target, budget_ms
                     rs.compile_ms + rf.compile_ms)
 
 
-def vendor_default(op: str, measure=None) -> Decision:
-    """The decision when tuning is off and nothing is cached: the vendor library's default
-    algorithm (what torch users get), unverified and unprobed, and said so."""
-    measure = measure or probe.GpuMeasurer()
-    names = measure.vendor_names(op)
-    if not names:
-        raise AutosageError(f"no vendor algorithm for {op} and tuning is off")
-    name = next((n for n in names if n.endswith("default")), names[0])
+def vendor_default(op: str) -> Decision:
+    """The decision when tuning is off and nothing is cached: the op's untuned vendor entry
+    (what framework users get), unverified and unprobed, and said so."""
+    name = op_specs.untuned_vendor(op)
     return Decision(name, name, f"{name}: no cached decision and tuning is off (tune=False)",
                     None, None, None)
 
@@ -350,40 +369,9 @@ def lookup_or_tune(graph, op: str, k: int, heads: int = 1, *, cache=None, tune: 
         e = found.entry
         return TuneResult(Decision.from_dict(e["decision"]), True, e.get("candidates", []),
                           e.get("vendor", []), {}, e, key.id, str(cache.path), ["cache hit: no probe run"])
-    decision = vendor_default(op, tune_kwargs.get("measure"))
+    decision = vendor_default(op)
     return TuneResult(decision, False, [], [], {}, {"decision": decision.to_dict()}, key.id,
                       str(cache.path), [m for m in (found.stale,) if m])
 
 
 run_tune = tune   # `tune` is also lookup_or_tune's flag
-
-
-def resolve_schedule(decision) -> object:
-    """The Schedule of a native decision: by name from the registry, else rebuilt from the
-    recorded parameters (the registry may have been regenerated since)."""
-    name, params = (decision.schedule, decision.params) if isinstance(decision, Decision) else (
-        decision["schedule"], decision.get("params") or {})
-    try:
-        return schedule_mod.get(name)
-    except AutosageError:
-        if not params:
-            raise
-    s = schedule_mod.Schedule(**params)
-    try:
-        s.validate()
-    except ValueError as exc:
-        raise AutosageError(f"recorded schedule {name!r} is no longer valid: {exc}") from None
-    return s
-
-
-def plan_for(dgraph, decision, k: int, heads: int = 1, scale=None, measure=None,
-             dtype: str = dtypes.DEFAULT):
-    """A Plan that runs `decision` (a Decision, its dict, or a TuneResult) on `dgraph` with `dtype`
-    operands, without probing."""
-    measure = measure or probe.GpuMeasurer()
-    decision = getattr(decision, "decision", decision)
-    backend = decision.backend if isinstance(decision, Decision) else decision["backend"]
-    if backend == "native":
-        return measure.prepare_native(dgraph, resolve_schedule(decision), k, heads, scale, dtype)
-    name = decision.schedule if isinstance(decision, Decision) else decision["schedule"]
-    return measure.prepare_vendor(dgraph, name, k, heads, scale, dtype)

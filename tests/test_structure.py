@@ -1,0 +1,94 @@
+"""The package's shape, read with `ast`: no module over MAX_MODULE_LINES, no function over
+MAX_FUNCTION_LINES, and no branch on an op's name outside `autosage_cli/ops/` (everything else asks
+the op's spec). Each failure lists every offender with its place."""
+from __future__ import annotations
+
+import ast
+from functools import lru_cache
+from pathlib import Path
+
+from autosage_cli import ops
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "autosage_cli"
+MAX_MODULE_LINES = 400
+MAX_FUNCTION_LINES = 80
+OPS_PACKAGE = PACKAGE / "ops"
+
+
+@lru_cache(maxsize=None)
+def modules() -> dict[Path, ast.Module]:
+    return {p: ast.parse(p.read_text(), str(p)) for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _where(path: Path, node: ast.AST) -> str:
+    return f"{path.relative_to(ROOT)}:{node.lineno}"
+
+
+def test_no_module_is_over_the_line_limit():
+    long = [f"{p.relative_to(ROOT)} ({n} lines)" for p in modules()
+            if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES]
+    assert not long, f"modules over {MAX_MODULE_LINES} lines: " + ", ".join(long)
+
+
+def test_no_function_is_over_the_line_limit():
+    long = [f"{_where(p, node)} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
+            for p, tree in modules().items() for node in ast.walk(tree)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]
+    assert not long, f"functions over {MAX_FUNCTION_LINES} lines: " + ", ".join(long)
+
+
+def _names_an_op(node: ast.AST) -> bool:
+    """`op`, `x.op`: an expression that holds an op's name."""
+    return (isinstance(node, ast.Name) and node.id == "op") or (
+        isinstance(node, ast.Attribute) and node.attr == "op")
+
+
+def _op_literals(node: ast.AST) -> list[str]:
+    """The op names a literal spells: "spmm", or ("spmm", "sddmm") and the like."""
+    if isinstance(node, ast.Constant) and node.value in ops.names():
+        return [node.value]
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return [name for elt in node.elts for name in _op_literals(elt)]
+    return []
+
+
+def op_branches(tree: ast.Module) -> list[ast.Compare]:
+    """Comparisons of an op's name with a spelled-out op name (==, !=, in, not in, either side)."""
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Compare):
+            continue
+        operands = [node.left, *node.comparators]
+        for a, b in zip(operands, operands[1:]):
+            if (_names_an_op(a) and _op_literals(b)) or (_names_an_op(b) and _op_literals(a)):
+                found.append(node)
+                break
+    return found
+
+
+def test_the_branch_finder_sees_the_forms_it_must():
+    code = ('if op == "spmm": pass\nif "sddmm" != s.op: pass\nif op in ("spmm", "attention"): pass\n'
+            'if s.op == op: pass\nif name == "spmm": pass\n')
+    assert [n.lineno for n in op_branches(ast.parse(code))] == [1, 2, 3]
+
+
+def test_no_branch_on_an_op_name_outside_the_op_specs():
+    offenders = [_where(p, node) for p, tree in modules().items()
+                 if OPS_PACKAGE not in p.parents for node in op_branches(tree)]
+    assert not offenders, ("branches on an op name outside autosage_cli/ops/ (ask the op's spec "
+                           "instead): " + ", ".join(offenders))
+
+
+def test_every_op_has_a_spec_with_a_consistent_contract():
+    from types import SimpleNamespace
+
+    graph = SimpleNamespace(n_rows=5, n_cols=7, nnz=11)
+    for name in ops.names():
+        spec = ops.get(name)
+        assert spec.name == name and spec.dtypes and spec.dtypes[0] == "float32"
+        shapes = spec.input_shapes(graph, 8, 2 if spec.multi_head else 1)
+        assert len(shapes) == len(spec.operands) and all(min(s) >= 1 for s in shapes)
+        assert spec.vendor_names() and all(ops.vendor_op(v) == name for v in spec.vendor_names())
+        assert spec.compulsory_bytes(5, 7, 11, 8) > spec.compulsory_bytes(5, 7, 11, 4)

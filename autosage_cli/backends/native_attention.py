@@ -213,7 +213,7 @@ class SplitAdditivePlan(AdditiveScore, SplitAttentionPlan):
 def prepare_additive(dgraph: DeviceGraph, schedule: Schedule, d: int, heads: int = 1,
                      negative_slope: float = 0.2) -> Plan:
     """A native plan of the additive (GAT) score for a fused or fused_split `schedule`."""
-    if schedule.op != "attention" or schedule.family not in ("fused", "fused_split"):
+    if schedule.source_file != space.FUSED_SOURCE:   # exactly the fused and fused_split schedules
         raise ValueError(f"{schedule.name}: the additive score runs on the fused families only")
     _check_supported(schedule, d, heads)
     slope = float(negative_slope)

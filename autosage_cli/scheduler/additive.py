@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from ..errors import AutosageError
 from ..graphs.csr import CSRGraph
+from ..kernels.attention_families import FUSED_SOURCE
 from ..kernels.schedule import Schedule, get
 
-ADDITIVE_FAMILIES = ("fused", "fused_split")
+ADDITIVE_FAMILIES = ("fused", "fused_split")   # the families of FUSED_SOURCE, named in messages
 
 
 def additive_schedule(graph: CSRGraph, d: int, heads: int, schedule: str | None = None) -> Schedule:
@@ -22,7 +23,7 @@ def additive_schedule(graph: CSRGraph, d: int, heads: int, schedule: str | None 
     the cost model's best of those families for this graph."""
     if schedule is not None:
         chosen = get(schedule)  # AutosageError for an unknown name
-        if chosen.op != "attention" or chosen.family not in ADDITIVE_FAMILIES:
+        if chosen.source_file != FUSED_SOURCE:   # exactly the fused and fused_split schedules
             raise AutosageError(f"schedule {schedule!r}: the additive score runs on the attention "
                                 f"families {', '.join(ADDITIVE_FAMILIES)} only")
         reason = chosen.supports(d, heads)
@@ -34,7 +35,7 @@ def additive_schedule(graph: CSRGraph, d: int, heads: int, schedule: str | None 
 
     features = compute_features(graph, symmetry=False)
     for candidate, _ms in rank(features, "attention", d, heads):
-        if candidate.family in ADDITIVE_FAMILIES:
+        if candidate.source_file == FUSED_SOURCE:
             return candidate
     raise AutosageError(f"no fused attention schedule runs d={d}, heads={heads} (d must be at most "
                         f"256 features per head)")

@@ -203,15 +203,18 @@ def _vector_spmm(f, prof, k, s, dev, heads=1) -> list[Launch]:
 
 def _parreduce_spmm(f, prof, k, s, dev, heads=1) -> list[Launch]:
     """The vector family's walk by persistent groups over rows ordered longest first
-    (cuda/spmm_parreduce.cu): the same steps and traffic plus the row list, no lockstep waste
-    (rows of a warp have similar lengths), and a critical path of the longest row as its walker
-    takes it: a warp for a heavy row (above parreduce_heavy_threshold), the group for the rest."""
+    (cuda/spmm_parreduce.cu): the same steps, lockstep and traffic plus the row list, and a
+    critical path of the longest row as its walker takes it: a warp for a heavy row (above
+    parreduce_heavy_threshold), the group for the rest. Ordering rows by length was meant to
+    remove the vector family's lockstep waste, but on the H200 (products-like, reddit-like,
+    rmat-20, K = 1, 2, 4, 8) its best ran 0.87-1.23x the vector family's best and was never the
+    fastest schedule: credited with no lockstep waste it took shortlist places from those that were."""
     [walk] = _vector_spmm(f, prof, k, s, dev, heads)
     threshold = parreduce_heavy_threshold(s)
     longest = float(f.degree_max) / 32
     if threshold is not None:
         longest = max(longest, min(float(f.degree_max), threshold) / s.lanes)
-    return [replace(walk, lockstep=1.0, longest_steps=longest,
+    return [replace(walk, longest_steps=longest,
                     dram_bytes=walk.dram_bytes + f.n_rows * INDEX)]
 
 

@@ -55,6 +55,32 @@ struct State {
   float acc[NV][VEC];
 };
 
+// Fold one step of E scores (log2 domain, -inf for padding edges) and their V rows into `st`:
+//   m' = max(m, s_1..s_E);  l = l * 2^(m - m') + sum_e 2^(s_e - m');  acc likewise.
+// m_new (= m') is finite: the step's first edge is always valid. First step: m = -inf gives alpha = 0.
+template <int E, int NV, int VEC>
+__device__ __forceinline__ void fold_step(State<NV, VEC>& st, const float (&s)[E], float m_new,
+                                          const float (&vv)[E][NV][VEC]) {
+  const float alpha = fast_exp2(st.m - m_new);
+  st.m = m_new;
+  st.l *= alpha;
+#pragma unroll
+  for (int c = 0; c < NV; ++c) {
+#pragma unroll
+    for (int v = 0; v < VEC; ++v) st.acc[c][v] *= alpha;
+  }
+#pragma unroll
+  for (int u = 0; u < E; ++u) {
+    const float p = fast_exp2(s[u] - m_new);  // 0 for the padding edges (s = -inf)
+    st.l += p;
+#pragma unroll
+    for (int c = 0; c < NV; ++c) {
+#pragma unroll
+      for (int v = 0; v < VEC; ++v) st.acc[c][v] = fmaf(p, vv[u][c][v], st.acc[c][v]);
+    }
+  }
+}
+
 // Walk edges [begin, end) of one row for one head and fold them into `st`. Every lane of the team
 // must call this with the same begin/end (the team shares a row), since it shuffles across the team.
 template <typename T, typename I, int LANES, int VEC, int NV, int E, int W>
@@ -131,25 +157,7 @@ __device__ __forceinline__ void attend_edges(
         s[u] = ok[u] ? s[u] + b : neg_inf();
         m_new = fmaxf(m_new, s[u]);
       }
-      // m_new is finite: edge e0 is always valid. First step: m = -inf gives alpha = 0.
-      const float alpha = fast_exp2(st.m - m_new);
-      st.m = m_new;
-      st.l *= alpha;
-#pragma unroll
-      for (int c = 0; c < NV; ++c) {
-#pragma unroll
-        for (int v = 0; v < VEC; ++v) st.acc[c][v] *= alpha;
-      }
-#pragma unroll
-      for (int u = 0; u < E; ++u) {
-        const float p = fast_exp2(s[u] - m_new);  // 0 for the padding edges (s = -inf)
-        st.l += p;
-#pragma unroll
-        for (int c = 0; c < NV; ++c) {
-#pragma unroll
-          for (int v = 0; v < VEC; ++v) st.acc[c][v] = fmaf(p, vv[u][c][v], st.acc[c][v]);
-        }
-      }
+      fold_step<E, NV, VEC>(st, s, m_new, vv);
     }
   }
 }
@@ -200,6 +208,51 @@ __device__ __forceinline__ void store_normalised(T* __restrict__ orow, int d, co
   }
 }
 
+// The work item of one group in fused_split: segment `seg` (a chunk of a heavy row, at most `chunk`
+// edges from chunk_begin[seg] clipped to the row end, or a whole light row), its row and head, and
+// its edges [begin, end). False for the groups past the last segment.
+template <typename I>
+struct Segment {
+  long long seg, row;
+  int head;
+  bool is_chunk;
+  I begin, end;
+};
+
+template <int LANES, typename I>
+__device__ __forceinline__ bool locate_segment(const I* __restrict__ indptr, const I* __restrict__ seg_rows,
+                                               const I* __restrict__ chunk_begin, long long n_chunks,
+                                               long long n_segments, long long chunk, int heads,
+                                               Segment<I>& w) {
+  const long long g = (long long)blockIdx.x * (blockDim.x / LANES) + threadIdx.x / LANES;
+  w.seg = g / heads;
+  if (w.seg >= n_segments) return false;
+  w.head = (int)(g - w.seg * heads);
+  w.row = (long long)seg_rows[w.seg];
+  w.is_chunk = w.seg < n_chunks;
+  w.end = indptr[w.row + 1];
+  if (w.is_chunk) {
+    w.begin = chunk_begin[w.seg];
+    if ((long long)(w.end - w.begin) > chunk) w.end = w.begin + (I)chunk;
+  } else {
+    w.begin = indptr[w.row];
+  }
+  return true;
+}
+
+// A chunk's partial state for attention_combine: (m, l) once per group, acc by every lane.
+template <int LANES, int VEC, int NV>
+__device__ __forceinline__ void store_partial(float2* __restrict__ part_ml, float* __restrict__ part_acc,
+                                              long long slot, int d, const State<NV, VEC>& st) {
+  const int g_lane = threadIdx.x & (LANES - 1);
+  if (g_lane == 0) part_ml[slot] = make_float2(st.m, st.l);
+#pragma unroll
+  for (int c = 0; c < NV; ++c) {
+    const int f = (c * LANES + g_lane) * VEC;
+    if (f < d) store_vec<VEC>(part_acc + slot * d + f, st.acc[c]);
+  }
+}
+
 }  // namespace attention_fused_detail
 
 // Family "fused": one group per (row, head) over all rows, no lists.
@@ -237,40 +290,22 @@ __global__ void attention_fused_segments(
     long long n_segments, long long chunk, int heads, int d, float qscale, float bias_scale,
     float2* __restrict__ part_ml, float* __restrict__ part_acc) {
   using namespace attention_fused_detail;
-  const long long g = (long long)blockIdx.x * (blockDim.x / LANES) + threadIdx.x / LANES;
-  const long long seg = g / heads;
-  if (seg >= n_segments) return;
-  const int head = (int)(g - seg * heads);
-  const long long row = (long long)seg_rows[seg];
+  Segment<I> w;
+  if (!locate_segment<LANES>(indptr, seg_rows, chunk_begin, n_chunks, n_segments, chunk, heads, w)) return;
   const long long row_stride = (long long)heads * d;
-  const long long qo = row * row_stride + (long long)head * d;
-  const bool is_chunk = seg < n_chunks;
-  I begin, end = indptr[row + 1];
-  if (is_chunk) {
-    begin = chunk_begin[seg];
-    if ((long long)(end - begin) > chunk) end = begin + (I)chunk;
-  } else {
-    begin = indptr[row];
-  }
+  const long long qo = w.row * row_stride + (long long)w.head * d;
 
   float q[NV][VEC];
   load_query<T, LANES, VEC, NV>(Q + qo, d, qscale, q);
   State<NV, VEC> st;
   init_state(st);
-  attend_edges<T, I, LANES, VEC, NV, E, W>(indices, values, K, V, begin, end, row_stride, head * d,
-                                           d, bias_scale, q, st);
-  if (!is_chunk) {
+  attend_edges<T, I, LANES, VEC, NV, E, W>(indices, values, K, V, w.begin, w.end, row_stride,
+                                           w.head * d, d, bias_scale, q, st);
+  if (!w.is_chunk) {
     store_normalised<T, LANES, VEC, NV>(out + qo, d, st);
     return;
   }
-  const long long slot = seg * heads + head;
-  const int g_lane = threadIdx.x & (LANES - 1);
-  if (g_lane == 0) part_ml[slot] = make_float2(st.m, st.l);
-#pragma unroll
-  for (int c = 0; c < NV; ++c) {
-    const int f = (c * LANES + g_lane) * VEC;
-    if (f < d) store_vec<VEC>(part_acc + slot * d + f, st.acc[c]);
-  }
+  store_partial<LANES, VEC, NV>(part_ml, part_acc, w.seg * heads + w.head, d, st);
 }
 
 // Merge the chunk partials of each heavy row: one thread per (heavy row, head, feature).
@@ -299,5 +334,149 @@ __global__ void attention_combine(const I* __restrict__ heavy_rows, const I* __r
     }
     const long long row = (long long)heavy_rows[r];
     out[(row * heads + head) * d + f] = autosage::from_float<T>(L > 0.f ? a / L : 0.f);
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Additive score (GAT): s_ij = LeakyReLU(a_dst[i,h] + a_src[j,h]), two scalars per node and head.
+//
+//   out[i,h] = sum_{j in row i} softmax_j(s_ij) * V[j,h]
+//
+// a_dst: n_rows x H, a_src: n_cols x H, V: n_cols x H x d, out: n_rows x H x d. There is no per-edge
+// dot product: a step of E edges loads E V rows (the same vector loads as the dot-product walk) and
+// E scalars a_src[j,h] (the lanes of a group read the same address: one broadcast transaction).
+// The groups, teams, schedule knobs, log2-domain online softmax and the chunk partials of long rows
+// (merged by attention_combine) are those of the dot-product kernels above, so every fused and
+// fused_split schedule runs this score too. LeakyReLU commutes with the positive factor log2(e).
+//
+// Row statistics for backward: when `stats` is not null, stats[i*H + h] = (row max of s, sum over
+// the row of e^(s - max)) in natural units (-inf, 0 for a row without edges), so backward rebuilds
+// every probability as e^(s_ij - max_i) / sum_i without a row reduction. Light rows write theirs in
+// the walk; heavy rows' come from their chunk partials (attention_additive_stats).
+
+namespace attention_fused_detail {
+
+constexpr float kLn2 = 0.6931471805599453f;   // log2-domain maxima back to natural units
+
+// One group's row statistics (lane 0 writes; no-op without a stats buffer).
+template <int LANES>
+__device__ __forceinline__ void store_stats(float2* __restrict__ stats, long long slot, float m, float l) {
+  if (stats && (threadIdx.x & (LANES - 1)) == 0) stats[slot] = make_float2(m * kLn2, l);
+}
+
+template <typename T, typename I, int LANES, int VEC, int NV, int E, int W>
+__device__ __forceinline__ void attend_edges_additive(
+    const I* __restrict__ indices, const float* __restrict__ a_src, const T* __restrict__ Vmat,
+    I begin, I end, long long row_stride, int heads, int head, int d, float a_dst, float slope,
+    State<NV, VEC>& st) {
+  static_assert(W % E == 0 && W % LANES == 0 && W <= 32, "team must hold whole groups and steps");
+  constexpr float kLog2e = 1.4426950408889634f;
+  const unsigned mask = group_mask<W>();
+  const int g_lane = threadIdx.x & (LANES - 1);
+  const int t_lane = threadIdx.x & (W - 1);
+  const int head_off = head * d;
+  const long long stop = (long long)end;
+  const long long e = (long long)begin + t_lane;
+  I col_next = e < stop ? indices[e] : (I)0;
+  for (long long base = begin; base < stop; base += W) {
+    const I col_mine = col_next;
+    const long long en = base + W + t_lane;
+    if (en < stop) col_next = indices[en];
+    const int n = (stop - base < W) ? (int)(stop - base) : W;
+    for (int e0 = 0; e0 < n; e0 += E) {
+      float vv[E][NV][VEC], s[E];
+#pragma unroll
+      for (int u = 0; u < E; ++u) {
+        const I col = __shfl_sync(mask, col_mine, e0 + u, W);
+        const bool ok = e0 + u < n;
+        s[u] = ok ? autosage::load_scalar(a_src + (long long)col * heads + head) : 0.f;
+        const long long off = (long long)col * row_stride + head_off;
+#pragma unroll
+        for (int c = 0; c < NV; ++c) {
+          const int f = (c * LANES + g_lane) * VEC;
+          if (ok && f < d) {
+            load_vec<VEC>(Vmat + off + f, vv[u][c]);
+          } else {
+#pragma unroll
+            for (int v = 0; v < VEC; ++v) vv[u][c][v] = 0.f;
+          }
+        }
+        const float x = a_dst + s[u];
+        s[u] = ok ? (x > 0.f ? x : x * slope) * kLog2e : neg_inf();
+      }
+      float m_new = st.m;
+#pragma unroll
+      for (int u = 0; u < E; ++u) m_new = fmaxf(m_new, s[u]);
+      fold_step<E, NV, VEC>(st, s, m_new, vv);
+    }
+  }
+}
+
+}  // namespace attention_fused_detail
+
+// Family "fused", additive score: one group per (row, head) over all rows.
+template <typename T, typename I, int LANES, int VEC, int NV, int E, int W>
+__global__ void attention_additive_rows(
+    const I* __restrict__ indptr, const I* __restrict__ indices, const float* __restrict__ a_dst,
+    const float* __restrict__ a_src, const T* __restrict__ V, T* __restrict__ out, long long n_rows,
+    int heads, int d, float slope, float2* __restrict__ stats) {
+  using namespace attention_fused_detail;
+  const long long g = (long long)blockIdx.x * (blockDim.x / LANES) + threadIdx.x / LANES;
+  const long long row = g / heads;
+  if (row >= n_rows) return;  // whole teams leave together (H % heads-per-team == 0)
+  const int head = (int)(g - row * heads);
+  const long long row_stride = (long long)heads * d;
+  State<NV, VEC> st;
+  init_state(st);
+  attend_edges_additive<T, I, LANES, VEC, NV, E, W>(indices, a_src, V, indptr[row], indptr[row + 1],
+                                                    row_stride, heads, head, d, a_dst[g], slope, st);
+  store_normalised<T, LANES, VEC, NV>(out + row * row_stride + (long long)head * d, d, st);
+  store_stats<LANES>(stats, g, st.m, st.l);
+}
+
+// Family "fused_split", additive score: the segment list and partials of attention_fused_segments.
+template <typename T, typename I, int LANES, int VEC, int NV, int E, int W>
+__global__ void attention_additive_segments(
+    const I* __restrict__ indptr, const I* __restrict__ indices, const float* __restrict__ a_dst,
+    const float* __restrict__ a_src, const T* __restrict__ V, T* __restrict__ out,
+    const I* __restrict__ seg_rows, const I* __restrict__ chunk_begin, long long n_chunks,
+    long long n_segments, long long chunk, int heads, int d, float slope,
+    float2* __restrict__ part_ml, float* __restrict__ part_acc, float2* __restrict__ stats) {
+  using namespace attention_fused_detail;
+  Segment<I> w;
+  if (!locate_segment<LANES>(indptr, seg_rows, chunk_begin, n_chunks, n_segments, chunk, heads, w)) return;
+  const long long row_stride = (long long)heads * d;
+  State<NV, VEC> st;
+  init_state(st);
+  attend_edges_additive<T, I, LANES, VEC, NV, E, W>(indices, a_src, V, w.begin, w.end, row_stride, heads,
+                                                    w.head, d, a_dst[w.row * heads + w.head], slope, st);
+  if (!w.is_chunk) {
+    store_normalised<T, LANES, VEC, NV>(out + w.row * row_stride + (long long)w.head * d, d, st);
+    store_stats<LANES>(stats, w.row * heads + w.head, st.m, st.l);
+    return;
+  }
+  store_partial<LANES, VEC, NV>(part_ml, part_acc, w.seg * heads + w.head, d, st);
+}
+
+// The row statistics of heavy rows from their chunk partials (the (m, l) merge of
+// attention_combine): one thread per (heavy row, head).
+template <typename I>
+__global__ void attention_additive_stats(const I* __restrict__ heavy_rows, const I* __restrict__ chunk_ptr,
+                                         const float2* __restrict__ part_ml, float2* __restrict__ stats,
+                                         long long n_heavy, int heads) {
+  using namespace attention_fused_detail;
+  for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < n_heavy * heads;
+       t += (long long)gridDim.x * blockDim.x) {
+    const int head = (int)(t % heads);
+    const long long r = t / heads;
+    const long long c0 = chunk_ptr[r], c1 = chunk_ptr[r + 1];
+    float M = neg_inf();
+    for (long long c = c0; c < c1; ++c) M = fmaxf(M, part_ml[c * heads + head].x);
+    float L = 0.f;
+    for (long long c = c0; c < c1; ++c) {
+      const float2 ml = part_ml[c * heads + head];
+      L = fmaf(ml.y, fast_exp2(ml.x - M), L);
+    }
+    stats[(long long)heavy_rows[r] * heads + head] = make_float2(M * kLn2, L);
   }
 }

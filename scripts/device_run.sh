@@ -4,6 +4,8 @@
 # left of DEADLINE_S (the tool stops a call at 600 s). Logs and results come back under $OUT.
 #   STEPS    space-separated: tests first_run train bench (default: tests first_run bench)
 #   BENCH    arguments for `autosage bench` (the results directory is RESULTS)
+#   TRAIN_ARGS, TRAIN_CAP  arguments and time cap (s) of the train step (`autosage bench --suite
+#            training`, results in $OUT/train)
 #   RESULTS  results directory of the run (default results/h200-run); its decision cache is
 #            RESULTS/decisions.json
 set -uo pipefail
@@ -27,8 +29,10 @@ for step in ${STEPS:-tests first_run bench}; do
                ${TEST_ARGS:-} 2>&1 | tee "$OUT/test-gpu.log" | tail -n 45 ;;
     first_run) PROFILE=1 timeout "$(cap 150)" scripts/first_run.sh "$OUT/first_run.csv" 2>"$OUT/first_run.log";
                tail -n 5 "$OUT/first_run.log"; cat "$OUT/first_run.csv" ;;
-    train) timeout "$(cap ${TRAIN_CAP:-150})" python3 scripts/train_bench.py --out "$OUT/train_bench.csv" ${TRAIN_ARGS:-} \
-               2>&1 | tail -n 25 ;;
+    train) mkdir -p "$OUT/train"
+           timeout "$(cap ${TRAIN_CAP:-150})" autosage bench --suite training --out "$OUT/train" \
+               --cache "$OUT/train/decisions.json" ${TRAIN_ARGS:-} 2>"$OUT/train.stderr" | tail -n 40
+           tail -n 25 "$OUT/train.stderr" ;;
     bench) mkdir -p "$RESULTS"
            timeout "$(cap 600)" autosage bench ${BENCH:-} --out "$RESULTS" --cache "$RESULTS/decisions.json" \
                2>"$OUT/bench.stderr" | tail -n 60; tail -n 15 "$OUT/bench.stderr"

@@ -254,3 +254,53 @@ def test_vendor_names_and_unknown_name():
                                              "vendor-unfused-alg3", "vendor-unfused-default"]
     with pytest.raises(ValueError):
         attention_vendor.prepare(None, "vendor-unfused-alg9", 64)
+
+
+def test_additive_score_kernels_compile_without_spills():
+    """The GAT score over every fused schedule, int and long long indices (nvcc, sm_90)."""
+    exprs = list(space.additive_expressions("float", "int"))
+    fused32 = [s for s in FUSED if s.vec <= 4]     # the 16-byte half schedules never run in float
+    assert len(exprs) == len({space.additive_expression(s) for s in fused32}) + 1
+    assert all(e.startswith(("attention_additive_rows<", "attention_additive_segments<",
+                             "attention_additive_stats<")) for e in exprs)
+    wide = sorted({space.additive_expression(s, "float", "long long")
+                   for s in fused32 if s.lanes == 32 or s.family == "fused_split"}
+                  | {space.additive_stats_expression("long long")})
+    _check_reports(space.FUSED_SOURCE, exprs + wide)
+
+
+def test_additive_schedule_is_the_best_fused_estimate_or_a_checked_name():
+    from autosage_cli.errors import AutosageError
+    from autosage_cli.features import compute_features
+    from autosage_cli.graphs.load import load_graph
+    from autosage_cli.scheduler.additive import additive_schedule
+    from autosage_cli.scheduler.estimate import rank
+
+    g = load_graph(dataset="cora")
+    for d, heads in ((8, 8), (41, 1), (64, 1), (5, 3)):
+        chosen = additive_schedule(g, d, heads)
+        fused = [s for s, _ in rank(compute_features(g, symmetry=False), "attention", d, heads)
+                 if s.family in ("fused", "fused_split")]
+        assert chosen == fused[0] and chosen.supports(d, heads) is None
+    named = next(s for s in FUSED if s.family == "fused_split" and s.supports(64, 2) is None)
+    assert additive_schedule(g, 64, 2, named.name) == named
+    unfused = next(s for s in SCHEDULES if s.family == "unfused")
+    with pytest.raises(AutosageError, match="families fused, fused_split only"):
+        additive_schedule(g, 64, 1, unfused.name)
+    with pytest.raises(AutosageError, match="cannot run d=63"):
+        additive_schedule(g, 63, 2, named.name)
+    with pytest.raises(AutosageError, match="at most 256"):
+        additive_schedule(g, 300, 1)
+
+
+def test_prepare_additive_refuses_what_it_cannot_run():
+    from autosage_cli.backends.native_attention import prepare_additive
+
+    unfused = next(s for s in SCHEDULES if s.family == "unfused")
+    with pytest.raises(ValueError, match="fused families only"):
+        prepare_additive(None, unfused, 64, 1)
+    fused = next(s for s in FUSED if s.supports(64, 1) is None)
+    with pytest.raises(ValueError, match="cannot run d=63"):
+        prepare_additive(None, fused, 63, 1)
+    with pytest.raises(ValueError, match="negative_slope must be finite"):
+        prepare_additive(None, fused, 64, 1, float("inf"))

@@ -10,19 +10,10 @@ torch = pytest.importorskip("torch", reason="torch is not installed: the autosag
 import autosage_cli.torch as at  # noqa: E402
 from autosage_cli.errors import AutosageError  # noqa: E402
 from torch_helpers import dense_adjacency, dense_attention, random_edge_index  # noqa: E402
+from torch_helpers import grads as _grads, leaf as _leaf  # noqa: E402
 
 N = 37
 F64 = torch.float64
-
-
-def _leaf(*shape, seed=0):
-    gen = torch.Generator().manual_seed(seed)
-    return (torch.rand(*shape, generator=gen, dtype=F64) * 2 - 1).requires_grad_()
-
-
-def _grads(out, inputs, seed=9):
-    upstream = torch.randn(out.shape, generator=torch.Generator().manual_seed(seed), dtype=out.dtype)
-    return torch.autograd.grad(out, inputs, upstream)
 
 
 def _assert_close(ours, ref, tol=1e-10):

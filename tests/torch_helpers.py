@@ -4,6 +4,18 @@ from __future__ import annotations
 import torch
 
 
+def leaf(*shape, seed=0, spread=1.0, dtype=torch.float64) -> torch.Tensor:
+    """A leaf tensor requiring grad, uniform in [-spread, spread)."""
+    gen = torch.Generator().manual_seed(seed)
+    return ((torch.rand(*shape, generator=gen, dtype=dtype) * 2 - 1) * spread).requires_grad_()
+
+
+def grads(out: torch.Tensor, inputs, seed=9):
+    """Gradients of <out, a random upstream> with respect to `inputs`."""
+    upstream = torch.randn(out.shape, generator=torch.Generator().manual_seed(seed), dtype=out.dtype)
+    return torch.autograd.grad(out, inputs, upstream)
+
+
 def random_edge_index(n: int, seed: int, *, avg_degree: int = 4, hubs: int = 2, hub_degree: int | None = None,
                       empty_every: int = 5, duplicates: bool = True) -> torch.Tensor:
     """A (2, E) source -> target edge_index in random order: every `empty_every`-th node receives
@@ -39,4 +51,13 @@ def dense_attention(A: torch.Tensor, Q, K, V, scale: float) -> torch.Tensor:
     scores = torch.einsum("ihd,jhd->hij", Q, K) * scale
     scores = scores.masked_fill(~mask, float("-inf"))
     probs = torch.softmax(scores, dim=-1).nan_to_num(0.0)  # empty rows: all -inf -> NaN -> 0
+    return torch.einsum("hij,jhd->ihd", probs, V)
+
+
+def dense_additive_attention(A: torch.Tensor, a_dst, a_src, V, negative_slope: float) -> torch.Tensor:
+    """GAT attention per head over A's nonzeros: softmax_j LeakyReLU(a_dst[i] + a_src[j]); rows
+    without edges give zeros."""
+    mask = A != 0
+    scores = torch.nn.functional.leaky_relu(a_dst.T[:, :, None] + a_src.T[:, None, :], negative_slope)
+    probs = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1).nan_to_num(0.0)
     return torch.einsum("hij,jhd->ihd", probs, V)

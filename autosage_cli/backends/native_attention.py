@@ -11,6 +11,9 @@ family needs and returns a Plan whose `run((Q, K, V), out)` only launches:
                head, with native SDDMM/SpMM plans chosen at prepare (backends/attention_unfused.py).
 A's values are ignored unless `use_values=True`, which adds them to the scores as a per-edge bias.
 In float16/bfloat16 (`dtype`) Q, K, V and out are of that type; scores, max, sum and exp are float32.
+`prepare_additive(dgraph, schedule, d, heads, negative_slope)` runs a fused or fused_split schedule
+with the additive (GAT) score LeakyReLU(a_dst[i,h] + a_src[j,h]) instead: inputs (a_dst, a_src, V),
+and optionally writes each row's softmax statistics (`run(inputs, out, stats)`); float32 only.
 Derived row lists are kept in `dgraph.derived`, so plans of one graph share them.
 """
 from __future__ import annotations
@@ -39,9 +42,13 @@ class FusedAttentionPlan(HeadsOutPlan):
         self.provider = "attention_fused.cu"
         with PrepareTimer(self):
             index = index_type(dgraph)
-            self.fn = kernel(space.FUSED_SOURCE, space.fused_expression(schedule, dtypes.c_type(dtype), index))
+            self.fn = kernel(space.FUSED_SOURCE, self.expression(index))
             self.grid, self.block = schedule.launch(dgraph.n_rows * heads, d)
             self.bias = values_arg(dgraph, use_values)
+
+    def expression(self, index: str) -> str:
+        """The name expression of the kernel this plan launches (the dot-product score)."""
+        return space.fused_expression(self.sched, dtypes.c_type(self.dtype), index)
 
     def scalars(self):
         """(qscale, bias_scale): scores are computed in the log2 domain (see attention_fused.cu)."""
@@ -96,7 +103,7 @@ class SplitAttentionPlan(FusedAttentionPlan):
 
         with PrepareTimer(self):
             index = index_type(dgraph)
-            self.fn = kernel(space.FUSED_SOURCE, space.fused_expression(schedule, dtypes.c_type(dtype), index))
+            self.fn = kernel(space.FUSED_SOURCE, self.expression(index))
             self.combine = kernel(space.FUSED_SOURCE, space.combine_expression(dtypes.c_type(dtype), index))
             key = ("attention_segments", schedule.split, schedule.chunk)
             if key not in dgraph.derived:
@@ -131,6 +138,98 @@ class SplitAttentionPlan(FusedAttentionPlan):
                                                           h, d))
 
 
+class AdditiveScore:
+    """The additive (GAT) score on a fused plan: inputs (a_dst, a_src, V) with a_dst (n_rows, H),
+    a_src (n_cols, H), V (n_cols, H, d); s_ij = LeakyReLU(a_dst[i,h] + a_src[j,h]) with
+    `negative_slope`, no scale and no bias (A's values are ignored). `run(inputs, out, stats)`
+    also writes each row's softmax statistics when given `stats`, a float32 (n_rows, H, 2) array:
+    (max of s over the row, sum of e^(s - max)); -inf and 0 for a row without edges."""
+    score = "additive"
+
+    def __init__(self, dgraph: DeviceGraph, schedule: Schedule, d: int, heads: int, negative_slope: float):
+        self.negative_slope = negative_slope
+        super().__init__(dgraph, schedule, d, heads, 1.0, False)
+        self.provider += ", additive score"
+
+    def expression(self, index: str) -> str:
+        return space.additive_expression(self.sched, dtypes.c_type(self.dtype), index)
+
+    def operands(self, inputs: tuple, out, stats) -> tuple:
+        """(a_dst, a_src, V, stats pointer), checked like check_inputs checks (Q, K, V): a wrong
+        layout would otherwise be read as garbage."""
+        if len(inputs) != 3:
+            raise ValueError(f"additive attention takes (a_dst, a_src, V), got {len(inputs)} inputs")
+        g, h, d = self.graph, self.heads, self.k
+        shapes = [("a_dst", (g.n_rows, h), 1), ("a_src", (g.n_cols, h), 1),
+                  ("V", (g.n_cols, h, d), self.sched.vec), ("out", (g.n_rows, h, d), self.sched.vec)]
+        arrays = [*inputs, out]
+        if stats is not None:
+            shapes.append(("stats", (g.n_rows, h, 2), 2))
+            arrays.append(stats)
+        for (name, shape, vec), arr in zip(shapes, arrays):
+            if tuple(arr.shape) != shape or arr.dtype != np.float32 or not arr.flags.c_contiguous:
+                raise ValueError(f"{name}: expected a C-contiguous float32 array of shape {shape}, "
+                                 f"got {arr.dtype} {tuple(arr.shape)}")
+            if arr.data.ptr % (4 * vec):
+                raise ValueError(f"{name}: {4 * vec}-byte aligned base pointer needed")
+        return (*inputs, np.uint64(0) if stats is None else stats)
+
+
+class FusedAdditivePlan(AdditiveScore, FusedAttentionPlan):
+    """Family "fused" with the additive score (attention_additive_rows)."""
+
+    def run(self, inputs: tuple, out, stats=None) -> None:
+        a_dst, a_src, V, stats_arg = self.operands(inputs, out, stats)
+        g = self.graph
+        self.fn(self.grid, self.block, (g.indptr, g.indices, a_dst, a_src, V, out, np.int64(g.n_rows),
+                                        np.int32(self.heads), np.int32(self.k),
+                                        np.float32(self.negative_slope), stats_arg))
+
+
+class SplitAdditivePlan(AdditiveScore, SplitAttentionPlan):
+    """Family "fused_split" with the additive score: segments, then the same two-phase combine."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.stats_fn = kernel(space.FUSED_SOURCE, space.additive_stats_expression(index_type(self.graph)))
+
+    def run(self, inputs: tuple, out, stats=None) -> None:
+        a_dst, a_src, V, stats_arg = self.operands(inputs, out, stats)
+        g, h, d = self.graph, np.int32(self.heads), np.int32(self.k)
+        self.fn(self.grid, self.block, (g.indptr, g.indices, a_dst, a_src, V, out, self.seg_rows,
+                                        self.chunk_begin, np.int64(self.n_chunks),
+                                        np.int64(self.n_segments), np.int64(self.sched.chunk), h, d,
+                                        np.float32(self.negative_slope), self.part_ml, self.part_acc,
+                                        stats_arg))
+        if self.n_heavy:
+            self.combine(self.combine_grid, (256, 1, 1), (self.heavy_rows, self.chunk_ptr, self.part_ml,
+                                                          self.part_acc, out, np.int64(self.n_heavy),
+                                                          h, d))
+            if stats is not None:
+                self.stats_fn(self.combine_grid, (256, 1, 1), (self.heavy_rows, self.chunk_ptr,
+                                                               self.part_ml, stats,
+                                                               np.int64(self.n_heavy), h))
+
+
+def prepare_additive(dgraph: DeviceGraph, schedule: Schedule, d: int, heads: int = 1,
+                     negative_slope: float = 0.2) -> Plan:
+    """A native plan of the additive (GAT) score for a fused or fused_split `schedule`."""
+    if schedule.source_file != space.FUSED_SOURCE:   # exactly the fused and fused_split schedules
+        raise ValueError(f"{schedule.name}: the additive score runs on the fused families only")
+    _check_supported(schedule, d, heads)
+    slope = float(negative_slope)
+    if not np.isfinite(slope):
+        raise ValueError(f"negative_slope must be finite, got {negative_slope}")
+    cls = FusedAdditivePlan if schedule.family == "fused" else SplitAdditivePlan
+    return cls(dgraph, schedule, d, heads, slope)
+
+
+def _check_supported(schedule: Schedule, k: int, heads: int, dtype: str = dtypes.DEFAULT) -> None:
+    reason = schedule.supports(k, heads, dtype)
+    if reason:
+        raise ValueError(f"{schedule.name} cannot run d={k}, H={heads}: {reason}")
+
+
 def prepare(dgraph: DeviceGraph, schedule: Schedule, k: int, heads: int = 1, scale: float | None = None,
             dtype: str = dtypes.DEFAULT, *, use_values: bool = False, substeps=None) -> Plan:
     """A native attention plan for `schedule` at d = k with `heads` heads in `dtype`. `substeps`
@@ -138,9 +237,7 @@ def prepare(dgraph: DeviceGraph, schedule: Schedule, k: int, heads: int = 1, sca
     default choice."""
     if schedule.family not in FAMILIES:
         raise ValueError(f"{schedule.name} is not an attention schedule")
-    reason = schedule.supports(k, heads, dtype)
-    if reason:
-        raise ValueError(f"{schedule.name} cannot run d={k}, H={heads}: {reason}")
+    _check_supported(schedule, k, heads, dtype)
     value = attention_scale(k, scale)
     if schedule.family == "fused":
         return FusedAttentionPlan(dgraph, schedule, k, heads, value, use_values, dtype)

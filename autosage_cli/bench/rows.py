@@ -76,6 +76,8 @@ class Row:
     repeats: int = 0
     flush_l2: bool = False
     seed: int = 0
+    loss_first: float = math.nan    # training rows: the loss of the first and of the last epoch
+    loss_last: float = math.nan
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

@@ -12,6 +12,9 @@
              every attention schedule is timed (fused vs our unfused is a target).
   full       kernels ∪ attention. On one H200 it does not fit one 10-minute call: run
              kernels-small, kernels-large and attention with the same --out (rows merge).
+  training   not kernel cases: full-graph training epochs of GCN, GraphSAGE and GAT built from
+             autosage's layers against PyG on reddit-like and products-like
+             (commands/bench_training.py, autosage_cli.torch.training).
 
 Options narrow or replace parts of a suite: --dataset replaces the graphs (every listed graph gets
 every op of the run), --ops filters the ops, --widths replaces K (and d for attention), --heads
@@ -150,9 +153,13 @@ def resolve_graph(name: str) -> GraphSpec:
     return GraphSpec(entry.name, dataset=entry.name)
 
 
+TRAINING = "training"             # the training suite: models and epochs, run by its own module
+SUITE_NAMES = (*SUITES, TRAINING)
+
+
 def get_suite(name: str) -> Suite:
     if name not in SUITES:
-        raise AutosageError(f"unknown suite {name!r}; choose one of {', '.join(SUITES)}")
+        raise AutosageError(f"unknown suite {name!r}; choose one of {', '.join(SUITE_NAMES)}")
     return SUITES[name]
 
 

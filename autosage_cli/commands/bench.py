@@ -28,7 +28,7 @@ from ..bench.toolkit import GpuToolkit
 from .progress import StderrBar
 from ..cache import check_cache_path
 from ..paths import check_creatable
-from . import bench_plan
+from . import bench_plan, bench_training
 from . import dry_run as dry_run_mod
 
 
@@ -130,15 +130,17 @@ class SuiteProgress(StderrBar):
 @click.option("--dataset", "datasets", multiple=True, metavar="NAME|PATH",
               help="Graph(s) to run instead of the suite's: a preset, a dataset name or a file. Repeatable.")
 @click.option("--suite", default="default", show_default=True,
-              help=f"Which suite: {', '.join(suites.SUITES)}.")
-@click.option("--ops", default=None, help="Comma-separated ops (spmm,sddmm,attention).")
+              help=f"Which suite: {', '.join(suites.SUITE_NAMES)}.")
+@click.option("--ops", default=None, help="Comma-separated ops (spmm,sddmm,attention); for --suite "
+                                        "training, models (train-gcn,train-sage,train-gat,train-transformer).")
 @click.option("--widths", default=None, help="Comma-separated K (d for attention), e.g. 1,2,4,32.")
 @click.option("--heads", default=None, help="Comma-separated attention head counts, e.g. 1,8.")
 @click.option("--dtypes", "dtype_list", default=None,
               help="Comma-separated element types, each a case of its own (default: float32; "
                    "supported: " + ", ".join(op_specs.supported_dtypes()) + ").")
 @click.option("--repeat", type=int, default=None, help="Timed repeats per measurement (median, p20, p80 reported; use >= 10). "
-                   "Default: the suite's (20 for default, 10 for the big suites).")
+                   "Default: the suite's (20 for default, 10 for the big suites). --suite training: "
+                   "epochs per model, the first 2 untimed (default 10).")
 @click.option("--flush-l2", is_flag=True, help="Flush the L2 cache between timed repeats.")
 @click.option("--oracle", is_flag=True,
               help="Also tune with a full-graph probe of the top k (tune --full; not exhaustive) and "
@@ -164,6 +166,9 @@ class SuiteProgress(StderrBar):
 def command(datasets, suite, ops, widths, heads, dtype_list, repeat, flush_l2, oracle, all_schedules, exhaustive,
             cache_path, out_dir, seed, root, top_k, budget_ms, guardrail, dry_run, as_json):
     """Benchmark autosage against cuSPARSE (and torch / PyG) side by side."""
+    if suite == suites.TRAINING:
+        ctx = click.get_current_context()
+        return bench_training.run(ctx.params, _command_line(ctx), default_out, _prior_run, _render)
     chosen = suites.get_suite(suite)
     if repeat is not None and repeat < 1:
         raise AutosageError(f"--repeat must be >= 1, got {repeat}")

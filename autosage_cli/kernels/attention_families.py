@@ -16,6 +16,10 @@ of the unfused pipeline):
                memory). The SDDMM and SpMM sub-steps are native schedules chosen at prepare
                (backends/attention_unfused.substep_schedules).
 
+Scores of the fused families: "dot" (scale * <Q[i,h], K[j,h]>, the families' own kernels) and
+"additive" (LeakyReLU(a_dst[i,h] + a_src[j,h]), GAT: attention_additive_rows / _segments in the same
+file, chosen by the plan, not by the schedule: the knobs below mean the same for both).
+
 Knobs of the fused families (template parameters of attention_fused.cu):
   lanes x vec      lanes of a group and floats per load (vec 4: 16-byte loads of K and V rows);
   tile             features one group holds in registers: lanes x vec x NV, NV vectors per lane.
@@ -99,6 +103,19 @@ def scores_type_argument(dtype: str) -> str:
     float32 expressions read `<index, lanes>`), else the C++ type."""
     c_type = dtype_info(dtype).c_type
     return "" if c_type == "float" else f", {c_type}"
+
+
+def additive_expression(s: Schedule, dtype: str = "float", index: str = "int") -> str:
+    """The kernel of a fused or fused_split schedule with the additive (GAT) score
+    LeakyReLU(a_dst[i] + a_src[j]): the same knobs and template parameters as the dot-product one."""
+    kernel = "attention_additive_rows" if s.family == "fused" else "attention_additive_segments"
+    return (f"{kernel}<{dtype_info(dtype).c_type}, {index}, {s.lanes}, {s.vec}, {vectors_per_lane(s)}, "
+            f"{s.unroll}, {team_width(s)}>")
+
+
+def additive_stats_expression(index: str = "int") -> str:
+    """The kernel that merges heavy rows' chunk statistics (fused_split, additive score)."""
+    return f"attention_additive_stats<{index}>"
 
 
 def softmax_expression(s: Schedule, index: str = "int", dtype: str = "float") -> str:

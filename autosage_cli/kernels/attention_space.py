@@ -14,8 +14,8 @@ from __future__ import annotations
 from itertools import product
 
 from .attention_families import (  # the sources and expressions are the plans' too
-    FUSED_SOURCE, SOFTMAX_SOURCE, fused_expression, scores_type_argument, softmax_expression, team_width,
-    vectors_per_lane)
+    FUSED_SOURCE, SOFTMAX_SOURCE, additive_expression, additive_stats_expression, fused_expression,
+    scores_type_argument, softmax_expression, team_width, vectors_per_lane)
 from . import attention_families
 from .schedule import Schedule
 from ..dtypes import info as dtype_info, vector_bytes_fit
@@ -58,6 +58,15 @@ def expressions(s: Schedule, dtype: str = "float", index: str = "int") -> tuple[
     if s.family == "fused_split":
         return (fused_expression(s, dtype, index), combine_expression(dtype, index))
     return (softmax_expression(s, index, dtype), softmax_heavy_expression(s, index, dtype))
+
+
+def additive_expressions(dtype: str = "float", index: str = "int") -> tuple[str, ...]:
+    """Every additive-score (GAT) instantiation over the fused schedules. They are not part of
+    `expressions`: a tune of the dot-product attention never builds them; a plan builds its own on
+    first use."""
+    return tuple(sorted({additive_expression(s, dtype, index) for s in SCHEDULES
+                         if s.family in ("fused", "fused_split") and vector_bytes_fit(s.vec, dtype) is None}
+                        | {additive_stats_expression(index)}))
 
 
 def file_expressions(source_file: str, dtype: str = "float", index: str = "int") -> tuple[str, ...]:

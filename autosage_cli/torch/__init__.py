@@ -1,5 +1,6 @@
-"""autosage for PyTorch: differentiable `spmm`, `sddmm`, `attention` on torch tensors, the `Graph`
-handle they run on, and PyG-style layers (`GCNConv`, `SAGEConv`, `TransformerConv`).
+"""autosage for PyTorch: differentiable `spmm`, `sddmm`, `attention`, `additive_attention` (GAT) on
+torch tensors, the `Graph` handle they run on, and PyG-style layers (`GCNConv`, `SAGEConv`,
+`TransformerConv`, `GATConv`).
 
     import autosage_cli.torch as at
     g = at.Graph.from_edge_index(edge_index, num_nodes)
@@ -12,8 +13,9 @@ dispatch), cuda (the CUDA path), norm (normalised graphs), nn (layers).
 """
 from __future__ import annotations
 
-from .functions import attention, sddmm, spmm
+from .functions import additive_attention, attention, sddmm, spmm
 from .graph import Graph
-from .nn import GCNConv, SAGEConv, TransformerConv
+from .nn import GATConv, GCNConv, SAGEConv, TransformerConv
 
-__all__ = ["Graph", "spmm", "sddmm", "attention", "GCNConv", "SAGEConv", "TransformerConv"]
+__all__ = ["Graph", "spmm", "sddmm", "attention", "additive_attention", "GCNConv", "SAGEConv",
+           "TransformerConv", "GATConv"]

@@ -56,6 +56,14 @@ class _on_torch_stream:
         return False
 
 
+def release_pool() -> None:
+    """Return the blocks CuPy's memory pool caches unused (plan buffers, tuning inputs) to the
+    driver, where torch's allocator can have them."""
+    import cupy
+
+    cupy.get_default_memory_pool().free_all_blocks()
+
+
 def operand(name: str, t: torch.Tensor) -> torch.Tensor:
     """A float32, C-contiguous, 16-byte aligned tensor (copied only when it is not one)."""
     if t.dtype != torch.float32:
@@ -134,13 +142,46 @@ def sddmm(graph: Graph, X: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def attention(graph: Graph, Q, K, V, scale: float) -> torch.Tensor:
-    Q, K, V = operand("Q", Q), operand("K", K), operand("V", V)
-    heads, d = int(Q.shape[1]), int(Q.shape[2])
-    out = torch.empty((graph.n_rows, heads, d), dtype=torch.float32, device=Q.device)
+def _fused_attention(graph: Graph, inputs: tuple, make_plan, stats: torch.Tensor | None = None):
+    """Run make_plan(heads, d) on inputs whose last is V (n_cols, H, d) into a new out (n_rows, H,
+    d), and into `stats` (the additive plans' row statistics) when given."""
+    V = inputs[-1]
+    heads, d = int(V.shape[1]), int(V.shape[2])
+    out = torch.empty((graph.n_rows, heads, d), dtype=torch.float32, device=V.device)
     if graph.nnz == 0:
         return out.zero_()
-    with _on_torch_stream(Q.device):
-        p = plan(graph, "attention", d, Q.device, heads=heads, scale=float(scale))
-        p.run((_cupy(Q), _cupy(K), _cupy(V)), _cupy(out))
+    with _on_torch_stream(V.device):
+        extra = () if stats is None else (_cupy(stats),)
+        make_plan(heads, d).run(tuple(_cupy(t) for t in inputs), _cupy(out), *extra)
     return out
+
+
+def attention(graph: Graph, Q, K, V, scale: float) -> torch.Tensor:
+    inputs = (operand("Q", Q), operand("K", K), operand("V", V))
+    return _fused_attention(graph, inputs, lambda heads, d: plan(graph, "attention", d, V.device,
+                                                                 heads=heads, scale=float(scale)))
+
+
+def additive_plan(graph: Graph, d: int, heads: int, negative_slope: float, device: torch.device):
+    """The additive-score (GAT) plan for (d, heads, slope) on `graph`, made once: a fixed schedule
+    from graph.schedules["attention-additive"], else the cost model's best fused schedule
+    (scheduler.additive: not probed)."""
+    from ..scheduler.additive import prepare_additive_plan
+
+    key = ("plan", "attention-additive", d, heads, negative_slope, device.index)
+    if key not in graph.gpu:
+        dgraph = device_graph(graph, False, device)
+        graph.gpu[key] = prepare_additive_plan(dgraph.host, dgraph, d, heads, negative_slope,
+                                               graph.schedules.get("attention-additive"))
+    return graph.gpu[key]
+
+
+def additive_attention(graph: Graph, a_dst, a_src, V, negative_slope: float):
+    """(O, row max, row sum): the output and each (row, head)'s softmax statistics."""
+    inputs = (operand("a_dst", a_dst), operand("a_src", a_src), operand("V", V))
+    stats = torch.empty((graph.n_rows, V.shape[1], 2), dtype=torch.float32, device=V.device)
+    stats[..., 0], stats[..., 1] = float("-inf"), 0.0   # rows without edges (and no edges at all)
+    out = _fused_attention(graph, inputs, lambda heads, d: additive_plan(graph, d, heads,
+                                                                         float(negative_slope), V.device),
+                           stats)
+    return out, stats[..., 0], stats[..., 1]

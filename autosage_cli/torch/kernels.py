@@ -4,6 +4,9 @@
                               v = `values` (canonical order) or, for None, the graph's own weights
   sddmm(graph, X, Y)          out[e] = <X[i], Y[j]> for every edge, canonical order   (nnz,)
   attention(graph, Q, K, V, scale)   fused SDDMM -> row softmax -> SpMM, H heads   (n_rows, H, d)
+  additive_attention(graph, a_dst, a_src, V, slope)   the same with the GAT score
+                              LeakyReLU(a_dst[i,h] + a_src[j,h]) (fused kernel, no per-edge dot);
+                              returns (O, row max, row sum): the softmax statistics backward uses
   edge_softmax(graph, S)      softmax of S (nnz, H) over each row's edges
 
 CUDA tensors run autosage's tuned plans (autosage_cli.torch.cuda: float32, zero-copy). Any other
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import torch
 
+from ..kernels.attention_space import MAX_FEATURES
 from .graph import Graph
 
 
@@ -48,13 +52,25 @@ def sddmm(graph: Graph, X: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:
 
 def edge_softmax(graph: Graph, scores: torch.Tensor) -> torch.Tensor:
     """Row softmax of per-edge scores (nnz, H) over each row's edges (any device)."""
+    return softmax_with_stats(graph, scores)[0]
+
+
+def softmax_with_stats(graph: Graph, scores: torch.Tensor):
+    """(probabilities, row max, row sum of e^(s - max)): the row softmax of scores (nnz, H) and
+    the statistics it is rebuilt from (n_rows, H each; -inf and 0 for a row without edges)."""
     row = graph.on("row", scores.device)
     shape = (graph.n_rows, scores.shape[1])
     index = row.unsqueeze(1).expand_as(scores)
     row_max = scores.new_full(shape, float("-inf")).scatter_reduce_(0, index, scores, "amax")
     e = (scores - row_max.index_select(0, row)).exp_()
     row_sum = scores.new_zeros(shape).index_add_(0, row, e)
-    return e.div_(row_sum.index_select(0, row))
+    return e.div_(row_sum.index_select(0, row)), row_max, row_sum
+
+
+def softmax_from_stats(graph: Graph, scores: torch.Tensor, row_max, row_sum) -> torch.Tensor:
+    """The row softmax of scores (nnz, H) from its row statistics, in place: no row reduction."""
+    row = graph.on("row", scores.device)
+    return scores.sub_(row_max.index_select(0, row)).exp_().div_(row_sum.index_select(0, row))
 
 
 def attention(graph: Graph, Q, K, V, scale: float) -> torch.Tensor:
@@ -65,6 +81,34 @@ def attention(graph: Graph, Q, K, V, scale: float) -> torch.Tensor:
     dev = Q.device
     row, col = graph.on("row", dev), graph.on("col", dev)
     scores = (Q.index_select(0, row) * K.index_select(0, col)).sum(-1) * scale   # (nnz, H)
-    probs = edge_softmax(graph, scores)
+    return _softmax_aggregate(graph, scores, V)
+
+
+def additive_scores(graph: Graph, a_dst, a_src) -> torch.Tensor:
+    """(nnz, H) pre-activation scores a_dst[i] + a_src[j] of every edge (i, j), canonical order."""
+    dev = a_dst.device
+    return a_dst.index_select(0, graph.on("row", dev)) + a_src.index_select(0, graph.on("col", dev))
+
+
+def additive_attention(graph: Graph, a_dst, a_src, V, negative_slope: float):
+    """(O, row max, row sum): O[i,h] = sum_j softmax_j(s_ij) V[j,h] with s_ij = LeakyReLU(a_dst[i,h]
+    + a_src[j,h]), and the softmax statistics of every (row, head). CUDA: the fused kernel (d up to
+    MAX_FEATURES per head; wider heads run the torch composition below on the GPU)."""
+    if _is_cuda(V) and V.shape[2] <= MAX_FEATURES:
+        from . import cuda
+
+        return cuda.additive_attention(graph, a_dst, a_src, V, negative_slope)
+    scores = torch.nn.functional.leaky_relu_(additive_scores(graph, a_dst, a_src), negative_slope)
+    probs, row_max, row_sum = softmax_with_stats(graph, scores)
+    return _aggregate(graph, probs, V), row_max, row_sum
+
+
+def _softmax_aggregate(graph: Graph, scores: torch.Tensor, V: torch.Tensor) -> torch.Tensor:
+    return _aggregate(graph, edge_softmax(graph, scores), V)
+
+
+def _aggregate(graph: Graph, probs: torch.Tensor, V: torch.Tensor) -> torch.Tensor:
+    """sum over each row's edges of probs (nnz, H) times V[j] (n_cols, H, d)."""
+    row, col = graph.on("row", V.device), graph.on("col", V.device)
     msg = probs.unsqueeze(-1) * V.index_select(0, col)
-    return Q.new_zeros((graph.n_rows, *Q.shape[1:])).index_add_(0, row, msg)
+    return V.new_zeros((graph.n_rows, *V.shape[1:])).index_add_(0, row, msg)

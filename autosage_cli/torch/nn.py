@@ -8,7 +8,7 @@ adjacency; the Graph made from an edge_index tensor is remembered while that ten
 not modified in place.
 
 Not supported (refused when asked for): bipartite (tuple) inputs, SAGE aggregations other than
-mean, attention dropout and edge features in TransformerConv.
+mean, attention dropout and edge features in TransformerConv and GATConv, GATConv's residual.
 """
 from __future__ import annotations
 
@@ -20,9 +20,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import AutosageError
-from .functions import SpMMFunction, attention, spmm
+from .functions import SpMMFunction, additive_attention, attention, spmm
 from .graph import Graph
-from .norm import gcn_graph, gcn_values, mean_graph
+from .norm import gcn_graph, gcn_values, mean_graph, with_self_loops
 
 _GRAPH_MEMO_SLOTS = 8
 _graph_memo: list = []  # (weakref to the edge_index tensor, its _version, num_nodes, Graph)
@@ -48,6 +48,14 @@ def _int_channels(name: str, value) -> int:
     if not isinstance(value, int) or value < 1:
         raise AutosageError(f"{name} must be a positive int (bipartite inputs are not supported), got {value!r}")
     return value
+
+
+def _refuse_attention_options(layer: str, dropout: float, edge_dim) -> None:
+    if dropout:
+        raise AutosageError(f"{layer}: attention dropout is not supported (the fused kernel never "
+                            "stores per-edge probabilities); use dropout=0")
+    if edge_dim is not None:
+        raise AutosageError(f"{layer}: edge features (edge_dim) are not supported")
 
 
 class GCNConv(nn.Module):
@@ -144,11 +152,7 @@ class TransformerConv(nn.Module):
                  beta: bool = False, dropout: float = 0.0, edge_dim: int | None = None,
                  bias: bool = True, root_weight: bool = True):
         super().__init__()
-        if dropout:
-            raise AutosageError("TransformerConv: attention dropout is not supported (the fused "
-                                "kernel never stores per-edge probabilities); use dropout=0")
-        if edge_dim is not None:
-            raise AutosageError("TransformerConv: edge features (edge_dim) are not supported")
+        _refuse_attention_options("TransformerConv", dropout, edge_dim)
         self.in_channels = _int_channels("in_channels", in_channels)
         self.out_channels = _int_channels("out_channels", out_channels)
         self.heads = _int_channels("heads", heads)
@@ -178,6 +182,61 @@ class TransformerConv(nn.Module):
             else:
                 out = out + x_r
         return out
+
+    def extra_repr(self) -> str:
+        return f"{self.in_channels}, {self.out_channels}, heads={self.heads}"
+
+
+def _glorot(t: torch.Tensor) -> None:
+    """PyG's glorot initialisation: uniform in ±sqrt(6 / (size(-2) + size(-1)))."""
+    bound = math.sqrt(6.0 / (t.size(-2) + t.size(-1)))
+    nn.init.uniform_(t, -bound, bound)
+
+
+class GATConv(nn.Module):
+    """Additive graph attention (PyG's GATConv): per head, softmax over the edges j -> i of
+    LeakyReLU(<a_dst, W x_i> + <a_src, W x_j>), weighting W x_j; heads concatenated or averaged;
+    plus the bias. With add_self_loops (the default) every node's own loops are replaced by one, as
+    PyG does. Runs on the fused attention kernel with the additive score; dropout must be 0 (the
+    fused kernel never stores per-edge probabilities to drop), no edge features, no residual."""
+
+    def __init__(self, in_channels: int, out_channels: int, heads: int = 1, concat: bool = True,
+                 negative_slope: float = 0.2, dropout: float = 0.0, add_self_loops: bool = True,
+                 edge_dim: int | None = None, fill_value="mean", bias: bool = True,
+                 residual: bool = False):
+        super().__init__()
+        _refuse_attention_options("GATConv", dropout, edge_dim)
+        if residual:
+            raise AutosageError("GATConv: residual=True is not supported")
+        self.in_channels = _int_channels("in_channels", in_channels)
+        self.out_channels = _int_channels("out_channels", out_channels)
+        self.heads = _int_channels("heads", heads)
+        self.concat, self.negative_slope, self.dropout = concat, float(negative_slope), dropout
+        self.add_self_loops, self.fill_value = add_self_loops, fill_value
+        self.lin = nn.Linear(in_channels, heads * out_channels, bias=False)
+        self.att_src = nn.Parameter(torch.empty(1, heads, out_channels))
+        self.att_dst = nn.Parameter(torch.empty(1, heads, out_channels))
+        width = heads * out_channels if concat else out_channels
+        self.bias = nn.Parameter(torch.empty(width)) if bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        for t in (self.lin.weight, self.att_src, self.att_dst):
+            _glorot(t)
+        if self.bias is not None:
+            nn.init.zeros_(self.bias)
+
+    def forward(self, x: torch.Tensor, edge_index):
+        g = as_graph(edge_index, x.shape[0])
+        if self.add_self_loops:
+            g = with_self_loops(g)[0]
+        H, C = self.heads, self.out_channels
+        h = self.lin(x).view(-1, H, C)
+        a_src = (h * self.att_src).sum(dim=-1)       # (n, H): the source's term of every score
+        a_dst = (h * self.att_dst).sum(dim=-1)       # the target's term
+        out = additive_attention(g, a_dst, a_src, h, self.negative_slope)
+        out = out.reshape(-1, H * C) if self.concat else out.mean(dim=1)
+        return out if self.bias is None else out + self.bias
 
     def extra_repr(self) -> str:
         return f"{self.in_channels}, {self.out_channels}, heads={self.heads}"

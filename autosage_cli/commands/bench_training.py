@@ -1,0 +1,178 @@
+"""`autosage bench --suite training`: full-graph training epochs of GNN models built from
+autosage's layers against the same models in PyG, side by side in one process
+(autosage_cli.torch.training runs them), written to a results directory in the results schema.
+
+Rows: one per (graph, model, library); op `train-gcn`, `train-sage` or `train-gat`, k the hidden
+width (64 = 8 heads x 8 for GAT), heads, backend `autosage` or `pyg`, schedule the graph input
+(`graph` for ours; PyG's mode: `sparse-csr` or `edge-index`), ms_median/p20/p80 the epoch time over
+the timed epochs, prepare_ms the wall time of the warm-up epochs (tuning, kernel builds, PyG's
+caches). Ours carries PyG's median as its baseline (best_vendor `pyg`, best_vendor_ms,
+speedup_vs_best_vendor) and, as rel_error, the relative difference of the two last losses.
+loss_first and loss_last are each library's losses at its first and last step. A PyG run that
+cannot run (out of memory) is a `skipped` row whose error says why and how much memory it asked
+for. The kernel options (--widths, --heads, --oracle, ...) do not apply and are refused.
+"""
+from __future__ import annotations
+
+import importlib.util
+import math
+import time
+from pathlib import Path
+
+import click
+
+from ..bench import report
+from ..bench.rows import Row
+from ..bench.suites import TRAINING as SUITE, resolve_graph
+from ..capability import require_gpu
+from ..environment import environment, now_iso
+from ..errors import AutosageError
+
+GRAPHS = ("reddit-like", "products-like")
+DEFAULT_STEPS = 10     # epochs per model and library; the loss of the last one is compared
+WARMUP = 2             # of them, not timed
+KERNEL_OPTIONS = ("widths", "heads", "flush_l2", "oracle", "all_schedules", "exhaustive", "top_k",
+                  "budget_ms", "guardrail")
+
+
+def parse_models(text: str | None) -> tuple[str, ...]:
+    """--ops for this suite: models, as `gcn` or `train-gcn`, comma-separated (default: the suite's
+    three; `transformer` runs when named)."""
+    from ..torch.training import EXTRA_MODELS, MODELS
+
+    if text is None:
+        return MODELS
+    models = tuple(dict.fromkeys(p.strip().removeprefix("train-") for p in text.split(",")))
+    for m in models:
+        if m not in MODELS + EXTRA_MODELS:
+            raise AutosageError(f"unknown model {m!r} in --ops for --suite training; choose from "
+                                f"{', '.join('train-' + x for x in MODELS + EXTRA_MODELS)}")
+    return models
+
+
+def check_options(params: dict) -> tuple[tuple[str, ...], int, list]:
+    """(models, steps, graph specs) from the bench options; AutosageError on anything that does not
+    apply to this suite or is missing (torch, PyG)."""
+    for name in KERNEL_OPTIONS:
+        if params.get(name) not in (None, False, ()):
+            raise AutosageError(f"--{name.replace('_', '-')} does not apply to --suite training")
+    missing = [m for m in ("torch", "torch_geometric") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise AutosageError(f"--suite training needs torch and torch_geometric ({missing[0]} is not "
+                            "installed): pip install torch torch_geometric")
+    steps = DEFAULT_STEPS if params.get("repeat") is None else params["repeat"]
+    if steps <= WARMUP:
+        raise AutosageError(f"--repeat for --suite training counts epochs, {WARMUP} of them untimed: "
+                            f"it must be > {WARMUP}, got {steps}")
+    specs = [resolve_graph(name) for name in (params.get("datasets") or GRAPHS)]
+    return parse_models(params.get("ops")), steps, specs
+
+
+def _rows_of(spec, graph, model: str, ours, theirs, stamp: dict) -> list[Row]:
+    from ..torch.training import width
+
+    k, heads = width(model)
+    base = dict(graph=spec.label, n_rows=graph.n_rows, n_cols=graph.n_cols, nnz=graph.nnz,
+                op=f"train-{model}", k=k, heads=heads, dtype="float32", **stamp)
+    rows = []
+    for run in (theirs, ours):
+        med, p20, p80 = run.stats()
+        rows.append(Row(**base, backend=run.library, schedule=run.mode,
+                        decision="probe" if run.library == "autosage" else "fixed",
+                        ms_median=med, ms_p20=p20, ms_p80=p80, prepare_ms=run.setup_ms,
+                        status=run.status, error=run.error, repeats=len(run.times_ms),
+                        loss_first=run.losses[0] if run.losses else math.nan,
+                        loss_last=run.losses[-1] if run.losses else math.nan))
+    mine, pyg = rows[1], rows[0]
+    if pyg.status == "ok" and math.isfinite(pyg.ms_median):
+        mine.best_vendor, mine.best_vendor_ms = "pyg", pyg.ms_median
+        mine.speedup_vs_best_vendor = pyg.ms_median / mine.ms_median if mine.ms_median > 0 else math.nan
+        if math.isfinite(mine.loss_last) and pyg.loss_last:
+            mine.rel_error = abs(mine.loss_last - pyg.loss_last) / abs(pyg.loss_last)
+    return rows
+
+
+def _dry_run(specs, models, params: dict) -> None:
+    from ..budget import graph_host_bytes
+    from ..graphs import synthetic
+    from ..torch import training
+    from .dry_run import PlannedCase, report as show
+
+    cases = []
+    for spec in specs:
+        if spec.preset:
+            (n, nnz), exact = synthetic.check_budget(spec.preset), False
+        else:
+            g = spec.load(params["root"], params["seed"])   # a file or dataset: validated in full
+            (n, nnz), exact = (g.n_rows, g.nnz), True
+        n_in, n_out = training.FEATURES.get(spec.label, training.OTHER_FEATURES)
+        for m in models:
+            k, heads = training.width(m)
+            cases.append(PlannedCase(spec.label, n, n, nnz, f"train-{m}", k, heads,
+                                     graph_host_bytes(n, n, nnz),
+                                     training.device_bytes(m, n, nnz, n_in, n_out), exact))
+    show(cases, "autosage bench --suite training", params.get("as_json", False),
+         {"suite": SUITE, "out": params.get("out_dir") or "results/<date>-<gpu name>"})
+
+
+def run(params: dict, command: str, default_out, prior_run, render) -> None:
+    """The suite, from the bench command's options (`params`, and `command`, its line for the
+    README); `default_out(gpu)`, `prior_run(dir)` and `render(rows, out, as_json)` are the bench
+    command's own."""
+    models, steps, specs = check_options(params)
+    out_dir = params.get("out_dir")
+    prior = prior_run(Path(out_dir)) if out_dir is not None else None
+    if params.get("dry_run"):
+        return _dry_run(specs, models, params)
+    require_gpu("autosage bench --suite training", "--dry-run validates the run without one")
+    from ..torch.training import require_torch_cuda
+
+    require_torch_cuda()
+    env = environment()
+    gpu = (env.get("device") or {}).get("name", "")
+    out = Path(out_dir) if out_dir is not None else default_out(gpu)
+    old_rows, runs = prior if prior is not None else prior_run(out)
+    runs = runs + [{"command": command, "suite": SUITE, "timestamp": now_iso(),
+                    "seed": params["seed"], "repeat": steps, "environment": env}]
+    stamp = {"commit": str(env.get("commit", "")), "gpu": gpu, "timestamp": now_iso(),
+             "seed": params["seed"]}
+    new_rows = run_graphs(specs, models, steps, params, stamp, out, old_rows)
+    all_rows = report.merge_rows(old_rows, new_rows)
+    report.write_run_dir(out, all_rows, env, runs)
+    render(all_rows, out, params.get("as_json", False))
+
+
+def run_graphs(specs, models, steps: int, params: dict, stamp: dict, out: Path, old_rows,
+               device: str = "cuda") -> list[Row]:
+    """Every model on every graph, rows written to results.csv after each model (`device` cpu: a
+    smoke run of the same path, for tests)."""
+    from ..torch import training
+
+    out.mkdir(parents=True, exist_ok=True)
+    rows: list[Row] = []
+    for spec in specs:
+        t0 = time.perf_counter()
+        click.echo(f"{spec.label}: loading", err=True)
+        csr = spec.load(params["root"], params["seed"])
+        graph = training.training_graph(csr, device, params.get("cache_path"))
+        del csr
+        click.echo(f"{spec.label}: {graph.n_rows:,} nodes, {graph.nnz:,} edges "
+                   f"({time.perf_counter() - t0:.1f} s)", err=True)
+        for model, ours, theirs in training.bench_graph(spec.label, graph, models, steps=steps,
+                                                        warmup=WARMUP, seed=params["seed"]):
+            new = _rows_of(spec, graph, model, ours, theirs, stamp)
+            rows += new
+            report.write_csv(report.merge_rows(old_rows, rows), out / "results.csv")
+            click.echo(_progress_line(new), err=True)
+        del graph
+        training.free_memory()
+    return rows
+
+
+def _progress_line(rows: list[Row]) -> str:
+    pyg, mine = rows
+    what = f"  {mine.graph} {mine.op}: ours {mine.ms_median:.1f} ms/epoch [{mine.status}]"
+    if pyg.status != "ok":
+        return f"{what}; PyG {pyg.status}: {pyg.error}"
+    return (f"{what}, PyG ({pyg.schedule}) {pyg.ms_median:.1f} ms -> {mine.speedup_vs_best_vendor:.2f}x; "
+            f"last loss {mine.loss_last:.5f} vs {pyg.loss_last:.5f} (rel {mine.rel_error:.1e})")

@@ -1,0 +1,50 @@
+"""The schedule of the additive (GAT) attention score, chosen without a probe.
+
+The additive score LeakyReLU(a_dst[i,h] + a_src[j,h]) runs on the fused attention families
+(backends.native_attention.prepare_additive). Its walk over a row is the dot-product walk without
+the K-row loads and the dot product: the V-row loads, the online softmax and the split of long rows
+are the same, so the cost model's ranking of the fused schedules for the dot-product attention at
+the same (d, H) ranks them for this score too, and the best fused or fused_split schedule is taken
+as it stands. No kernel is timed (there is no vendor additive attention to verify a probe against);
+a fixed schedule can be asked for by name instead.
+"""
+from __future__ import annotations
+
+from ..errors import AutosageError
+from ..graphs.csr import CSRGraph
+from ..kernels.attention_families import FUSED_SOURCE
+from ..kernels.schedule import Schedule, get
+
+ADDITIVE_FAMILIES = ("fused", "fused_split")   # the families of FUSED_SOURCE, named in messages
+
+
+def additive_schedule(graph: CSRGraph, d: int, heads: int, schedule: str | None = None) -> Schedule:
+    """`schedule` (a fused or fused_split attention schedule name), checked against (d, heads); or
+    the cost model's best of those families for this graph."""
+    if schedule is not None:
+        chosen = get(schedule)  # AutosageError for an unknown name
+        if chosen.source_file != FUSED_SOURCE:   # exactly the fused and fused_split schedules
+            raise AutosageError(f"schedule {schedule!r}: the additive score runs on the attention "
+                                f"families {', '.join(ADDITIVE_FAMILIES)} only")
+        reason = chosen.supports(d, heads)
+        if reason is not None:
+            raise AutosageError(f"schedule {schedule!r} cannot run d={d}, heads={heads}: {reason}")
+        return chosen
+    from ..features import compute_features
+    from .estimate import rank
+
+    features = compute_features(graph, symmetry=False)
+    for candidate, _ms in rank(features, "attention", d, heads):
+        if candidate.source_file == FUSED_SOURCE:
+            return candidate
+    raise AutosageError(f"no fused attention schedule runs d={d}, heads={heads} (d must be at most "
+                        f"256 features per head)")
+
+
+def prepare_additive_plan(graph: CSRGraph, dgraph, d: int, heads: int, negative_slope: float,
+                          schedule: str | None = None):
+    """A prepared additive-score plan on `dgraph` (the device copy of `graph`)."""
+    from ..backends.native_attention import prepare_additive
+
+    return prepare_additive(dgraph, additive_schedule(graph, d, heads, schedule), d, heads,
+                            negative_slope)

@@ -110,6 +110,18 @@ ROUNDINGS = 3
 SUM_LAMBDA = 4.0
 
 
+# Vendor outputs in 2-byte types are checked within this multiple of the bound. On the H200,
+# cuSPARSE SpMM (every algorithm), torch's CSR addmm and the vendor attention composition in
+# float16/bfloat16 reached 1.1-2.6x it (float16 relative errors up to 0.0038 with float32 compute), as
+# if partial sums were rounded to the storage type. They are the baseline, not candidates: the check
+# is that they compute the right thing. Our kernels are held to the bound itself.
+VENDOR_SLACK_2BYTE = 4.0
+
+
+def vendor_slack(dtype: str) -> float:
+    return VENDOR_SLACK_2BYTE if info(dtype).itemsize < 4 else 1.0
+
+
 def tolerance(dtype: str, length: int = 1) -> float:
     """The relative-error bound (docs/MEASUREMENT.md) of an output in `dtype` whose longest float32
     sum has `length` terms, against a float64 reference computed from the inputs as rounded to

@@ -59,9 +59,10 @@ def test_a_first_tune_compiles_only_the_probed_candidates_in_parallel(tmp_path, 
     t = first["timings"]
     assert 0 < t["compile_ms"] < sum(c["compile_ms"] for c in cands)   # in parallel: serially >= the sum
     # A new process with the same kernel cache loads the modules instead of compiling them.
+    before = cache_files(tmp_path)
     again = run_fresh(tmp_path, op, str(k), str(heads), str(DATASETS), script=TUNE_SCRIPT)
     assert again["built"] == first["built"]
-    assert again["module_ms"] < first["module_ms"] / 3
+    assert cache_files(tmp_path) == before              # every module came from the disk cache
 
 
 def test_a_cache_compiled_without_the_gpu_is_the_one_the_gpu_finds(tmp_path):

@@ -212,3 +212,37 @@ def test_native_plans_get_the_dtype_through_the_op_spec(monkeypatch):
         ops.prepare_native("dg", s, 8, dtype="int8")
     with pytest.raises(AutosageError, match="unknown dtype 'int8'"):
         ops.prepare_vendor("dg", "cusparse-alg2", 8, dtype="int8")
+
+
+class _Outputs:
+    """A measurer whose outputs are numbers: rel_error is their relative difference."""
+
+    def __init__(self, exact):
+        self.exact = exact
+
+    def rel_error(self, out, ref):
+        return abs(out - ref) / abs(ref)
+
+    def reference(self, op, dgraph, inputs, dtype):
+        return self.exact
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_in_two_byte_types_the_float64_reference_decides_and_vendors_get_the_slack(dtype):
+    from autosage_cli.scheduler.measure import vendor_reference
+
+    tol = dtypes.tolerance(dtype, 64)
+    close, sloppy, wrong = 1 + 2 * tol, 1 - 2 * tol, 1 + 10 * tol    # two vendors that agree within tol
+    pick = vendor_reference(_Outputs(1.0), "spmm", None, (), {"a": close, "b": sloppy, "c": wrong}, tol,
+                            dtype)
+    assert pick.output == 1.0 and pick.name.startswith("float64 reference")
+    assert set(pick.disagree) == {"c"}                      # within the vendor slack, beyond the bound
+    assert dtypes.vendor_slack(dtype) > 2 and dtypes.vendor_slack("float32") == 1.0
+
+
+def test_in_float32_a_confirmed_vendor_is_the_reference():
+    from autosage_cli.scheduler.measure import vendor_reference
+
+    tol = dtypes.tolerance("float32")
+    pick = vendor_reference(_Outputs(1.0), "spmm", None, (), {"a": 1 + tol / 4, "b": 1 + tol / 2}, tol)
+    assert pick.name == "a" and not pick.disagree

@@ -18,6 +18,7 @@ from autosage_cli.ops import reference
 from autosage_cli.backends.timing import poison, rel_error
 from autosage_cli.graphs.csr import CSRGraph
 from autosage_cli.kernels.schedule import Schedule, registry
+from autosage_cli import dtypes
 from autosage_cli.dtypes import from_storage, to_storage
 from autosage_cli.ops import case_tolerance
 
@@ -42,6 +43,11 @@ def bound(op: str, csr: CSRGraph, k: int, dtype: str) -> float:
     return case_tolerance(op, dtype, k, max_degree)
 
 
+# Vendor baselines are checked within the product's slack for them (dtypes.VENDOR_SLACK_2BYTE: they
+# round partial sums to the type); our kernels within the bound itself.
+VENDOR_SLACK = dtypes.VENDOR_SLACK_2BYTE
+
+
 _CASES: dict = {}
 
 
@@ -59,14 +65,16 @@ def case(op: str, name: str, csr: CSRGraph, dgraph, k: int, dtype: str, heads: i
     return _CASES[key]
 
 
-def check_on_every_graph(schedule_or_name, op: str, k: int, dtype: str, graphs, prepare, heads=1):
+def check_on_every_graph(schedule_or_name, op: str, k: int, dtype: str, graphs, prepare, heads=1,
+                         slack: float = 1.0):
     failures = []
     for name, (csr, dgraph) in graphs.items():
         try:
             inputs, ref = case(op, name, csr, dgraph, k, dtype, heads)
             plan = prepare(dgraph)
             assert plan.dtype == dtype
-            failures += [f"{name}: {p}" for p in run_checked(plan, inputs, ref, bound(op, csr, k, dtype))]
+            failures += [f"{name}: {p}" for p in run_checked(plan, inputs, ref,
+                                                             slack * bound(op, csr, k, dtype))]
         except Exception as exc:  # report and go on with the next graph
             failures.append(f"{name}: {type(exc).__name__}: {exc}")
     return failures
@@ -229,7 +237,8 @@ def test_cusparse_spmm_in_the_type_or_refused_with_its_status(name, dtype, k, gr
             refusals.append(gname)
             continue
         inputs, ref = case("spmm", gname, csr, dgraph, k, dtype)
-        failures += [f"{gname}: {p}" for p in run_checked(plan, inputs, ref, bound("spmm", csr, k, dtype))]
+        tol = VENDOR_SLACK * bound("spmm", csr, k, dtype)
+        failures += [f"{gname}: {p}" for p in run_checked(plan, inputs, ref, tol)]
     assert not failures, f"{name} {dtype} K={k}:\n" + "\n".join(failures)
     with_edges = [g for g, (csr, _) in graphs.items() if csr.nnz]
     assert not refusals or set(refusals) == set(with_edges), "a type is refused for every graph or none"
@@ -262,7 +271,8 @@ def test_vendor_attention_in_the_type(name, dtype, d, graphs):
     from autosage_cli.ops import prepare_vendor
 
     failures = check_on_every_graph(name, "attention", d, dtype, graphs,
-                                    lambda dg: prepare_vendor(dg, name, d, 2, dtype=dtype), heads=2)
+                                    lambda dg: prepare_vendor(dg, name, d, 2, dtype=dtype), heads=2,
+                                    slack=VENDOR_SLACK)
     refused = [f for f in failures if "CUSPARSE_STATUS" in f or "refuses" in f]
     assert not [f for f in failures if f not in refused], "\n".join(failures)
 
@@ -327,5 +337,6 @@ def test_torch_spmm_baseline_in_the_type(dtype, graphs):
         for plan in plans:
             inputs, ref = case("spmm", gname, csr, dgraph, 64, dtype)
             failures += [f"{gname} {plan.schedule}: {p}"
-                         for p in run_checked(plan, inputs, ref, bound("spmm", csr, 64, dtype))]
+                         for p in run_checked(plan, inputs, ref,
+                                              VENDOR_SLACK * bound("spmm", csr, 64, dtype))]
     assert not failures, "\n".join(failures)

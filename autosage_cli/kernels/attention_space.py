@@ -140,6 +140,8 @@ def check_space_rules(s: Schedule) -> None:
 
 
 SCHEDULES: tuple[Schedule, ...] = tuple(_fused_space() + _fused_split_space() + _unfused_space()
-                                        + _fused_space(HALF_SHAPES) + _fused_split_space(HALF_SHAPES, ()))
+                                        + _fused_space(HALF_SHAPES))
+# No 16-byte fused_split shapes: their segment merge gave wrong outputs (relative errors up to
+# inf) in float16/bfloat16 on the H200; long rows in half types take the 8-byte fused_split shapes.
 for _s in SCHEDULES:
     check_space_rules(_s)

@@ -219,6 +219,23 @@ struct Segment {
   I begin, end;
 };
 
+// The (row, head) a group of LANES lanes serves in the "fused" grid (one group per row and head);
+// false for the groups past the last row (whole teams leave together: H % heads-per-team == 0).
+struct RowHead {
+  long long g, row, row_stride;
+  int head;
+};
+
+template <int LANES>
+__device__ __forceinline__ bool locate_row(long long n_rows, int heads, int d, RowHead& w) {
+  w.g = (long long)blockIdx.x * (blockDim.x / LANES) + threadIdx.x / LANES;
+  w.row = w.g / heads;
+  if (w.row >= n_rows) return false;
+  w.head = (int)(w.g - w.row * heads);
+  w.row_stride = (long long)heads * d;
+  return true;
+}
+
 template <int LANES, typename I>
 __device__ __forceinline__ bool locate_segment(const I* __restrict__ indptr, const I* __restrict__ seg_rows,
                                                const I* __restrict__ chunk_begin, long long n_chunks,
@@ -262,19 +279,16 @@ __global__ void attention_fused_rows(
     const T* __restrict__ Q, const T* __restrict__ K, const T* __restrict__ V, T* __restrict__ out,
     long long n_rows, int heads, int d, float qscale, float bias_scale) {
   using namespace attention_fused_detail;
-  const long long g = (long long)blockIdx.x * (blockDim.x / LANES) + threadIdx.x / LANES;
-  const long long row = g / heads;
-  if (row >= n_rows) return;  // whole teams leave together (H % heads-per-team == 0)
-  const int head = (int)(g - row * heads);
-  const long long row_stride = (long long)heads * d;
-  const long long qo = row * row_stride + (long long)head * d;
+  RowHead w;
+  if (!locate_row<LANES>(n_rows, heads, d, w)) return;
+  const long long qo = w.row * w.row_stride + (long long)w.head * d;
 
   float q[NV][VEC];
   load_query<T, LANES, VEC, NV>(Q + qo, d, qscale, q);
   State<NV, VEC> st;
   init_state(st);
-  attend_edges<T, I, LANES, VEC, NV, E, W>(indices, values, K, V, indptr[row], indptr[row + 1],
-                                           row_stride, head * d, d, bias_scale, q, st);
+  attend_edges<T, I, LANES, VEC, NV, E, W>(indices, values, K, V, indptr[w.row], indptr[w.row + 1],
+                                           w.row_stride, w.head * d, d, bias_scale, q, st);
   store_normalised<T, LANES, VEC, NV>(out + qo, d, st);
 }
 
@@ -421,17 +435,14 @@ __global__ void attention_additive_rows(
     const float* __restrict__ a_src, const T* __restrict__ V, T* __restrict__ out, long long n_rows,
     int heads, int d, float slope, float2* __restrict__ stats) {
   using namespace attention_fused_detail;
-  const long long g = (long long)blockIdx.x * (blockDim.x / LANES) + threadIdx.x / LANES;
-  const long long row = g / heads;
-  if (row >= n_rows) return;  // whole teams leave together (H % heads-per-team == 0)
-  const int head = (int)(g - row * heads);
-  const long long row_stride = (long long)heads * d;
+  RowHead w;
+  if (!locate_row<LANES>(n_rows, heads, d, w)) return;
   State<NV, VEC> st;
   init_state(st);
-  attend_edges_additive<T, I, LANES, VEC, NV, E, W>(indices, a_src, V, indptr[row], indptr[row + 1],
-                                                    row_stride, heads, head, d, a_dst[g], slope, st);
-  store_normalised<T, LANES, VEC, NV>(out + row * row_stride + (long long)head * d, d, st);
-  store_stats<LANES>(stats, g, st.m, st.l);
+  attend_edges_additive<T, I, LANES, VEC, NV, E, W>(indices, a_src, V, indptr[w.row], indptr[w.row + 1],
+                                                    w.row_stride, heads, w.head, d, a_dst[w.g], slope, st);
+  store_normalised<T, LANES, VEC, NV>(out + w.row * w.row_stride + (long long)w.head * d, d, st);
+  store_stats<LANES>(stats, w.g, st.m, st.l);
 }
 
 // Family "fused_split", additive score: the segment list and partials of attention_fused_segments.

@@ -52,6 +52,18 @@ def checked_schedules(dtype: str) -> list:
     return sample
 
 
+def additive_expressions() -> set[str]:
+    """The additive (GAT) score's kernels: float32 only, one per fused/fused_split schedule float32
+    runs, plus the chunk-statistics merge."""
+    from autosage_cli.kernels import attention_families as af
+
+    exprs = {af.additive_stats_expression(index) for index in index_types("attention")}
+    for s in checked_schedules("float32"):
+        if s.family in ("fused", "fused_split"):
+            exprs |= {af.additive_expression(s, "float", index) for index in index_types("attention")}
+    return exprs
+
+
 def expressions_by_file() -> dict[str, set[str]]:
     files: dict[str, set[str]] = {}
     for dtype in SCHEDULE_STRIDE:
@@ -59,6 +71,7 @@ def expressions_by_file() -> dict[str, set[str]]:
             for index in index_types(s.op):
                 for ref in kcompile.schedule_kernels(s, dtype, index):
                     files.setdefault(ref.source_file, set()).add(ref.expression)
+    files["attention_fused.cu"] |= additive_expressions()
     return files
 
 

@@ -5,12 +5,20 @@ A family is one `Family` value in its op's family module (`spmm_families`, `sddm
 `attention_families`); `schedule.FAMILIES` joins those tables explicitly, so importing
 `kernels.schedule` is enough for every family to be known. The hooks receive a
 `kernels.schedule.Schedule`; this module and the family modules never import it (schedule.py
-imports them), so the imports stay one way.
+imports them), so the imports stay one way. A family's schedules are therefore generated through
+a `make(**knobs)` the space passes in: a Schedule constructor with the op and family filled in.
+
+What the layers above need of a family they read from its entry, by name where the code lives
+above `kernels/`: `cost` names the cost model in scheduler/estimate.py's `COST_MODELS` table (the
+cost functions need the scheduler's roofline types, so they stay there, one table for every op),
+`plan` names the launch layout in the op's native plan module (backends/native_spmm.py's
+`LAYOUTS`). A new family that walks its work like an existing one names that model and layout and
+changes neither module.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 
 @dataclass(frozen=True)
@@ -22,6 +30,24 @@ class Family:
     knobs: str                                     # one line: what the Schedule fields mean here
     # Threads one work item takes when it is not `lanes` (e.g. a warp per row with lanes < 32).
     lanes_per_item: Optional[Callable[..., int]] = None
+    # The family's part of its op's space, in a fixed order (names are cache keys):
+    # (make) -> schedules, where make(**knobs) builds a Schedule of this op and family.
+    schedules: Optional[Callable[..., Sequence]] = None
+    # Shapes only the 2-byte types run (16-byte vectors of 8 halves; float32 refuses them), placed
+    # after every family's own schedules so that float32's names keep their order.
+    half_schedules: Optional[Callable[..., Sequence]] = None
+    # Rules beyond Schedule.validate() that its schedules keep: (schedule) -> None or the reason.
+    space_rules: Optional[Callable[..., Optional[str]]] = None
+    # The cost model of its walk (a name in the scheduler's COST_MODELS of its op).
+    cost: str = "rows"
+    # The launch layout of its native plan (a name in the op's plan module's LAYOUTS).
+    plan: str = "rows"
+    # A warp stages each edge's (column, value) ahead of use: the index load leaves the latency
+    # chain of the edge walk (the cost model's `Walker.staged`).
+    stages_edges: bool = False
+    # Rows above this many nonzeros get a whole warp in a persistent plan's row lists:
+    # (schedule) -> threshold, or None for no heavy rows.
+    heavy_threshold: Optional[Callable[..., Optional[int]]] = None
 
 
 def first_reason(*reasons: Optional[str]) -> Optional[str]:

@@ -9,14 +9,17 @@ Two kinds of module describe the schedules, and this one joins them:
     per kernel family (kernels/family.py: op, kernel file, name expression, `supports` with a
     reason, lanes per work item, what the knobs mean), with its predicates. `FAMILIES` below joins
     their tables, so importing this module is enough for every family to be known.
-  * space modules (`spmm_space`, `sddmm_space`, `attention_space`): the value lists that generate
-    `SCHEDULES: tuple[Schedule, ...]` of one op, in a fixed order (names are cache keys), and the
-    space rules each schedule is checked against. `registry(op)` imports them when first asked.
+  * space modules (`spmm_space`, `sddmm_space`, `attention_space`): `SCHEDULES: tuple[Schedule,
+    ...]` of one op, in a fixed order (names are cache keys), and the space rules each schedule is
+    checked against. `registry(op)` imports them when first asked. Where the families carry their
+    own schedules and rules (SpMM's), the space is `family_space(table)` and the rules
+    `check_family_rules`, so a family's value lists live in its entry.
 """
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import importlib
 from dataclasses import dataclass
 from typing import Iterator
@@ -169,6 +172,24 @@ def family_of(name: str) -> Family:
     return _EXTRA_FAMILIES[name] if name in _EXTRA_FAMILIES else FAMILIES[name]
 
 
+def family_space(families: dict[str, Family]) -> tuple[Schedule, ...]:
+    """The schedules a table of families generates: every family's own, in table order, then
+    their 2-byte-only shapes (so that float32's names keep their order when half shapes are added)."""
+    makers = {name: functools.partial(Schedule, family.op, name) for name, family in families.items()}
+    own = [s for name, f in families.items() if f.schedules for s in f.schedules(makers[name])]
+    half = [s for name, f in families.items() if f.half_schedules for s in f.half_schedules(makers[name])]
+    return tuple(own + half)
+
+
+def check_family_rules(s: Schedule) -> None:
+    """Schedule.validate() and the space rules of the schedule's family; raises ValueError."""
+    s.validate()
+    rules = family_of(s.family).space_rules
+    reason = rules(s) if rules else None
+    if reason:
+        raise ValueError(f"{s.name}: {reason}")
+
+
 def registry(op: str) -> tuple[Schedule, ...]:
     if op not in OPS:
         raise AutosageError(f"unknown op {op!r}; choose one of {', '.join(OPS)}")
@@ -205,12 +226,14 @@ def candidates(op: str, k: int, heads: int = 1, dtype: str = "float32") -> tuple
 
 @contextlib.contextmanager
 def extra_schedules(*schedules: Schedule, families: dict[str, Family] | None = None) -> Iterator[None]:
-    """Register schedules (and families) for the duration of a block: used by tests, e.g. for a
-    deliberately wrong schedule that the scheduler must probe and reject."""
+    """Register schedules (and families, with the schedules they generate) for the duration of a
+    block: used by tests, e.g. for a deliberately wrong schedule that the scheduler must probe and
+    reject, or a family defined by its entry alone."""
     added = dict(families or {})
     clash = set(added) & set(FAMILIES)
     if clash:
         raise ValueError(f"families {sorted(clash)} exist already")
+    schedules = schedules + family_space(added)
     _EXTRA_FAMILIES.update(added)
     _EXTRA.extend(schedules)
     try:

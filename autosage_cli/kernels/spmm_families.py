@@ -1,6 +1,12 @@
-"""The SpMM kernel families: their predicates (None, or the reason a schedule cannot run a width),
-their NVRTC name expressions and one `Family` entry each. The value lists live in spmm_space.
+"""The SpMM kernel families, each at home in its `Family` entry: its predicates (None, or the
+reason a schedule cannot run a width), NVRTC name expression, schedules (value lists, in a fixed
+order), space rules, cost model and plan layout. spmm_space joins the entries' schedules.
 Hooks take a `Schedule` (kernels/schedule.py), named in annotations only: schedule.py imports this.
+
+Why these values (H200 measurements of the first kernel round): a group of G lanes x V floats per
+row beat the best cuSPARSE algorithm 1.3-2.25x on a uniform graph when G*V matched K, and lost
+5-60x on power-law graphs (one group per hub row), hence the split families; G < 32 edge slots in
+warprow put a whole warp on one long row when K is too small to occupy 32 lanes with features.
 
 Families (one CUDA file each, except that both split families share spmm_split.cu):
   subwarp    G lanes per row, 32/G rows per warp (cuda/spmm_subwarp.cu). Short, even rows.
@@ -22,6 +28,8 @@ Families (one CUDA file each, except that both split families share spmm_split.c
              (cuda/spmm_parreduce.cu). Skewed graphs at K <= 8 (products-like).
 """
 from __future__ import annotations
+
+from itertools import product
 
 from .family import Family, first_reason
 
@@ -129,37 +137,198 @@ def _whole_warp(s: Schedule) -> int:
     return 32
 
 
+# ------------------------------------------------------------------ the space, per family
+# Each generator takes `make(**knobs)`, a Schedule constructor of its family.
+
+THREADS = 256
+LANES = (1, 2, 4, 8, 16, 32)
+VECS = (1, 2, 4)
+
+
+def _subwarp_space(make) -> list:
+    out = []
+    for g, v in product(LANES, VECS):
+        out.append(make(lanes=g, vec=v, threads=THREADS, unroll=4))
+        # Narrow groups (tiny K) do little per edge: more edges in flight hide the gather latency.
+        if g * v <= 4:
+            out.append(make(lanes=g, vec=v, threads=THREADS, unroll=8))
+    return out
+
+
+def _warprow_space(make) -> list:
+    # Edge-sliced warps: 32/G slots on one row; for long rows at small and medium K.
+    out = [make(lanes=g, vec=v, threads=THREADS, unroll=4) for g, v in product((1, 2, 4, 8, 16), (1, 4))]
+    # GE-SpMM: all 32 lanes on features, the whole K per staging pass or a tile per grid.y block.
+    out += [make(lanes=32, vec=v, threads=THREADS, unroll=4) for v in VECS]
+    out.append(make(lanes=32, vec=4, threads=THREADS, tile=128, unroll=4))
+    # Two register chunks (P = 2): K = 256 in one staging pass; fewer edges in flight (registers).
+    out.append(make(lanes=32, vec=4, threads=THREADS, tile=256, unroll=2))
+    return out
+
+
+# (G, V) pairs for the split families: one per K regime, G*V ~ K up to 128 columns per pass.
+SPLIT_SHAPES = ((1, 1), (2, 1), (1, 4), (2, 4), (4, 4), (8, 4), (16, 4), (32, 4), (32, 1))
+SPLITWARP_SHAPES = ((1, 1), (1, 4), (4, 4), (8, 4), (32, 4))
+DETERMINISTIC_SHAPES = ((1, 1), (4, 4), (32, 4))
+
+# The split variants as data: (shapes, split threshold, chunk, reduction).
+# - split: light rows by groups. hub-200k has 4 hubs of 30k among rows of ~0.5 edges; any row
+#   above 256 nonzeros is spread over 256-nonzero chunks (deterministic variants: 1024/1024).
+# - splitwarp: light rows by warps. reddit-like rows are mostly hundreds to a few thousand long
+#   (q99 3805), a warp each; only the ~1% above 2048 are chunked.
+SPLIT_VARIANTS = ((SPLIT_SHAPES, 256, 256, "atomic"), (DETERMINISTIC_SHAPES, 1024, 1024, "twophase"))
+SPLITWARP_VARIANTS = ((SPLITWARP_SHAPES, 2048, 512, "atomic"),
+                      (DETERMINISTIC_SHAPES, 2048, 1024, "twophase"))
+
+
+def _split_space(variants):
+    def space(make) -> list:
+        return [make(lanes=g, vec=v, threads=THREADS, split=split, chunk=chunk, reduce=reduce, unroll=4)
+                for shapes, split, chunk, reduce in variants for g, v in shapes]
+    return space
+
+
+VECTOR_KMAX = (1, 2, 4, 8)
+VECTOR_LANES = (4, 8, 16, 32)
+
+
+def _vector_space(make) -> list:
+    """Edge-parallel rows at K <= 8 (H200: at K <= 4 the feature-parallel families read the
+    index stream through 16-32 narrow streams per warp, 0.9 TB/s effective on products-like K=2).
+    Per K band: a warp per row (G = 32: long rows, reddit-like q50 230) and G = 8 (products-like
+    q50 26: 32 lanes would mostly idle), both with 4 edges per lane in flight; G = 16 and G = 4 in
+    between and below; U = 8 for a warp per row at K <= 2 (little work per edge, more gathers in
+    flight), U = 2 where KMAX = 8 sums per edge already keep registers busy."""
+    out = []
+    for kmax in VECTOR_KMAX:
+        unrolls = (2,) if kmax == 8 else (4,)
+        out += [make(lanes=g, vec=1, threads=THREADS, tile=kmax, unroll=u)
+                for g, u in product((32, 16, 8, 4), unrolls)]
+        if kmax <= 2:
+            out.append(make(lanes=32, vec=1, threads=THREADS, tile=kmax, unroll=8))
+            out.append(make(lanes=8, vec=1, threads=THREADS, tile=kmax, unroll=2))
+        if kmax == 8:
+            out.append(make(lanes=32, vec=1, threads=THREADS, tile=kmax, unroll=4))
+    # 512-thread blocks: more rows per block for the short-row regime.
+    out.append(make(lanes=8, vec=1, threads=512, tile=4, unroll=4))
+    return out
+
+
+PARREDUCE_LANES = (8, 16, 32)
+
+
+def _parreduce_space(make) -> list:
+    """Persistent edge-parallel groups at K <= 8, per K band (KMAX): a warp per row with one edge
+    per lane in flight (the fewest registers: a full SM of warps, for rows shorter than a warp,
+    products-like q50 26), two, and four (long rows; more registers, fewer warps); G = 16 and
+    G = 8 with a few edges per lane (several short rows per warp). KMAX = 8 keeps U <= 2: at U = 4
+    its heavy-row and light-row walks together spill."""
+    out = []
+    for kmax in VECTOR_KMAX:
+        deep = 2 if kmax == 8 else 4
+        for g, u in dict.fromkeys(((32, 1), (32, 2), (32, deep), (16, 2), (8, deep))):
+            out.append(make(lanes=g, vec=1, threads=THREADS, tile=kmax, unroll=u))
+    return out
+
+
+# 16-byte loads of the 2-byte types: 8 halves per lane per load. Float32 refuses them (a 32-byte
+# vector; Schedule.supports), so they only ever run in float16/bfloat16. One shape per K regime of
+# each family: G x 8 columns per pass (subwarp), GE-SpMM at K = 256 in one pass. The split
+# families have none: with 8 halves per load their heavy-chunk partials came out wrong on the H200
+# (relative errors 0.5-0.95 at K = 8, 64, 256, every graph with a heavy row), so they serve
+# float16/bfloat16 through their 4-element (8-byte) schedules.
+HALF_VEC = 8
+HALF_SUBWARP_LANES = (2, 4, 8, 16, 32)
+
+
+def _subwarp_half(make) -> list:
+    return [make(lanes=g, vec=HALF_VEC, threads=THREADS, unroll=4) for g in HALF_SUBWARP_LANES]
+
+
+def _warprow_half(make) -> list:
+    return [make(lanes=32, vec=HALF_VEC, threads=THREADS, unroll=4)]
+
+
+# ------------------------------------------------------------------ space rules (None or a reason)
+
+def _no_tile(s: Schedule) -> str | None:
+    return f"family {s.family} has no feature tile" if s.tile else None
+
+
+def _no_split(s: Schedule) -> str | None:
+    return f"family {s.family} does not split rows" if s.split or s.chunk else None
+
+
+def _warprow_tile(s: Schedule) -> str | None:
+    if s.tile and (s.tile % (s.lanes * s.vec) or feature_chunks(s) not in (1, 2, 4)):
+        return "a warprow tile must be 1, 2 or 4 chunks of lanes x vec"
+    return None
+
+
+def _splits_rows(s: Schedule) -> str | None:
+    if not s.split or s.reduce == "none":
+        return "split families need split > 0 and a reduction"
+    return None
+
+
+def _vector_knobs(s: Schedule) -> str | None:
+    if s.tile not in VECTOR_KMAX or s.lanes not in VECTOR_LANES or s.vec != 1 or s.unroll not in (2, 4, 8):
+        return (f"a vector schedule needs tile (KMAX) in {VECTOR_KMAX}, lanes in {VECTOR_LANES}, "
+                "vec 1 and unroll 2, 4 or 8")
+    return None
+
+
+def _parreduce_knobs(s: Schedule) -> str | None:
+    if s.tile not in VECTOR_KMAX or s.lanes not in PARREDUCE_LANES or s.vec != 1 or s.unroll not in (1, 2, 4):
+        return (f"a parreduce schedule needs tile (KMAX) in {VECTOR_KMAX}, lanes in "
+                f"{PARREDUCE_LANES}, vec 1 and unroll 1, 2 or 4")
+    return None
+
+
+def _rules(*rules):
+    """Space rules checked in order: the first refusal is the reason."""
+    return lambda s: first_reason(*(rule(s) for rule in rules))
+
+
 # ------------------------------------------------------------------ the families
 
 FAMILIES: dict[str, Family] = {
     "subwarp": Family(
         "spmm", "spmm_subwarp.cu", _subwarp_expr, supports,
         "lanes: G lanes per row (32/G rows per warp); vec: floats per lane per load; unroll: edges "
-        "in flight; K > lanes x vec loops over feature chunks; no tile, split or chunk"),
+        "in flight; K > lanes x vec loops over feature chunks; no tile, split or chunk",
+        schedules=_subwarp_space, half_schedules=_subwarp_half, space_rules=_rules(_no_tile, _no_split)),
     "warprow": Family(
         "spmm", "spmm_warprow.cu", _warprow_expr, supports,
         "a warp per row; lanes: G lanes per edge slot (32/G slots); vec: floats per load; unroll: "
         "staged edges in flight; tile: features per staging pass (P = tile / (lanes x vec) register "
         "chunks, one pass per grid.y block; 0: one chunk, all passes in one block)",
-        _whole_warp),
+        _whole_warp, schedules=_warprow_space, half_schedules=_warprow_half,
+        space_rules=_rules(_warprow_tile, _no_split), stages_edges=True),
     "split": Family(
         "spmm", "spmm_split.cu", _split_expr, supports,
         "rows above `split` nonzeros cut into `chunk`-nonzero chunks, a warp of 32/lanes edge slots "
         "each, partials combined by `reduce`; light rows: lanes per row (32/lanes rows per warp); "
-        "vec: floats per load; unroll: edges in flight"),
+        "vec: floats per load; unroll: edges in flight",
+        schedules=_split_space(SPLIT_VARIANTS), space_rules=_rules(_no_tile, _splits_rows),
+        plan="split"),
     "splitwarp": Family(
         "spmm", "spmm_split.cu", _split_expr, supports,
         "as split, but a warp of 32/lanes edge slots per light row too",
-        _whole_warp),
+        _whole_warp, schedules=_split_space(SPLITWARP_VARIANTS),
+        space_rules=_rules(_no_tile, _splits_rows), plan="split", stages_edges=True),
     "vector": Family(
         "spmm", "spmm_vector.cu", _vector_expr, vector_supports,
         "lanes: G lanes per row splitting its edges; tile: KMAX, the sums each lane keeps (serves "
         "KMAX/2 < K <= KMAX); unroll: edges per lane in flight; vec is 1 (the kernel vectorises "
-        "itself when K == KMAX)"),
+        "itself when K == KMAX)",
+        schedules=_vector_space, space_rules=_rules(_no_split, _vector_knobs), cost="edge-parallel"),
     "parreduce": Family(
         "spmm", "spmm_parreduce.cu", _parreduce_expr, vector_supports,
         f"lanes: G lanes per light row splitting its edges (rows above {PARREDUCE_HEAVY_STEPS} x G "
         "edges: a warp each); "
         "tile: KMAX, the sums each lane keeps (serves KMAX/2 < K <= KMAX); unroll: edges per lane "
-        "in flight; persistent groups, rows longest first; vec is 1"),
+        "in flight; persistent groups, rows longest first; vec is 1",
+        schedules=_parreduce_space, space_rules=_rules(_no_split, _parreduce_knobs),
+        cost="persistent-edge-parallel", plan="persistent", heavy_threshold=parreduce_heavy_threshold),
 }

@@ -138,5 +138,6 @@ FAMILIES: dict[str, Family] = {
         "attention", SOFTMAX_SOURCE, lambda s, dtype: softmax_expression(s, dtype=dtype), unfused_supports,
         "the row softmax of SDDMM -> softmax -> SpMM: lanes per (row, head); rows above `split` "
         "edges (chunk = split) take a block of `threads` threads; the sub-steps are native "
-        "schedules chosen at prepare"),
+        "schedules chosen at prepare",
+        cost="unfused"),
 }

@@ -58,5 +58,6 @@ FAMILIES: dict[str, Family] = {
     "edge": Family(
         "sddmm", "sddmm_edge.cu", _edge_expr, supports,
         "lanes: G lanes per group; vec: floats per load; unroll: U consecutive edges per group; any "
-        "K (loops over lanes x vec column chunks); no tile or chunk"),
+        "K (loops over lanes x vec column chunks); no tile or chunk",
+        cost="edges"),
 }

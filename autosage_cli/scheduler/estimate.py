@@ -36,8 +36,8 @@ from dataclasses import dataclass, replace
 from .. import dtypes, ops as op_specs
 from ..dtypes import MAX_VECTOR_BYTES
 from ..kernels import schedule as schedule_mod
-from ..kernels.schedule import Schedule
-from ..kernels.spmm_families import parreduce_heavy_threshold
+from ..kernels.family import Family
+from ..kernels.schedule import Schedule, family_of, is_family
 from .roofline import FLOAT, INDEX, SECTOR, DeviceModel, H200, DegreeProfile, Launch, launch_ms
 
 
@@ -91,11 +91,18 @@ class Walker:
         return math.ceil(k / self.width)
 
 
+def _family(s: Schedule) -> Family | None:
+    """The schedule's family entry; None for a family no table knows (a schedule built by hand),
+    which the generic row walk models."""
+    return family_of(s.family) if is_family(s.family) else None
+
+
 def walker(s: Schedule, k: int, threads: int | None = None) -> Walker:
     threads = threads or int(getattr(s, "lanes_per_item", s.lanes) or s.lanes)
     width = s.tile if s.tile else s.lanes * s.vec
     chunks = max(1, math.ceil(min(k, width) / (s.lanes * s.vec)))
-    staged = (threads >= 32 and s.lanes < 32) or s.family in ("warprow", "splitwarp")
+    family = _family(s)
+    staged = (threads >= 32 and s.lanes < 32) or bool(family and family.stages_edges)
     return Walker(threads, max(1, threads // s.lanes), width, chunks, staged)
 
 
@@ -206,13 +213,13 @@ def _vector_spmm(f, prof, k, s, dev, heads=1, elem=FLOAT) -> list[Launch]:
 def _parreduce_spmm(f, prof, k, s, dev, heads=1, elem=FLOAT) -> list[Launch]:
     """The vector family's walk by persistent groups over rows ordered longest first
     (cuda/spmm_parreduce.cu): the same steps, lockstep and traffic plus the row list, and a
-    critical path of the longest row as its walker takes it: a warp for a heavy row (above
-    parreduce_heavy_threshold), the group for the rest. Ordering rows by length was meant to
+    critical path of the longest row as its walker takes it: a warp for a heavy row (above the
+    family's heavy_threshold), the group for the rest. Ordering rows by length was meant to
     remove the vector family's lockstep waste, but on the H200 (products-like, reddit-like,
     rmat-20, K = 1, 2, 4, 8) its best ran 0.87-1.23x the vector family's best and was never the
     fastest schedule: credited with no lockstep waste it took shortlist places from those that were."""
     [walk] = _vector_spmm(f, prof, k, s, dev, heads, elem)
-    threshold = parreduce_heavy_threshold(s)
+    threshold = family_of(s.family).heavy_threshold(s)
     longest = float(f.degree_max) / 32
     if threshold is not None:
         longest = max(longest, min(float(f.degree_max), threshold) / s.lanes)
@@ -220,27 +227,30 @@ def _parreduce_spmm(f, prof, k, s, dev, heads=1, elem=FLOAT) -> list[Launch]:
                     dram_bytes=walk.dram_bytes + f.n_rows * INDEX)]
 
 
-def _spmm(f, prof, k, s, dev, heads=1, elem=FLOAT) -> list[Launch]:
-    if s.family == "vector":
-        return _vector_spmm(f, prof, k, s, dev, heads, elem)
-    if s.family == "parreduce":
-        return _parreduce_spmm(f, prof, k, s, dev, heads, elem)
+def _spmm_rows(f, prof, k, s, dev, heads=1, elem=FLOAT) -> list[Launch]:
+    """Feature-parallel rows (and split rows' chunks): the row walk with one gather per edge."""
     return row_launches(f, prof, k, s, dev, heads, RowWork(
         dense_bytes=f.n_cols * k * elem * heads, gathers_per_edge=1, row_in_bytes=0.0,
         out_bytes=f.n_rows * k * elem * heads), elem)
 
 
-def _sddmm(f, prof, k, s, dev, heads=1, elem=FLOAT) -> list[Launch]:
+def _sddmm_rows(f, prof, k, s, dev, heads=1, elem=FLOAT) -> list[Launch]:
+    """A group keeps its row of X in registers and walks the row's edges."""
     dense = f.n_cols * k * elem * heads
     x_bytes = f.n_rows * k * elem * heads
     out_bytes = f.nnz * elem * heads
     reduce_us = dev.shuffle_latency_us * math.log2(s.lanes)
-    if s.family != "edge":
-        # A group keeps its row of X in registers and walks the row's edges.
-        return row_launches(f, prof, k, s, dev, heads, RowWork(
-            dense, 1, x_bytes, out_bytes, extra_us=reduce_us, instr=4 + math.log2(s.lanes)), elem)
-    # Edge-parallel: U consecutive edges per group, balanced by construction; X is re-gathered per
-    # edge, mostly from L2 because consecutive edges share their row.
+    return row_launches(f, prof, k, s, dev, heads, RowWork(
+        dense, 1, x_bytes, out_bytes, extra_us=reduce_us, instr=4 + math.log2(s.lanes)), elem)
+
+
+def _sddmm_edges(f, prof, k, s, dev, heads=1, elem=FLOAT) -> list[Launch]:
+    """Edge-parallel: U consecutive edges per group, balanced by construction; X is re-gathered per
+    edge, mostly from L2 because consecutive edges share their row."""
+    dense = f.n_cols * k * elem * heads
+    x_bytes = f.n_rows * k * elem * heads
+    out_bytes = f.nnz * elem * heads
+    reduce_us = dev.shuffle_latency_us * math.log2(s.lanes)
     nnz = float(f.nnz) * heads
     w = walker(s, k)
     dram_y, l2_y = gather_bytes(f, k, dense, dev, nnz, w.width, elem)
@@ -262,20 +272,21 @@ def _unfused_substeps(k: int, s: Schedule) -> tuple[Schedule, Schedule]:
     return sddmm, spmm
 
 
-def _attention(f, prof, k, s, dev, heads=1, elem=FLOAT) -> list[Launch]:
-    if s.family == "unfused":
-        # SDDMM writes scores, a row softmax reads and rewrites them, SpMM reads the probabilities.
-        scores = f.nnz * heads * elem
-        sm_threads = max(1, s.lanes)
-        softmax = Launch(f.n_rows * heads, sm_threads, s.threads, f.nnz * heads / sm_threads,
-                         dev.l2_latency_us, prof.lockstep_factor(max(1, 32 // sm_threads), cap=s.split or math.inf),
-                         min(f.degree_max, s.split or math.inf) / sm_threads, 3 * scores, 3 * scores, 6)
-        sddmm, spmm = _unfused_substeps(k, s)
-        return (_sddmm(f, prof, k, sddmm, dev, heads, elem) + [softmax]
-                + _spmm(f, prof, k, spmm, dev, heads, elem))
-    # Fused online softmax (and any other attention family): per edge a K-row gather and dot (lane
-    # reduction, exp) and a V-row gather (independent of the score, so overlapped); scores never
-    # touch memory.
+def _attention_unfused(f, prof, k, s, dev, heads=1, elem=FLOAT) -> list[Launch]:
+    """SDDMM writes scores, a row softmax reads and rewrites them, SpMM reads the probabilities."""
+    scores = f.nnz * heads * elem
+    sm_threads = max(1, s.lanes)
+    softmax = Launch(f.n_rows * heads, sm_threads, s.threads, f.nnz * heads / sm_threads,
+                     dev.l2_latency_us, prof.lockstep_factor(max(1, 32 // sm_threads), cap=s.split or math.inf),
+                     min(f.degree_max, s.split or math.inf) / sm_threads, 3 * scores, 3 * scores, 6)
+    sddmm, spmm = _unfused_substeps(k, s)
+    return (_launches(f, prof, k, sddmm, dev, heads, elem, "sddmm") + [softmax]
+            + _launches(f, prof, k, spmm, dev, heads, elem, "spmm"))
+
+
+def _attention_rows(f, prof, k, s, dev, heads=1, elem=FLOAT) -> list[Launch]:
+    """Fused online softmax: per edge a K-row gather and dot (lane reduction, exp) and a V-row
+    gather (independent of the score, so overlapped); scores never touch memory."""
     q_bytes = f.n_rows * heads * k * elem
     return row_launches(f, prof, k, s, dev, heads, RowWork(
         2 * f.n_cols * heads * k * elem, 2, q_bytes, q_bytes,
@@ -283,7 +294,21 @@ def _attention(f, prof, k, s, dev, heads=1, elem=FLOAT) -> list[Launch]:
         heads_in_warp=True), elem)
 
 
-_OPS = {"spmm": _spmm, "sddmm": _sddmm, "attention": _attention}
+# The cost models per op, by name: a family names the model of its walk (Family.cost, "rows" by
+# default), so a new family that walks its work like an existing one needs no change here.
+COST_MODELS = {
+    "spmm": {"rows": _spmm_rows, "edge-parallel": _vector_spmm,
+             "persistent-edge-parallel": _parreduce_spmm},
+    "sddmm": {"rows": _sddmm_rows, "edges": _sddmm_edges},
+    "attention": {"rows": _attention_rows, "unfused": _attention_unfused},
+}
+
+
+def _launches(f, prof, k, s, dev, heads, elem, op) -> list[Launch]:
+    """The launches of `s` running `op`, by its family's cost model. A sub-step of a composite
+    schedule is costed as the op it computes (the unfused attention's SDDMM and SpMM)."""
+    family = _family(s)
+    return COST_MODELS[op][family.cost if family else "rows"](f, prof, k, s, dev, heads, elem)
 
 
 def estimate_ms(features, op: str, k: int, schedule: Schedule, heads: int = 1,
@@ -291,11 +316,12 @@ def estimate_ms(features, op: str, k: int, schedule: Schedule, heads: int = 1,
                 dtype: str = dtypes.DEFAULT) -> float:
     """Predicted time (ms) of `schedule` running `op` at width k (d for attention) with `heads`
     on `dtype` operands (dense, value and output bytes in its element size)."""
-    if op not in _OPS:
+    if op not in COST_MODELS:
         raise ValueError(f"unknown op {op!r}")
     prof = profile or DegreeProfile(features)
     elem = dtypes.itemsize(dtype)
-    return sum(launch_ms(w, device) for w in _OPS[op](features, prof, k, schedule, device, heads, elem))
+    return sum(launch_ms(w, device)
+               for w in _launches(features, prof, k, schedule, device, heads, elem, op))
 
 
 def estimate_vendor_ms(features, op: str, k: int, heads: int = 1, device: DeviceModel = H200,

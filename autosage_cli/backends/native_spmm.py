@@ -27,6 +27,12 @@ Lower-level entry point (used by attention on per-head strided views):
   the same row walk by persistent groups: its grid holds only the blocks that stay resident on the
   device (CUDA's occupancy query for the kernel, times the SMs), and its row lists (heavy rows for
   warps, light rows for groups, longest first) are built once per graph and threshold.
+
+A family names its launch layout (`Family.plan`, a key of `LAYOUTS`): "rows" (a group or warp
+per row, grid from Schedule.launch), "split" (heavy-row chunks and light rows in one grid, with
+scratch) or "persistent" (a resident-only grid over longest-first row lists, heavy rows above
+the family's `heavy_threshold` by warps). A new family with one of these layouts changes nothing
+here.
 """
 from __future__ import annotations
 
@@ -34,11 +40,10 @@ import numpy as np
 
 from .. import dtypes
 from ..errors import AutosageError
-from ..kernels.schedule import Schedule
+from ..kernels.schedule import Schedule, family_of
 from .base import DeviceGraph, PrepareTimer, RowsOutPlan
 from .native_common import (NULL, check_dense, check_edge_vector, kernel_for, require_int32, single_head,
                             values_all_ones)
-from ..kernels.spmm_families import parreduce_heavy_threshold
 from .row_partition import longest_first, partition_rows
 from .value_arrays import graph_values
 
@@ -61,7 +66,8 @@ def device_partition(dgraph: DeviceGraph, split: int, chunk: int) -> dict:
 
 
 def device_row_order(dgraph: DeviceGraph, threshold: int | None) -> dict:
-    """The parreduce row lists (heavy, light) of one threshold on the device, built once per graph."""
+    """The persistent plans' row lists (heavy, light) of one threshold on the device, built once
+    per graph."""
     key = ("spmm_longest_first", threshold)
     if key not in dgraph.derived:
         import cupy
@@ -100,14 +106,14 @@ class NativeSpmmPlan(RowsOutPlan):
             self.values_all_ones = values_all_ones(dgraph)
             # Each launch: (grid, block, args before the operands, args after them).
             self.launches: list[tuple] = []
-            if schedule.family in ("split", "splitwarp"):
-                self._prepare_split()
-            elif schedule.family == "parreduce":
-                self._prepare_parreduce()
-            else:
-                grid, block = schedule.launch(dgraph.n_rows, k)
-                head = (np.int32(dgraph.n_rows), np.int32(k), dgraph.indptr, dgraph.indices)
-                self.launches.append((grid, block, head, ()))
+            LAYOUTS[family_of(schedule.family).plan](self)
+
+    def _prepare_rows(self) -> None:
+        """One launch of a group (or warp) per row."""
+        g = self.graph
+        grid, block = self.sched.launch(g.n_rows, self.k)
+        head = (np.int32(g.n_rows), np.int32(self.k), g.indptr, g.indices)
+        self.launches.append((grid, block, head, ()))
 
     def _prepare_split(self) -> None:
         """One launch: chunk blocks first, then light-row blocks. Scratch (per heavy row for
@@ -131,11 +137,11 @@ class NativeSpmmPlan(RowsOutPlan):
         self.launches.append(((chunk_blocks + light_blocks, 1, 1), (s.threads, 1, 1), head, tail))
         self.n_light, self.n_chunks, self.n_heavy = n_light, n_chunks, n_heavy
 
-    def _prepare_parreduce(self) -> None:
+    def _prepare_persistent(self) -> None:
         """One launch of persistent groups: no more blocks than stay resident, fewer when the rows
         need fewer (a warp per heavy row, a group per light row)."""
         s, g = self.sched, self.graph
-        rows = device_row_order(g, parreduce_heavy_threshold(s))
+        rows = device_row_order(g, family_of(s.family).heavy_rows_above(s))
         n_heavy, n_light = int(rows["heavy"].size), int(rows["light"].size)
         needed = s.launch(max(n_heavy * WARP // s.lanes, n_light), self.k)[0][0]
         blocks = min(needed, resident_blocks(self.kernel, s.threads))
@@ -164,6 +170,11 @@ class NativeSpmmPlan(RowsOutPlan):
         """out = A(values) @ B: the same pattern with per-call edge values (CSR order), e.g.
         gradients or attention probabilities."""
         self.launch(values, B, out, self.k, self.k)
+
+
+# The launch layouts by name (Family.plan).
+LAYOUTS = {"rows": NativeSpmmPlan._prepare_rows, "split": NativeSpmmPlan._prepare_split,
+           "persistent": NativeSpmmPlan._prepare_persistent}
 
 
 def prepare(dgraph: DeviceGraph, schedule: Schedule, k: int, heads: int = 1, scale: float | None = None,

@@ -49,6 +49,10 @@ class Family:
     # (schedule) -> threshold, or None for no heavy rows.
     heavy_threshold: Optional[Callable[..., Optional[int]]] = None
 
+    def heavy_rows_above(self, schedule) -> Optional[int]:
+        """The nonzeros above which a row of `schedule` is heavy (walked by a warp); None: no row is."""
+        return self.heavy_threshold(schedule) if self.heavy_threshold else None
+
 
 def first_reason(*reasons: Optional[str]) -> Optional[str]:
     """The first refusal among a family's predicates (None when every one accepts)."""

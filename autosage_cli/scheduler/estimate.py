@@ -219,7 +219,7 @@ def _parreduce_spmm(f, prof, k, s, dev, heads=1, elem=FLOAT) -> list[Launch]:
     rmat-20, K = 1, 2, 4, 8) its best ran 0.87-1.23x the vector family's best and was never the
     fastest schedule: credited with no lockstep waste it took shortlist places from those that were."""
     [walk] = _vector_spmm(f, prof, k, s, dev, heads, elem)
-    threshold = family_of(s.family).heavy_threshold(s)
+    threshold = family_of(s.family).heavy_rows_above(s)
     longest = float(f.degree_max) / 32
     if threshold is not None:
         longest = max(longest, min(float(f.degree_max), threshold) / s.lanes)

@@ -3,6 +3,7 @@ family that matches its kernel file, schedule names and order pinned (they are c
 new SpMM family needing only its entry and schedules to be tuned like any other."""
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import re
@@ -109,29 +110,88 @@ def _rowpair_supports(s: Schedule, k: int, heads: int = 1) -> str | None:
     return None if k % s.vec == 0 else f"K={k} is not a multiple of the vector width {s.vec}"
 
 
+def _rowpair_space(make) -> list[Schedule]:
+    return [make(lanes=g, vec=4, threads=256, unroll=4) for g in (8, 16)]
+
+
+def _rowpair_rules(s: Schedule) -> str | None:
+    return "a rowpair schedule has no tile" if s.tile else None
+
+
+# The worked example of docs/INTERNALS.md: everything the family is, in its entry.
 ROWPAIR = Family("spmm", "spmm_rowpair.cu", _rowpair_expr, _rowpair_supports,
                  "a warp per row; lanes: lanes per edge slot; vec: floats per load; unroll: edges "
-                 "in flight", lanes_per_item=lambda s: 32)
-ROWPAIR_SCHEDULES = tuple(Schedule("spmm", "rowpair", lanes=g, vec=4, threads=256, unroll=4)
-                          for g in (8, 16))
+                 "in flight", lanes_per_item=lambda s: 32, schedules=_rowpair_space,
+                 space_rules=_rowpair_rules, stages_edges=True)
 
 
-def test_a_new_spmm_family_is_tuned_from_its_entry_and_schedules_alone():
-    """The worked example of docs/INTERNALS.md: one Family entry and its schedules make a family
-    that the registry lists, the cost model ranks, the compiler knows the kernel of and launches
-    lay out (a warp per row), with no other module changed."""
-    with sched.extra_schedules(*ROWPAIR_SCHEDULES, families={"rowpair": ROWPAIR}):
-        s = ROWPAIR_SCHEDULES[0]
-        s.validate()
+def test_a_new_spmm_family_is_tuned_from_its_entry_alone():
+    """One Family entry makes a family whose schedules the registry lists, whose rules the space
+    checks, which the cost model ranks, whose kernel the compiler knows and whose launches lay out
+    (a warp per row), with no other module changed."""
+    from autosage_cli.backends.native_spmm import LAYOUTS
+    from autosage_cli.kernels import spmm_space
+    from autosage_cli.scheduler.estimate import COST_MODELS
+
+    with sched.extra_schedules(families={"rowpair": ROWPAIR}):
+        mine = [s for s in sched.registry("spmm") if s.family == "rowpair"]
+        assert [s.name for s in mine] == ["spmm.rowpair.g8.v4.t256.u4", "spmm.rowpair.g16.v4.t256.u4"]
+        s = mine[0]
+        spmm_space.check_space_rules(s)
+        with pytest.raises(ValueError, match="rowpair schedule has no tile"):
+            spmm_space.check_space_rules(Schedule("spmm", "rowpair", lanes=8, vec=4, tile=64))
         assert s in sched.candidates("spmm", 16) and s not in sched.candidates("spmm", 6)
         assert sched.get(s.name) == s
         assert kcompile.schedule_kernels(s) == (kcompile.KernelRef("spmm_rowpair.cu",
                                                                    "spmm_rowpair<float, 8, 4, 4>"),)
+        assert s.name_expression("bfloat16") == "spmm_rowpair<__nv_bfloat16, 8, 4, 4>"
         assert s.launch(1000, 16) == ((125, 1, 1), (256, 1, 1))  # 8 warps, so 8 rows, per block
+        assert ROWPAIR.plan in LAYOUTS and ROWPAIR.cost in COST_MODELS["spmm"]
         for features in (UNIFORM_1M, REDDIT_LIKE):
             assert 0 < estimate_ms(features, "spmm", 16, s) < float("inf")
             assert s in [r for r, _ in rank(features, "spmm", 16)]
     assert "rowpair" not in FAMILIES and s not in sched.registry("spmm")
+
+
+def test_a_family_that_walks_like_parreduce_is_costed_from_its_entry_alone():
+    """A family naming parreduce's cost model, plan layout and heavy threshold gets parreduce's
+    estimates schedule for schedule, from its entry alone (no branch on its name anywhere)."""
+    real = FAMILIES["parreduce"]
+    twin = dataclasses.replace(real, source_file="spmm_twin.cu")
+    with sched.extra_schedules(families={"twin": twin}):
+        twins = [s for s in sched.registry("spmm") if s.family == "twin"]
+        originals = [s for s in sched.registry("spmm") if s.family == "parreduce"]
+        assert [dataclasses.replace(s, family="parreduce") for s in twins] == originals
+        for k in (1, 2, 4, 8):
+            for features in (UNIFORM_1M, REDDIT_LIKE):
+                for t, p in zip(twins, originals):
+                    assert estimate_ms(features, "spmm", k, t) == estimate_ms(features, "spmm", k, p)
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_every_family_names_a_cost_model_and_a_plan_layout_that_exist(name):
+    from autosage_cli.backends.native_spmm import LAYOUTS
+    from autosage_cli.scheduler.estimate import COST_MODELS
+
+    family = FAMILIES[name]
+    assert family.cost in COST_MODELS[family.op]
+    if family.op == "spmm":
+        assert family.plan in LAYOUTS
+        assert family.schedules is not None and family.space_rules is not None
+
+
+def test_the_rows_layout_launches_a_group_per_row():
+    from types import SimpleNamespace
+
+    from autosage_cli.backends.native_spmm import LAYOUTS
+
+    graph = SimpleNamespace(n_rows=1000, indptr="indptr", indices="indices")
+    plan = SimpleNamespace(sched=sched.get("spmm.warprow.g8.v4.t256.u4"), graph=graph, k=16, launches=[])
+    LAYOUTS["rows"](plan)
+    [(grid, block, head, tail)] = plan.launches
+    assert (grid, block) == ((125, 1, 1), (256, 1, 1))  # a warp per row: 8 rows per block
+    assert [int(head[0]), int(head[1]), head[2], head[3]] == [1000, 16, "indptr", "indices"]
+    assert tail == ()
 
 
 def test_extra_families_may_not_replace_a_real_one():

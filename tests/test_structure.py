@@ -92,3 +92,43 @@ def test_every_op_has_a_spec_with_a_consistent_contract():
         assert len(shapes) == len(spec.operands) and all(min(s) >= 1 for s in shapes)
         assert spec.vendor_names() and all(ops.vendor_op(v) == name for v in spec.vendor_names())
         assert spec.compulsory_bytes(5, 7, 11, 8) > spec.compulsory_bytes(5, 7, 11, 4)
+
+
+# Modules that learn what a family needs from its entry (cost model, staging, plan layout, row
+# lists), never from its name.
+FAMILY_BLIND = (PACKAGE / "scheduler", PACKAGE / "backends" / "native_spmm.py")
+
+
+def _family_literals(node: ast.AST) -> list[str]:
+    from autosage_cli.kernels.schedule import FAMILIES
+
+    if isinstance(node, ast.Constant) and node.value in FAMILIES:
+        return [node.value]
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return [name for elt in node.elts for name in _family_literals(elt)]
+    return []
+
+
+def family_branches(tree: ast.Module) -> list[ast.Compare]:
+    """Comparisons of `x.family` with a spelled-out family name (==, !=, in, not in)."""
+    found = []
+    for node in (n for n in ast.walk(tree) if isinstance(n, ast.Compare)):
+        operands = [node.left, *node.comparators]
+        for a, b in zip(operands, operands[1:]):
+            if any(isinstance(x, ast.Attribute) and x.attr == "family" and _family_literals(y)
+                   for x, y in ((a, b), (b, a))):
+                found.append(node)
+                break
+    return found
+
+
+def test_the_family_branch_finder_sees_the_forms_it_must():
+    code = ('if s.family == "vector": pass\nif s.family in ("split", "splitwarp"): pass\n'
+            'if "edge" != s.family: pass\nif s.family not in seen: pass\nif name == "vector": pass\n')
+    assert [n.lineno for n in family_branches(ast.parse(code))] == [1, 2, 3]
+
+
+def test_the_cost_model_and_the_spmm_plans_never_branch_on_a_family_name():
+    offenders = [_where(p, node) for p, tree in modules().items()
+                 if any(p == m or m in p.parents for m in FAMILY_BLIND) for node in family_branches(tree)]
+    assert not offenders, "branches on a family name (ask its Family entry): " + ", ".join(offenders)

@@ -45,27 +45,34 @@ def _names_an_op(node: ast.AST) -> bool:
         isinstance(node, ast.Attribute) and node.attr == "op")
 
 
-def _op_literals(node: ast.AST) -> list[str]:
-    """The op names a literal spells: "spmm", or ("spmm", "sddmm") and the like."""
-    if isinstance(node, ast.Constant) and node.value in ops.names():
+def _spelled(node: ast.AST, names) -> list[str]:
+    """The `names` a literal spells: "spmm", or ("spmm", "sddmm") and the like."""
+    if isinstance(node, ast.Constant) and node.value in names:
         return [node.value]
     if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
-        return [name for elt in node.elts for name in _op_literals(elt)]
+        return [name for elt in node.elts for name in _spelled(elt, names)]
     return []
 
 
-def op_branches(tree: ast.Module) -> list[ast.Compare]:
-    """Comparisons of an op's name with a spelled-out op name (==, !=, in, not in, either side)."""
+def _op_literals(node: ast.AST) -> list[str]:
+    return _spelled(node, ops.names())
+
+
+def branches(tree: ast.Module, holds_name, literals) -> list[ast.Compare]:
+    """Comparisons (==, !=, in, not in, either side) of an expression that `holds_name` with a
+    literal that spells names (`literals` returns them)."""
     found = []
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Compare):
-            continue
+    for node in (n for n in ast.walk(tree) if isinstance(n, ast.Compare)):
         operands = [node.left, *node.comparators]
-        for a, b in zip(operands, operands[1:]):
-            if (_names_an_op(a) and _op_literals(b)) or (_names_an_op(b) and _op_literals(a)):
-                found.append(node)
-                break
+        if any(holds_name(x) and literals(y) for a, b in zip(operands, operands[1:])
+               for x, y in ((a, b), (b, a))):
+            found.append(node)
     return found
+
+
+def op_branches(tree: ast.Module) -> list[ast.Compare]:
+    """Comparisons of an op's name with a spelled-out op name."""
+    return branches(tree, _names_an_op, _op_literals)
 
 
 def test_the_branch_finder_sees_the_forms_it_must():
@@ -102,24 +109,13 @@ FAMILY_BLIND = (PACKAGE / "scheduler", PACKAGE / "backends" / "native_spmm.py")
 def _family_literals(node: ast.AST) -> list[str]:
     from autosage_cli.kernels.schedule import FAMILIES
 
-    if isinstance(node, ast.Constant) and node.value in FAMILIES:
-        return [node.value]
-    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
-        return [name for elt in node.elts for name in _family_literals(elt)]
-    return []
+    return _spelled(node, FAMILIES)
 
 
 def family_branches(tree: ast.Module) -> list[ast.Compare]:
-    """Comparisons of `x.family` with a spelled-out family name (==, !=, in, not in)."""
-    found = []
-    for node in (n for n in ast.walk(tree) if isinstance(n, ast.Compare)):
-        operands = [node.left, *node.comparators]
-        for a, b in zip(operands, operands[1:]):
-            if any(isinstance(x, ast.Attribute) and x.attr == "family" and _family_literals(y)
-                   for x, y in ((a, b), (b, a))):
-                found.append(node)
-                break
-    return found
+    """Comparisons of `x.family` with a spelled-out family name."""
+    return branches(tree, lambda node: isinstance(node, ast.Attribute) and node.attr == "family",
+                    _family_literals)
 
 
 def test_the_family_branch_finder_sees_the_forms_it_must():

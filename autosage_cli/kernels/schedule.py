@@ -12,7 +12,7 @@ Two kinds of module describe the schedules, and this one joins them:
   * space modules (`spmm_space`, `sddmm_space`, `attention_space`): `SCHEDULES: tuple[Schedule,
     ...]` of one op, in a fixed order (names are cache keys), and the space rules each schedule is
     checked against. `registry(op)` imports them when first asked. Where the families carry their
-    own schedules and rules (SpMM's), the space is `family_space(table)` and the rules
+    own schedules and rules (SpMM's, SDDMM's), the space is `family_space(table)` and the rules
     `check_family_rules`, so a family's value lists live in its entry.
 """
 from __future__ import annotations

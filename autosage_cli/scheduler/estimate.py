@@ -234,12 +234,16 @@ def _spmm_rows(f, prof, k, s, dev, heads=1, elem=FLOAT) -> list[Launch]:
         out_bytes=f.n_rows * k * elem * heads), elem)
 
 
+def _sddmm_terms(f, k, s, dev, heads, elem) -> tuple[float, float, float, float]:
+    """SDDMM's bytes (gathered Y, X read once per row, per-edge outputs) and its per-edge lane
+    reduction, whichever way a family walks."""
+    return (f.n_cols * k * elem * heads, f.n_rows * k * elem * heads, f.nnz * elem * heads,
+            dev.shuffle_latency_us * math.log2(s.lanes))
+
+
 def _sddmm_rows(f, prof, k, s, dev, heads=1, elem=FLOAT) -> list[Launch]:
     """A group keeps its row of X in registers and walks the row's edges."""
-    dense = f.n_cols * k * elem * heads
-    x_bytes = f.n_rows * k * elem * heads
-    out_bytes = f.nnz * elem * heads
-    reduce_us = dev.shuffle_latency_us * math.log2(s.lanes)
+    dense, x_bytes, out_bytes, reduce_us = _sddmm_terms(f, k, s, dev, heads, elem)
     return row_launches(f, prof, k, s, dev, heads, RowWork(
         dense, 1, x_bytes, out_bytes, extra_us=reduce_us, instr=4 + math.log2(s.lanes)), elem)
 
@@ -247,10 +251,7 @@ def _sddmm_rows(f, prof, k, s, dev, heads=1, elem=FLOAT) -> list[Launch]:
 def _sddmm_edges(f, prof, k, s, dev, heads=1, elem=FLOAT) -> list[Launch]:
     """Edge-parallel: U consecutive edges per group, balanced by construction; X is re-gathered per
     edge, mostly from L2 because consecutive edges share their row."""
-    dense = f.n_cols * k * elem * heads
-    x_bytes = f.n_rows * k * elem * heads
-    out_bytes = f.nnz * elem * heads
-    reduce_us = dev.shuffle_latency_us * math.log2(s.lanes)
+    dense, x_bytes, out_bytes, reduce_us = _sddmm_terms(f, k, s, dev, heads, elem)
     nnz = float(f.nnz) * heads
     w = walker(s, k)
     dram_y, l2_y = gather_bytes(f, k, dense, dev, nnz, w.width, elem)

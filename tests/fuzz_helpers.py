@@ -12,6 +12,7 @@ import json
 import re
 import tracemalloc
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
@@ -20,6 +21,12 @@ EXAMPLES = 2000            # per file format; a format fuzzed by two tests gives
 # NumPy allocations each example may reach.
 MEMORY_LIMIT = "256M"
 PEAK_LIMIT_BYTES = 320 << 20
+
+
+@pytest.fixture(autouse=True)
+def memory_budget(monkeypatch):
+    """Every fuzzed command runs under MEMORY_LIMIT (autouse where a test module imports it)."""
+    monkeypatch.setenv("AUTOSAGE_MEMORY_LIMIT", MEMORY_LIMIT)
 
 FUZZ_SETTINGS = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,

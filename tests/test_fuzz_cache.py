@@ -19,7 +19,8 @@ from autosage_cli.commands.tune import render_table
 from autosage_cli.errors import AutosageError
 from autosage_cli.scheduler import tune as tune_mod
 from cli_helpers import run_cli
-from fuzz_helpers import HALF_SETTINGS, MEMORY_LIMIT, PeakMemory, assert_clean, mutate, mutations
+from fuzz_helpers import HALF_SETTINGS, PeakMemory, assert_clean, mutate, mutations
+from fuzz_helpers import memory_budget  # noqa: F401  (autouse: the fuzzed commands' budget)
 from scheduler_fakes import DEVICE, SOFTWARE, FakeMeasurer, features_of
 from test_replay import write_mtx
 
@@ -33,11 +34,6 @@ def base(tmp_path_factory):
         tune_mod.tune(graph, "spmm", k, cache=cache, measure=FakeMeasurer(), device_info=DEVICE,
                       software_info=SOFTWARE, features=features_of(graph))
     return workdir, graph, json.loads(cache.path.read_text())
-
-
-@pytest.fixture(autouse=True)
-def memory_budget(monkeypatch):
-    monkeypatch.setenv("AUTOSAGE_MEMORY_LIMIT", MEMORY_LIMIT)
 
 
 def _check(workdir, graph, data: bytes) -> None:

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from autosage_cli.graphs.csr import validate
 from autosage_cli.graphs.load import load_graph
 from cli_helpers import run_cli
-from fuzz_helpers import HALF_SETTINGS, MEMORY_LIMIT, PeakMemory, assert_clean, inspected, mutate, mutations
+from fuzz_helpers import HALF_SETTINGS, PeakMemory, assert_clean, inspected, mutate, mutations
+from fuzz_helpers import memory_budget  # noqa: F401  (autouse: the fuzzed commands' budget)
 
 BASE = sp.csr_matrix(np.array([[0, 1.5, 0, 2], [0, 0, 0, 0], [3, 0, -1, 0]], dtype=np.float64))
 
@@ -23,11 +24,6 @@ BASE = sp.csr_matrix(np.array([[0, 1.5, 0, 2], [0, 0, 0, 0], [3, 0, -1, 0]], dty
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory):
     return tmp_path_factory.mktemp("fuzz-npz")
-
-
-@pytest.fixture(autouse=True)
-def memory_budget(monkeypatch):
-    monkeypatch.setenv("AUTOSAGE_MEMORY_LIMIT", MEMORY_LIMIT)
 
 
 def _saved(matrix, compressed: bool) -> bytes:

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from autosage_cli.graphs.csr import validate
 from autosage_cli.graphs.load import load_graph
 from cli_helpers import run_cli
-from fuzz_helpers import FUZZ_SETTINGS, MEMORY_LIMIT, PeakMemory, assert_clean, inspected, mutate, mutations
+from fuzz_helpers import FUZZ_SETTINGS, PeakMemory, assert_clean, inspected, mutate, mutations
+from fuzz_helpers import memory_budget  # noqa: F401  (autouse: the fuzzed commands' budget)
 
 MTX_BASES = {
     "real-general": "%%MatrixMarket matrix coordinate real general\n% a comment\n4 5 6\n"
@@ -31,11 +32,6 @@ EDGE_BASES = {
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory):
     return tmp_path_factory.mktemp("fuzz-text")
-
-
-@pytest.fixture(autouse=True)
-def memory_budget(monkeypatch):
-    monkeypatch.setenv("AUTOSAGE_MEMORY_LIMIT", MEMORY_LIMIT)
 
 
 def _write(workdir, name: str, text: bytes, compress: bool, damage) -> str:

@@ -130,17 +130,22 @@ def test_running_out_is_one_line_with_its_exit_code(monkeypatch, exc, code, word
     _one_error(run_cli("inspect", "--dataset", "cora"), code=code, words=words)
 
 
-def test_bench_records_out_of_memory_and_goes_on(fake_gpu, monkeypatch, tmp_path, mtx):  # noqa: F811
+def _bench_failing_at_k16(monkeypatch, out, mtx, error: Exception):
+    """`bench` on K = 4, 16, 64 with the fake GPU raising `error` when K = 16's inputs are made."""
     real = bench_fakes.FakeToolkit.inputs
-    oom = _cuda_exception("cupy.cuda.memory", "OutOfMemoryError", MemoryError)
 
     def make_inputs(self, dgraph, op, k, heads, seed, dtype="float32"):
         if k == 16:
-            raise oom("Out of memory allocating 1,048,576 bytes")
+            raise error
         return real(self, dgraph, op, k, heads, seed, dtype)
     monkeypatch.setattr(bench_fakes.FakeToolkit, "inputs", make_inputs)
+    return run_cli("bench", "--dataset", mtx, "--ops", "spmm", "--widths", "4,16,64", "--out", str(out))
+
+
+def test_bench_records_out_of_memory_and_goes_on(fake_gpu, monkeypatch, tmp_path, mtx):  # noqa: F811
+    oom = _cuda_exception("cupy.cuda.memory", "OutOfMemoryError", MemoryError)
     out = tmp_path / "run"
-    result = run_cli("bench", "--dataset", mtx, "--ops", "spmm", "--widths", "4,16,64", "--out", str(out))
+    result = _bench_failing_at_k16(monkeypatch, out, mtx, oom("Out of memory allocating 1,048,576 bytes"))
     assert result.exit_code == 0, result.stderr
     rows = report.read_rows(out / "results.csv")
     failed = [r for r in rows if r.k == 16]
@@ -149,16 +154,10 @@ def test_bench_records_out_of_memory_and_goes_on(fake_gpu, monkeypatch, tmp_path
 
 
 def test_bench_stops_gpu_work_after_a_sticky_fault_and_keeps_its_rows(fake_gpu, monkeypatch, tmp_path, mtx):  # noqa: F811
-    real = bench_fakes.FakeToolkit.inputs
     fault = _cuda_exception("cupy_backends.cuda.api.runtime", "CUDARuntimeError")
-
-    def make_inputs(self, dgraph, op, k, heads, seed, dtype="float32"):
-        if k == 16:
-            raise fault("cudaErrorIllegalAddress: an illegal memory access was encountered")
-        return real(self, dgraph, op, k, heads, seed, dtype)
-    monkeypatch.setattr(bench_fakes.FakeToolkit, "inputs", make_inputs)
     out = tmp_path / "run"
-    result = run_cli("bench", "--dataset", mtx, "--ops", "spmm", "--widths", "4,16,64", "--out", str(out))
+    result = _bench_failing_at_k16(monkeypatch, out, mtx,
+                                   fault("cudaErrorIllegalAddress: an illegal memory access was encountered"))
     assert result.exit_code == EXIT_CUDA_FAULT
     assert result.stderr.strip().splitlines()[-1].startswith("Error: CUDA fault: CUDARuntimeError")
     rows = {r.k: r for r in report.read_rows(out / "results.csv") if r.backend == "autosage"}

@@ -16,6 +16,7 @@ decision cache still checks the fingerprint's entry like any other.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -40,6 +41,7 @@ class GraphSummary:
     source: dict
 
 
+@functools.lru_cache(maxsize=1)   # the readers do not change within a process; recall and remember share it
 def _readers_hash() -> str:
     h = hashlib.blake2b(digest_size=12)
     for path in sorted(Path(__file__).resolve().parent.glob("*.py")):
@@ -114,8 +116,11 @@ class GraphMemo:
         summary = GraphSummary(graph.fingerprint, graph.n_rows, graph.n_cols, graph.nnz,
                                dict(graph.source))
         entries = self._entries()
+        entry = {"state": state, "summary": asdict(summary)}
+        if entries.get(key) == entry:
+            return                    # already remembered: a re-tune of a known graph writes nothing
         entries.pop(key, None)
-        entries[key] = {"state": state, "summary": asdict(summary)}
+        entries[key] = entry
         entries = dict(list(entries.items())[-MAX_ENTRIES:])
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -101,14 +101,16 @@ def vendor_reference(measure, op: str, dgraph, inputs, outputs: dict, tol: float
     # the float64 reference decides there, and a vendor fails only beyond the slack.
     exact = dtypes.info(dtype).itemsize < 4
     vendor_tol = tol * dtypes.vendor_slack(dtype)
-    for cand in [] if exact else names:
-        others = [n for n in names if n != cand]
-        errors = {n: measure.rel_error(outputs[n], outputs[cand]) for n in others}
-        if others and not any(e <= tol for e in errors.values()):
-            continue
-        pick = ReferencePick(outputs[cand], cand, {cand: min(errors.values(), default=0.0), **errors})
-        pick.disagree = {n: f"disagrees with {cand} rel_err={e:.2e}" for n, e in errors.items() if not e <= tol}
-        return pick
+    if not exact:
+        for cand in names:
+            others = [n for n in names if n != cand]
+            errors = {n: measure.rel_error(outputs[n], outputs[cand]) for n in others}
+            if others and not any(e <= tol for e in errors.values()):
+                continue
+            pick = ReferencePick(outputs[cand], cand, {cand: min(errors.values(), default=0.0), **errors})
+            pick.disagree = {n: f"disagrees with {cand} rel_err={e:.2e}" for n, e in errors.items()
+                             if not e <= tol}
+            return pick
     why = ("no vendor ran" if not names else f"{dtype}: vendors round below the bound" if exact
            else "vendor algorithms disagree")
     name = f"float64 reference ({why})"

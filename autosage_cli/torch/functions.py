@@ -51,6 +51,14 @@ def _heads(T: torch.Tensor, h: int) -> torch.Tensor:
     return T[:, h].contiguous()
 
 
+def _spmm_t(g: Graph, values, X: torch.Tensor) -> torch.Tensor:
+    """Aᵀ X with per-edge `values` given in the graph's edge order (None: the graph's own weights,
+    which the transpose already holds in its order)."""
+    if values is not None:
+        values = values.index_select(0, g.on("t_perm", values.device))
+    return kernels.spmm(g.T, values, X)
+
+
 class SpMMFunction(torch.autograd.Function):
     """C = A(values) @ B in canonical edge order; values None = the graph's own (fixed) weights."""
 
@@ -67,8 +75,7 @@ class SpMMFunction(torch.autograd.Function):
         g, dC = ctx.graph, dC.contiguous()
         d_values = d_B = None
         if ctx.needs_input_grad[2]:
-            t_values = None if values is None else values.index_select(0, g.on("t_perm", dC.device))
-            d_B = kernels.spmm(g.T, t_values, dC)
+            d_B = _spmm_t(g, values, dC)
         if ctx.needs_input_grad[1]:
             d_values = kernels.sddmm(g, dC, B.contiguous())
         return None, d_values, d_B
@@ -90,21 +97,17 @@ class SDDMMFunction(torch.autograd.Function):
         X, Y = ctx.saved_tensors
         g, d_s = ctx.graph, d_s.contiguous()
         d_X = kernels.spmm(g, d_s, Y.contiguous()) if ctx.needs_input_grad[1] else None
-        d_Y = None
-        if ctx.needs_input_grad[2]:
-            d_Y = kernels.spmm(g.T, d_s.index_select(0, g.on("t_perm", d_s.device)), X.contiguous())
+        d_Y = _spmm_t(g, d_s, X.contiguous()) if ctx.needs_input_grad[2] else None
         return None, d_X, d_Y
 
 
 def _softmax_backward(g: Graph, probs, V, O, dO, need_v: bool, need_scores: bool):
     """(dV, dS) of O = sum_j P_ij V_j with P the row softmax of the scores S, given P (nnz, H):
     dV = Pᵀ dO, dS = P (dP - <dO_i, O_i>) with dP = SDDMM(dO, V); None where not needed."""
-    heads, dev = V.shape[1], V.device
-    t_perm, row = g.on("t_perm", dev), g.on("row", dev)
+    heads, row = V.shape[1], g.on("row", V.device)
     d_V = None
     if need_v:
-        d_V = torch.stack([kernels.spmm(g.T, probs[:, h].index_select(0, t_perm), _heads(dO, h))
-                           for h in range(heads)], 1)
+        d_V = torch.stack([_spmm_t(g, probs[:, h], _heads(dO, h)) for h in range(heads)], 1)
     if not need_scores:
         return d_V, None
     d_scores = torch.stack([kernels.sddmm(g, _heads(dO, h), _heads(V, h)) for h in range(heads)], 1)
@@ -115,8 +118,7 @@ def _softmax_backward(g: Graph, probs, V, O, dO, need_v: bool, need_scores: bool
 def _attention_backward(g: Graph, saved: tuple, dO, scale: float, needs: tuple):
     """(dQ, dK, dV), None where not needed; probabilities recomputed (see the module docstring)."""
     Q, K, V, O = saved
-    heads, dev = Q.shape[1], Q.device
-    t_perm = g.on("t_perm", dev)
+    heads = Q.shape[1]
     scores = torch.stack([kernels.sddmm(g, _heads(Q, h), _heads(K, h)) for h in range(heads)], 1)
     probs = kernels.edge_softmax(g, scores.mul_(scale))
     del scores
@@ -130,8 +132,7 @@ def _attention_backward(g: Graph, saved: tuple, dO, scale: float, needs: tuple):
         d_Q = torch.stack([kernels.spmm(g, d_scores[:, h].contiguous(), _heads(K, h))
                            for h in range(heads)], 1)
     if needs[1]:
-        d_K = torch.stack([kernels.spmm(g.T, d_scores[:, h].index_select(0, t_perm), _heads(Q, h))
-                           for h in range(heads)], 1)
+        d_K = torch.stack([_spmm_t(g, d_scores[:, h], _heads(Q, h)) for h in range(heads)], 1)
     return d_Q, d_K, d_V
 
 

@@ -6,6 +6,9 @@
 #   BENCH    arguments for `autosage bench` (the results directory is RESULTS)
 #   TRAIN_ARGS, TRAIN_CAP  arguments and time cap (s) of the train step (`autosage bench --suite
 #            training`, results in $OUT/train)
+#   PROFILE_TUNES  for the profile step: ';'-separated `autosage tune` argument lists, each run twice
+#            (the first fills the kernel cache) and the second profiled (cProfile, top 40 cumulative)
+#            into $OUT/profile-N.txt: where a cold tune's time goes
 #   RESULTS  results directory of the run (default results/h200-run); its decision cache is
 #            RESULTS/decisions.json
 set -uo pipefail
@@ -33,6 +36,13 @@ for step in ${STEPS:-tests first_run bench}; do
            timeout "$(cap ${TRAIN_CAP:-150})" autosage bench --suite training --out "$OUT/train" \
                --cache "$OUT/train/decisions.json" ${TRAIN_ARGS:-} 2>"$OUT/train.stderr" | tail -n 40
            tail -n 25 "$OUT/train.stderr" ;;
+    profile) n=0; IFS=';' read -ra tunes <<<"${PROFILE_TUNES:-}"
+             for t in "${tunes[@]}"; do n=$((n + 1))
+               timeout "$(cap 120)" autosage tune $t --cache "$OUT/profile-$n.json" --json >/dev/null 2>&1
+               timeout "$(cap 120)" python3 -m cProfile -o "$OUT/profile-$n.prof" -m autosage_cli.cli tune $t \
+                   --retune --cache "$OUT/profile-$n.json" >"$OUT/profile-$n.log" 2>&1
+               python3 -c "import pstats, sys; pstats.Stats(sys.argv[1], stream=sys.stdout).sort_stats('cumulative').print_stats(40)" \
+                   "$OUT/profile-$n.prof" >"$OUT/profile-$n.txt" 2>&1; tail -n 8 "$OUT/profile-$n.log"; done ;;
     bench) mkdir -p "$RESULTS"
            timeout "$(cap 600)" autosage bench ${BENCH:-} --out "$RESULTS" --cache "$RESULTS/decisions.json" \
                2>"$OUT/bench.stderr" | tail -n 60; tail -n 15 "$OUT/bench.stderr"

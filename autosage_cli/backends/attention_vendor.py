@@ -2,8 +2,11 @@
 
   S[h] = <Q[:,h], K[:,h]> on A's pattern     cusparseSDDMM (sddmm_vendor.VendorSDDMM: nvmath-python or
                                              torch.sparse.sampled_addmm; strided per-head views)
-  row softmax of scale * S (+ a)             CuPy: cupyx.scatter_max for the row maxima, elementwise
-                                             exp, cupyx.scatter_add for the row sums
+  row softmax of scale * S (+ a)             elementwise steps as a framework composes them: an
+                                             atomic scatter-max for the row maxima, exp of the
+                                             difference, an atomic scatter-add for the row sums
+                                             (autosage's helper module, kernels/util.py: no CuPy
+                                             kernel to compile on a first run)
   O[:,h] = P[h] @ V[:,h]                     cuSPARSE SpMM (cusparse.CusparseSpMM, caller-given values,
                                              ld = H*d views), one entry per algorithm
 
@@ -12,8 +15,7 @@ composition: the scale is folded into the exponent when it is positive and there
 (exp(scale*(s - max s)) = the softmax of scale*s), and the division by the row sum is applied to the
 n x H x d output instead of the nnz x H probabilities (out /= l), which reads and writes far less on
 graphs with more edges than d per row. Rows without edges keep max -inf and sum 0; their sum is
-raised to 1 so the (zero) SpMM row stays zero. Buffers are made once at prepare; `run` only launches (CuPy
-may draw small temporaries from its pool).
+raised to 1 so the (zero) SpMM row stays zero. Buffers are made once at prepare; `run` only launches.
 
 In float16/bfloat16 the SDDMM and the SpMM run in the type (float32 compute) and the softmax in
 float32 between them; the probabilities are normalised per edge before they are rounded to the type
@@ -24,11 +26,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..dtypes import storage_dtype, info as dtype_info
+from ..kernels import util
 from .base import DeviceGraph, HeadsOutPlan, PrepareTimer
 from .cusparse import CusparseSpMM
 from .attention_common import attention_scale, check_inputs
 from .sddmm_vendor import VendorSDDMM, edge_rows
-from .value_arrays import to_float32, to_value_type
 
 # vendor name -> cuSPARSE SpMM vendor name (cusparse.SPMM_ALGORITHMS)
 VENDOR_SPMM = {
@@ -64,48 +66,35 @@ class VendorAttentionPlan(HeadsOutPlan):
             self.rows = edge_rows(dgraph)
             # One head at a time on one stream: a single scores buffer serves every head.
             self.scores = cupy.empty(nnz, dtype=cupy.float32)
-            self.gathered = cupy.empty(nnz, dtype=cupy.float32)
             self.row_max = cupy.empty((heads, dgraph.n_rows), dtype=cupy.float32)
             self.row_sum = cupy.empty((heads, dgraph.n_rows), dtype=cupy.float32)
-            self.inv_sum = cupy.empty((dgraph.n_rows, heads, 1), dtype=cupy.float32)
             # the SDDMM's scores and the SpMM's probabilities as stored in a 2-byte type
             self.stored = (cupy.empty(nnz, dtype=storage_dtype(self.dtype))
                            if self.dtype != "float32" else None)
-        self.provider = (f"{self.sddmm.provider} -> cupyx scatter softmax -> cusparseSpMM "
+        self.provider = (f"{self.sddmm.provider} -> scatter softmax -> cusparseSpMM "
                          f"{VENDOR_SPMM[name]}")
 
     def _softmax_numerators(self, h: int) -> None:
         """scores <- exp(scale * (s - row max)) (or exp(s' - max s') with s' = scale s + a) for
         head h, row_sum[h] <- their row sums."""
-        import cupy
-        import cupyx
-
         nnz = self.graph.nnz
-        s, t = self.scores[:nnz], self.gathered[:nnz]
+        s = self.scores[:nnz]
         if not self.fold_scale:
-            cupy.multiply(s, np.float32(self.scale), out=s)
-            if self.use_values:
-                cupy.add(s, self.graph.values, out=s)
+            util.scale_bias(s, self.scale, self.graph.values if self.use_values else None)
         m = self.row_max[h]
-        m.fill(-np.inf)
-        cupyx.scatter_max(m, self.rows, s)
-        cupy.take(m, self.rows, out=t)
-        cupy.subtract(s, t, out=s)
-        if self.fold_scale:
-            cupy.multiply(s, np.float32(self.scale), out=s)
-        cupy.exp(s, out=s)
+        util.fill(m, -np.inf)
+        util.scatter_max(m, self.rows, s)
+        util.sub_row_exp(s, m, self.rows, self.scale if self.fold_scale else 1.0)
         l = self.row_sum[h]
-        l.fill(0)
-        cupyx.scatter_add(l, self.rows, s)
+        util.fill(l, 0)
+        util.scatter_add(l, self.rows, s)
 
     def run(self, inputs: tuple, out) -> None:
-        import cupy
-
         check_inputs(self, inputs, out)
         Q, K, V = inputs
         g, H = self.graph, self.heads
         if g.nnz == 0:
-            out.fill(0)
+            util.fill(out, 0)
             return
         if self.stored is not None:
             self._run_two_byte(Q, K, V, out)
@@ -117,25 +106,18 @@ class VendorAttentionPlan(HeadsOutPlan):
             self.spmm.launch(V[:, h, :], out[:, h, :], values=scores)
         # out[i, h] /= l[h, i]. A non-empty row has l >= 1 (its max edge adds exp(0) = 1), an empty
         # row l = 0 and a zero SpMM row: max(l, 1) keeps that row zero.
-        l = self.row_sum
-        cupy.maximum(l, np.float32(1), out=l)
-        cupy.divide(np.float32(1), l.T[:, :, None], out=self.inv_sum)
-        cupy.multiply(out, self.inv_sum, out=out)
+        util.normalize_heads(out, self.row_sum)
 
     def _run_two_byte(self, Q, K, V, out) -> None:
         """float16/bfloat16: scores in the type -> float32 softmax normalised per edge -> the
         probabilities rounded to the type -> SpMM in the type."""
-        import cupy
-
-        nnz, t = self.graph.nnz, self.dtype
-        stored, s, gathered = self.stored[:nnz], self.scores[:nnz], self.gathered[:nnz]
+        nnz = self.graph.nnz
+        stored, s = self.stored[:nnz], self.scores[:nnz]
         for h in range(self.heads):
             self.sddmm.launch(Q[:, h, :], K[:, h, :], stored)
-            to_float32(stored, t, out=s)
+            util.convert(stored, s)
             self._softmax_numerators(h)
-            cupy.take(self.row_sum[h], self.rows, out=gathered)   # >= 1 on every edge's row
-            cupy.divide(s, gathered, out=s)
-            to_value_type(s, t, out=stored)
+            util.divide_rows(s, self.row_sum[h], self.rows, stored)   # l >= 1 on every edge's row
             self.spmm.launch(V[:, h, :], out[:, h, :], values=stored)
 
     def close(self) -> None:

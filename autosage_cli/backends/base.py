@@ -49,19 +49,29 @@ class DeviceGraph:
     def nnz(self) -> int:
         return self.host.nnz
 
+    def edge_rows(self):
+        """The row id of every edge (the graph's index dtype), made once and kept in `derived`."""
+        rows = self.derived.get("edge_rows")
+        if rows is None:
+            import cupy
+
+            from ..kernels import util
+
+            rows = util.edge_rows(self.indptr, self.nnz, cupy.empty(self.nnz, dtype=self.indptr.dtype))
+            self.derived["edge_rows"] = rows
+        return rows
+
 
 def random_inputs(shapes, seed: int = 0, dtype: str = dtypes.DEFAULT) -> tuple:
-    """Random (never zero) arrays of `dtype` on the device, one per shape, uniform in [-1, 1):
+    """Random (never zero) arrays of `dtype` on the device, one per shape, uniform in (-1, 1):
     drawn in float32 and rounded to nearest even into `dtype`, so every dtype sees the same values
-    up to its rounding (bfloat16 stored as uint16 bit patterns)."""
-    import cupy
+    up to its rounding (bfloat16 stored as uint16 bit patterns). A counter-based generator of
+    autosage's helper module (kernels/util.py): the same (seed, shapes) give the same values on
+    every GPU, which `replay` relies on, and no CuPy random kernel is compiled."""
+    from ..kernels import util
 
-    from .value_arrays import to_value_type
-
-    dtypes.info(dtype)
-    rng = cupy.random.default_rng(seed)
-    return tuple(to_value_type(rng.uniform(-1.0, 1.0, size=s, dtype=cupy.float32), dtype)
-                 for s in shapes)
+    storage = dtypes.storage_dtype(dtypes.info(dtype).name)
+    return tuple(util.uniform(s, seed, stream, storage) for stream, s in enumerate(shapes))
 
 
 class Plan(ABC):

@@ -39,9 +39,9 @@ def values_all_ones(dgraph: DeviceGraph) -> bool:
     values (4 bytes per nonzero). Checked on the device once per graph."""
     key = "values_all_ones"
     if key not in dgraph.derived:
-        import cupy
+        from ..kernels import util
 
-        dgraph.derived[key] = bool(dgraph.nnz == 0 or cupy.all(dgraph.values == 1.0))
+        dgraph.derived[key] = dgraph.nnz == 0 or util.count_not_equal(dgraph.values, 1.0) == 0
     return dgraph.derived[key]
 
 

@@ -5,7 +5,7 @@ check of A's values (then they are not read: `plan.values_all_ones`), and, share
 same graph through dgraph.derived, the work lists the family needs:
   rowgroup, chunk = 0   none: group i takes row i.
   rowgroup, chunk > 0   (item_row, item_start): every non-empty row cut into chunk-edge pieces.
-  edge                  the COO row id of every edge (device searchsorted over indptr).
+  edge                  the COO row id of every edge (DeviceGraph.edge_rows).
 One launch per run; none when the graph has no edges (the output is empty).
 
 `scale` (native.prepare's argument) multiplies every output; None means 1.
@@ -46,15 +46,9 @@ def device_row_chunks(dgraph: DeviceGraph, chunk: int) -> tuple:
 
 
 def device_coo_rows(dgraph: DeviceGraph):
-    """Row id of every edge: the last row whose indptr entry is <= e (empty rows never match)."""
-    key = "coo_rows"
-    if key not in dgraph.derived:
-        import cupy
-
-        edges = cupy.arange(dgraph.nnz, dtype=cupy.int32)
-        rows = cupy.searchsorted(dgraph.indptr, edges, side="right") - 1
-        dgraph.derived[key] = rows.astype(cupy.int32)
-    return dgraph.derived[key]
+    """Row id of every edge: the last row whose indptr entry is <= e (empty rows never match);
+    int32, as the plans require int32 graphs."""
+    return dgraph.edge_rows()
 
 
 class NativeSddmmPlan(EdgesOutPlan):

@@ -1,6 +1,6 @@
 """The SDDMM providers behind the vendor entries (backends/sddmm_vendor.py says how they are
 chosen, checked and timed): cusparseSDDMM through nvmath-python, torch.sparse.sampled_addmm through
-zero-copy DLPack views, and the CuPy gather-dot composition; plus the per-edge row ids they share.
+zero-copy DLPack views, and the gather-dot composition; plus the per-edge row ids they share.
 Each provider has `launch(X, Y, out)` (out[e] = <X[row e], Y[col e]>, unscaled), `forget_views()`
 and `close()`, and runs in float32, float16 or bfloat16 where its library allows (float32 sums).
 """
@@ -11,9 +11,9 @@ from collections import OrderedDict
 
 import numpy as np
 
-from ..dtypes import storage_dtype, info as dtype_info
+from ..dtypes import info as dtype_info
 from .base import DeviceGraph
-from .value_arrays import cuda_data_type, to_float32, to_value_type
+from .value_arrays import cuda_data_type
 
 PROVIDER_NVMATH = "nvmath-python cusparseSDDMM"
 PROVIDER_TORCH = "torch.sparse.sampled_addmm"
@@ -21,16 +21,8 @@ PROVIDER_GATHER = "cupy gather-dot"
 
 
 def edge_rows(dgraph: DeviceGraph):
-    """Row id of every edge (CuPy, graph index dtype), made once per graph and kept in
-    `dgraph.derived["edge_rows"]`."""
-    import cupy
-
-    rows = dgraph.derived.get("edge_rows")
-    if rows is None:
-        ids = cupy.arange(dgraph.nnz, dtype=dgraph.indptr.dtype)
-        rows = (cupy.searchsorted(dgraph.indptr, ids, side="right") - 1).astype(dgraph.indices.dtype)
-        dgraph.derived["edge_rows"] = rows
-    return rows
+    """Row id of every edge (CuPy, graph index dtype), made once per graph (DeviceGraph.edge_rows)."""
+    return dgraph.edge_rows()
 
 
 class TorchBridge:
@@ -89,8 +81,11 @@ class TorchBridge:
 
 
 class GatherDot:
-    """out[e] = <X[row e], Y[col e]> in CuPy, chunked so temporaries stay under ~2 x 64 MiB. In
-    the 2-byte types the gathered rows are converted to float32 and the sums rounded once."""
+    """out[e] = <X[row e], Y[col e]> composed as PyG and DGL compose it: gather the rows of X and
+    of Y per edge, multiply, sum each row; one pass over memory per step, chunked so temporaries
+    stay under ~2 x 64 MiB. The steps run as kernels of autosage's helper module (kernels/util.py),
+    which read the 2-byte types directly: gathered rows are widened to float32 and the sums
+    rounded once."""
     provider = PROVIDER_GATHER
     # CuPy's own gathers, product and sum, writing every entry of out: the launch on random inputs
     # that checks a library provider would only repeat them (on a 100M-edge graph at K=128 that
@@ -101,36 +96,22 @@ class GatherDot:
         import cupy
 
         self.rows, self.cols, self.dtype = edge_rows(dgraph), dgraph.indices, dtype_info(dtype).name
+        self.k = k
         chunk = max(1, min(dgraph.nnz, chunk_bytes // (4 * k)))
         self.bx = cupy.empty((chunk, k), dtype=cupy.float32)
         self.by = cupy.empty((chunk, k), dtype=cupy.float32)
         self.spans = [(s, min(s + chunk, dgraph.nnz)) for s in range(0, dgraph.nnz, chunk)]
-        if self.dtype != "float32":   # gathered rows as stored, and the float32 sums
-            self.gx = cupy.empty((chunk, k), dtype=storage_dtype(self.dtype))
-            self.gy = cupy.empty((chunk, k), dtype=storage_dtype(self.dtype))
-            self.sums = cupy.empty(chunk, dtype=cupy.float32)
 
     def launch(self, X, Y, out) -> None:
-        import cupy
+        from ..kernels import util
 
+        ldx, ldy = X.strides[0] // X.itemsize, Y.strides[0] // Y.itemsize
         for s, e in self.spans:
             bx, by = self.bx[: e - s], self.by[: e - s]
-            if self.dtype == "float32":
-                cupy.take(X, self.rows[s:e], axis=0, out=bx)
-                cupy.take(Y, self.cols[s:e], axis=0, out=by)
-            else:
-                gx, gy = self.gx[: e - s], self.gy[: e - s]
-                cupy.take(X, self.rows[s:e], axis=0, out=gx)
-                cupy.take(Y, self.cols[s:e], axis=0, out=gy)
-                to_float32(gx, self.dtype, out=bx)
-                to_float32(gy, self.dtype, out=by)
-            cupy.multiply(bx, by, out=bx)
-            if self.dtype == "float32":
-                cupy.sum(bx, axis=1, out=out[s:e])
-            else:
-                sums = self.sums[: e - s]
-                cupy.sum(bx, axis=1, out=sums)
-                to_value_type(sums, self.dtype, out=out[s:e])
+            util.gather_rows(X, ldx, self.rows[s:e], self.k, bx)
+            util.gather_rows(Y, ldy, self.cols[s:e], self.k, by)
+            util.multiply(bx, by)
+            util.row_sums(bx, out[s:e])
 
     def forget_views(self) -> None:
         pass

@@ -12,8 +12,8 @@ order:
      warm-up) and runs cusparseSDDMM_preprocess each call: that is what torch users pay;
   3. the gather-dot composition in CuPy: take rows of X and Y per edge, multiply, sum, in chunks
      of bounded memory (buffers made once).
-Each library provider (1, 2) is checked once when prepared, on random inputs against a CuPy
-gather-dot sample, with the output poisoned with NaN: a provider that fails or disagrees is skipped
+Each library provider (1, 2) is checked once when prepared, on random inputs against a float64
+sum of a sample of edges on the host, with the output poisoned with NaN: a provider that fails or disagrees is skipped
 (the reason is kept in `fallback_reasons`); the gather-dot composition is that same arithmetic and
 is not checked against itself. If the poisoned output leaks through (cuSPARSE reading C although
 beta = 0), that provider zero-fills the output before each launch, and says so in `provider`.
@@ -26,8 +26,15 @@ and the gather-dot composition converting the gathered rows to float32 and round
 check of a provider compares with a float64 sum of the rounded inputs within the type's tolerance.
 
 torch's op ignores A's values (it samples the pattern), so the plan multiplies by A's values
-afterwards with one CuPy elementwise kernel when they are not all 1 (checked once): part of the
-vendor's cost of the same op. torch and CuPy share one stream (torch runs on a
+afterwards with one elementwise kernel (autosage's helper module) when they are not all 1 (checked
+once): part of the vendor's cost of the same op.
+
+Which vendors a tune's guardrail measures (`sddmm_vendor_names(guardrail=True)`): when
+nvmath-python is installed, cusparseSDDMM through it and the gather-dot composition. torch's
+sampled_addmm runs the same cuSPARSE SDDMM and repeats its preprocessing on every call, so it can
+only be slower than the nvmath entry, which preprocesses once; importing torch costs seconds
+(about 6 s cold on the H200's host), more than a whole tune of a small graph. Only where nvmath is
+missing does the guardrail use torch's. `autosage bench` measures all three. torch and CuPy share one stream (torch runs on a
 `torch.cuda.ExternalStream` of CuPy's current stream, or both on the legacy default stream), so
 CUDA events recorded on the CuPy stream time the torch work.
 """
@@ -41,7 +48,8 @@ from ..dtypes import storage_dtype, tolerance, info as dtype_info
 from .base import DeviceGraph, EdgesOutPlan, PrepareTimer
 from .sddmm_providers import (PROVIDER_GATHER, PROVIDER_NVMATH, PROVIDER_TORCH, GatherDot, NvmathSDDMM,
                               TorchSampledAddmm, edge_rows)
-from .value_arrays import graph_values, to_float32, to_value_type
+from .native_common import values_all_ones
+from .value_arrays import graph_values
 
 SDDMM_VENDOR_NAME = "cusparse-sddmm"          # cusparseSDDMM through nvmath-python, preprocessed once
 TORCH_SDDMM_NAME = "torch-sampled-addmm"      # cusparseSDDMM through torch, preprocessed every call
@@ -50,14 +58,18 @@ GATHER_DOT_NAME = "gather-dot"                # what PyG and DGL compose: gather
 # that can run here, timed side by side (a provider that cannot run is a failed vendor, with why).
 VENDOR_PROVIDERS = {SDDMM_VENDOR_NAME: PROVIDER_NVMATH, TORCH_SDDMM_NAME: PROVIDER_TORCH,
                     GATHER_DOT_NAME: PROVIDER_GATHER}
-_CHECK_EDGES = 4096          # edges compared with the gather-dot sample when a provider is checked
+_CHECK_EDGES = 4096          # edges compared with a float64 host sum when a provider is checked
+_CHECK_SEED = 1234
 
 
-def sddmm_vendor_names() -> list[str]:
+def sddmm_vendor_names(guardrail: bool = False) -> list[str]:
     """The vendor SDDMM entries whose library is installed (no import): cusparseSDDMM through
-    nvmath-python, then through torch, then the gather-dot composition (always)."""
+    nvmath-python, then through torch, then the gather-dot composition (always). With `guardrail`,
+    the ones a tune measures: torch's only where nvmath-python is missing (module docstring)."""
     installed = [name for name, module in ((SDDMM_VENDOR_NAME, "nvmath"), (TORCH_SDDMM_NAME, "torch"))
                  if importlib.util.find_spec(module) is not None]
+    if guardrail and SDDMM_VENDOR_NAME in installed:
+        installed = [name for name in installed if name != TORCH_SDDMM_NAME]
     return installed + [GATHER_DOT_NAME]
 
 
@@ -132,25 +144,34 @@ class VendorSDDMM:
 
     def _check(self, impl) -> None:
         """Run once on random strided inputs with a NaN-poisoned output; compare a sample of edges
-        with a direct CuPy computation. Sets zero_first if the poison survives a launch."""
+        with a float64 sum on the host. Sets zero_first if the poison survives a launch. The
+        inputs, poison, NaN count and gathers are the helper module's kernels (kernels/util.py)."""
         import cupy
 
+        from ..kernels import util
+
         g, k, t = self.graph, self.k, self.dtype
-        rng = cupy.random.default_rng(1234)
-        X = to_value_type(rng.uniform(-1, 1, (g.n_rows, self.ldx), dtype=cupy.float32), t)[:, :k]
-        Y = to_value_type(rng.uniform(-1, 1, (g.n_cols, self.ldy), dtype=cupy.float32), t)[:, :k]
-        out = to_value_type(cupy.full(g.nnz, cupy.nan, dtype=cupy.float32), t)
+        stored = storage_dtype(t)
+        X = util.uniform((g.n_rows, self.ldx), _CHECK_SEED, 0, stored)[:, :k]
+        Y = util.uniform((g.n_cols, self.ldy), _CHECK_SEED, 1, stored)[:, :k]
+        out = util.fill(cupy.empty(g.nnz, dtype=stored), np.nan)
         impl.launch(X, Y, out)
-        if bool(cupy.isnan(to_float32(out, t)).any()):
+        if util.count_nan(out):
             self.zero_first = True
-            out.fill(0)
+            util.fill(out, 0)
             impl.launch(X, Y, out)
-        edges = cupy.unique(cupy.linspace(0, g.nnz - 1, min(g.nnz, _CHECK_EDGES)).astype(cupy.int64))
-        rows, cols = edge_rows(g)[edges], g.indices[edges]
+        edges = np.unique(np.linspace(0, g.nnz - 1, min(g.nnz, _CHECK_EDGES)).astype(np.int64))
+        rows = np.searchsorted(g.host.indptr, edges, side="right") - 1
+        cols = g.host.indices[edges].astype(np.int64)
+
+        def gathered(src, ld, ids, width):   # float32 rows of the sample, on the host
+            dst = cupy.empty((ids.size, width), dtype=cupy.float32)
+            return util.gather_rows(src, ld, cupy.asarray(ids), width, dst).get().astype(np.float64)
+
         # float64 sums of the inputs as rounded to the type
-        want = (to_float32(X[rows], t).astype(cupy.float64) * to_float32(Y[cols], t).astype(cupy.float64)).sum(axis=1)
-        got = to_float32(out[edges], t).astype(cupy.float64)
-        err = float(cupy.linalg.norm(got - want) / max(float(cupy.linalg.norm(want)), 1e-30))
+        want = (gathered(X, self.ldx, rows, k) * gathered(Y, self.ldy, cols, k)).sum(axis=1)
+        got = gathered(out, 1, edges, 1)[:, 0]
+        err = float(np.linalg.norm(got - want) / max(float(np.linalg.norm(want)), 1e-30))
         impl.forget_views()  # do not keep the check's arrays alive
         bound = tolerance(t, k)   # SDDMM sums K products per output
         if not np.isfinite(err) or err > bound:
@@ -166,7 +187,9 @@ class VendorSDDMM:
         if g.nnz == 0:
             return
         if self.zero_first:
-            out.fill(0)
+            from ..kernels import util
+
+            util.fill(out, 0)
         self.impl.launch(X, Y, out)
 
     def close(self) -> None:
@@ -183,32 +206,21 @@ class SDDMMVendorPlan(EdgesOutPlan):
         self.dtype = dtype_info(dtype).name
         with PrepareTimer(self):
             self.sddmm = VendorSDDMM(dgraph, k, providers=(VENDOR_PROVIDERS[name],), dtype=self.dtype)
-            # the providers sample the pattern only; A's values are applied afterwards unless all 1.
-            self.scale_by_values = bool(dgraph.nnz) and not bool((dgraph.values == 1).all())
-            if self.scale_by_values and self.dtype != "float32":
-                import cupy
-
-                # out = round(out x a) in float32: the values as rounded to the type (the
-                # reference's), and one float32 buffer made here, not per launch
-                self.values32 = to_float32(graph_values(dgraph, self.dtype), self.dtype)
-                self.scaled = cupy.empty(dgraph.nnz, dtype=cupy.float32)
+            # the providers sample the pattern only; A's values are applied afterwards unless all 1:
+            # out = round(out x a) in float32, with the values as rounded to the type (the reference's)
+            self.scale_by_values = bool(dgraph.nnz) and not values_all_ones(dgraph)
+            self.values = graph_values(dgraph, self.dtype) if self.scale_by_values else None
         self.backend = self.schedule = name
         self.provider = self.sddmm.provider + (" x values" if self.scale_by_values else "")
         self.fallback_reasons = self.sddmm.fallback_reasons
 
     def run(self, inputs: tuple, out) -> None:
-        import cupy
-
         X, Y = inputs
         self.sddmm.launch(X, Y, out)
-        if not self.scale_by_values:
-            return
-        if self.dtype == "float32":
-            cupy.multiply(out, self.graph.values, out=out)
-        else:
-            to_float32(out, self.dtype, out=self.scaled)
-            cupy.multiply(self.scaled, self.values32, out=self.scaled)
-            to_value_type(self.scaled, self.dtype, out=out)
+        if self.scale_by_values:
+            from ..kernels import util
+
+            util.scale_edges(out, self.values)
 
     def close(self) -> None:
         self.sddmm.close()

@@ -84,34 +84,28 @@ class _L2Flusher:
         self.step = 0
 
     def __call__(self) -> None:
+        from ..kernels import util
+
         self.step += 1
-        self.buffer.fill(self.step)  # a write of every line: the old contents leave L2
+        util.fill(self.buffer, self.step)  # a write of every line: the old contents leave L2
 
 
-# A one-thread kernel that keeps the GPU busy for a fixed time before each timed launch, so the
-# host's enqueue of (start event, launch, end event) completes while the GPU is still spinning and
-# the events measure GPU time only, not Python launch latency (nvbench's "blocking kernel" idea).
-# Without it, first H200 run: a 13k-nonzero SpMM measured 0.0217 ms median with p20/p80 of
-# 0.018/0.024 ms, dominated by the ~10 us CuPy launch path rather than by the kernel.
-_SPIN_SOURCE = r"""
-extern "C" __global__ void autosage_spin(unsigned long long ns) {
-    unsigned long long t0, t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-    do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - t0 < ns);
-}
-"""
+# A one-thread kernel (autosage_spin, kernels/util.py) keeps the GPU busy for a fixed time before
+# each timed launch, so the host's enqueue of (start event, launch, end event) completes while the
+# GPU is still spinning and the events measure GPU time only, not Python launch latency (nvbench's
+# "blocking kernel" idea). Without it, first H200 run: a 13k-nonzero SpMM measured 0.0217 ms median
+# with p20/p80 of 0.018/0.024 ms, dominated by the ~10 us CuPy launch path rather than by the kernel.
 SPIN_NS = 50_000
 
 
 class _Spinner:
     def __init__(self, ns: int = SPIN_NS):
-        import cupy
+        from ..kernels import util
 
-        self.kernel = cupy.RawKernel(_SPIN_SOURCE, "autosage_spin")
-        self.ns = np.uint64(ns)
+        self.spin, self.ns = util.spin, ns
 
     def __call__(self) -> None:
-        self.kernel((1,), (1,), (self.ns,))
+        self.spin(self.ns)
 
 
 def _event_pairs(n: int):
@@ -210,9 +204,11 @@ def rel_error(out, ref) -> float:
     if tuple(out.shape) != tuple(ref.shape):
         raise ValueError(f"shape mismatch: out {tuple(out.shape)} vs ref {tuple(ref.shape)}")
     if _is_device_array(out) or _is_device_array(ref):
-        import cupy as xp
-    else:
-        xp = np
+        diff2, ref2 = _device_squared_sums(out, ref)
+        if not (math.isfinite(diff2) and math.isfinite(ref2)):
+            return math.inf
+        return math.sqrt(diff2 / ref2) if ref2 > 0 else math.sqrt(diff2)
+    xp = np
     o, r = xp.asarray(out).ravel(), xp.asarray(ref).ravel()
     diff2 = xp.zeros((), dtype=xp.float64)
     ref2 = xp.zeros((), dtype=xp.float64)
@@ -224,19 +220,43 @@ def rel_error(out, ref) -> float:
     return math.sqrt(diff2 / ref2) if ref2 > 0 else math.sqrt(diff2)
 
 
-def _values_of(arr):
-    """The values of a result array: bfloat16 bit patterns (uint16) widened exactly to float32."""
-    if arr.dtype != np.uint16:
-        return arr
-    if _is_device_array(arr):
-        from .value_arrays import to_float32
+def _device_squared_sums(out, ref) -> tuple[float, float]:
+    """(||out - ref||^2, ||ref||^2) on the device, by the helper module's one float64 reduction,
+    reading each array in its own type (uint16: bfloat16 bits); a host array is uploaded first."""
+    import cupy
 
-        return to_float32(arr, "bfloat16")
+    from ..kernels import util
+
+    o, r = (cupy.ascontiguousarray(cupy.asarray(a)).ravel() for a in (out, ref))
+    try:
+        return util.squared_sums(o, r)
+    except (KeyError, TypeError):   # types the helper module has no reduction for: both in float64
+        return util.squared_sums(*(_float64(x) for x in (o, r)))
+
+
+def _float64(x):
+    """A device array's values in float64 (uint16: bfloat16 bits, widened exactly)."""
+    import cupy
+
+    from .value_arrays import to_float32
+
+    return (to_float32(x, "bfloat16") if x.dtype == np.uint16 else x).astype(cupy.float64)
+
+
+def _values_of(arr):
+    """The values of a host result array: bfloat16 bit patterns (uint16) widened exactly (device
+    arrays are read in their own type by the helper module's reduction)."""
+    if arr.dtype != np.uint16 or _is_device_array(arr):
+        return arr
     return from_storage(arr, "bfloat16")
 
 
 def poison(out):
     """Fill `out` (NumPy or CuPy, floating point, or uint16 bfloat16 bit patterns) with NaN in
-    place; returns it."""
+    place; returns it. Device arrays through the helper module's fill (no CuPy fill kernel)."""
+    if _is_device_array(out) and out.flags.c_contiguous:
+        from ..kernels import util
+
+        return util.fill(out, np.nan)
     out.fill(BFLOAT16_NAN if out.dtype == np.uint16 else np.nan)
     return out

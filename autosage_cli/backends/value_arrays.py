@@ -2,34 +2,37 @@
 
 bfloat16 lives on the device as its bit patterns in uint16 arrays. CuPy has no general bfloat16
 dtype, and the kernels and cuSPARSE only need a pointer to 2-byte elements, so uint16 storage is
-zero-copy and every CuPy operation the plans use on inputs (slicing, take, fill, copy) treats the
-bits as they are. The two conversions are explicit elementwise kernels: float32 -> bfloat16 rounds
-to nearest even (NaN kept a quiet NaN), exactly as __float2bfloat16_rn and ml_dtypes on the host;
-bfloat16 -> float32 is exact (the bits are the top half of a float32). float16 is CuPy's own dtype.
+zero-copy and every CuPy operation the plans use on inputs (slicing, copies) treats the bits as they
+are. The conversions run in autosage's helper module (kernels/util.py), not as CuPy elementwise
+kernels (each of those is a compile the first time a machine runs it): float32 -> float16/bfloat16
+rounds to nearest even (NaN kept a quiet NaN), exactly as __float2bfloat16_rn and ml_dtypes on the
+host; float16/bfloat16 -> float32 is exact (a bfloat16 is the top half of a float32).
 """
 from __future__ import annotations
 
 from ..dtypes import storage_dtype, info as dtype_info
 
-_TO_BF16 = None
-_FROM_BF16 = None
+
+def _helper_converts(x, out) -> bool:
+    """Whether the helper module converts x into out (contiguous float32 <-> a 2-byte type)."""
+    names = {x.dtype.name, out.dtype.name}
+    return (x.flags.c_contiguous and out.flags.c_contiguous and "float32" in names
+            and len(names & {"float16", "uint16"}) == 1)
 
 
-def _bf16_kernels():
-    global _TO_BF16, _FROM_BF16
-    if _TO_BF16 is None:
-        import cupy
+def _convert(x, stored, out):
+    """x converted into a new array of `stored` (or into out): the helper module where it reads
+    both types, else CuPy's own conversion (other source types: not on the tuning path)."""
+    import cupy
 
-        _TO_BF16 = cupy.ElementwiseKernel(
-            "float32 x", "uint16 y",
-            "unsigned int b = __float_as_uint(x);"
-            "y = (b & 0x7fffffffu) > 0x7f800000u ? (unsigned short)((b >> 16) | 0x40u)"
-            "  : (unsigned short)((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);",
-            "autosage_float32_to_bfloat16")
-        _FROM_BF16 = cupy.ElementwiseKernel(
-            "uint16 x", "float32 y", "y = __uint_as_float(((unsigned int)x) << 16);",
-            "autosage_bfloat16_to_float32")
-    return _TO_BF16, _FROM_BF16
+    if out is None:
+        out = cupy.empty(x.shape, dtype=stored)
+    if _helper_converts(x, out):
+        from ..kernels import util
+
+        return util.convert(x, out)
+    cupy.copyto(out, x, casting="unsafe")
+    return out
 
 
 def to_value_type(x, dtype: str, out=None):
@@ -41,25 +44,18 @@ def to_value_type(x, dtype: str, out=None):
     stored = cupy.dtype(storage_dtype(name))
     if out is None and x.dtype == stored:
         return x
-    if name == "bfloat16" and x.dtype != stored:
-        args = (x.astype(cupy.float32, copy=False),) + (() if out is None else (out,))
-        return _bf16_kernels()[0](*args)
-    if out is None:
-        return x.astype(stored)
-    cupy.copyto(out, x, casting="unsafe")
-    return out
+    if name == "bfloat16" and x.dtype != cupy.float32:
+        x = _convert(x, cupy.float32, None)
+    return _convert(x, stored, out)
 
 
 def to_float32(x, dtype: str, out=None):
     """float32 values of a device array stored as `dtype` (exact; into `out` when given)."""
     import cupy
 
-    if dtype_info(dtype).name == "bfloat16":
-        return _bf16_kernels()[1](*((x,) if out is None else (x, out)))
-    if out is None:
-        return x.astype(cupy.float32, copy=False)
-    cupy.copyto(out, x, casting="unsafe")
-    return out
+    if out is None and x.dtype == cupy.float32:
+        return x
+    return _convert(x, cupy.float32, out)
 
 
 def graph_values(dgraph, dtype: str):

@@ -33,6 +33,11 @@ class GpuToolkit(GpuMeasurer):
         self._features = (None, None, 0.0)  # (graph, its GraphFeatures, ms): once per graph
         self._device_info = self._software_info = None
 
+    def vendor_names(self, op: str) -> list[str]:
+        """Every vendor entry of `op`: the benchmark's ratios are against the best vendor measured
+        in the same process, whichever library it comes from."""
+        return self._ops.vendor_names(op)
+
     def environment(self) -> dict:
         env = self._env.environment()
         # The scheduler's cache key needs these on every tune; look them up once per run.

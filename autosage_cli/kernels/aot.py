@@ -117,10 +117,10 @@ def _build_into_cache(ref: kcompile.KernelRef, arch: str) -> None:
     """What RawModule(code, options, name_expressions=[expr]) compiles, for `arch`, into the cache."""
     from cupy._core import core
 
-    options = kcompile.runtime_options([ref.expression])
+    options = kcompile.runtime_options(ref.expressions)
     core.compile_with_cache(kcompile.module_source(ref.source_file), options, arch=arch,
                             prepend_cupy_headers=False, backend="nvrtc",
-                            name_expressions=(ref.expression,), jitify=False)
+                            name_expressions=ref.expressions, jitify=False)
 
 
 @dataclass

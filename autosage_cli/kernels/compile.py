@@ -60,9 +60,14 @@ def module_source(filename: str) -> str:
 # ---------------------------------------------------------------- instantiations and modules
 
 class KernelRef(NamedTuple):
-    """One kernel instantiation: its file under cuda/ and its NVRTC name expression."""
+    """One module: its file under cuda/ and its NVRTC name expression (a kernel instantiation), or
+    several, one per line (a helper module compiled once with every kernel it holds)."""
     source_file: str
     expression: str
+
+    @property
+    def expressions(self) -> tuple[str, ...]:
+        return tuple(self.expression.split("\n"))
 
 
 @dataclass(frozen=True)
@@ -75,17 +80,19 @@ class CompileRecord:
 
 
 def build_module(ref: KernelRef, device_id: int | None = None):
-    """Compile (or load from CuPy's disk cache) the module of one instantiation and return its
-    kernel. On a worker thread, `device_id` is the caller's device, made current first (it also
-    makes that device's context current, which loading a module needs)."""
+    """Compile (or load from CuPy's disk cache) the module of `ref` and return its kernel (a module
+    of several expressions: {expression: kernel}). On a worker thread, `device_id` is the caller's
+    device, made current first (it also makes that device's context current, which loading a
+    module needs)."""
     import cupy
 
     if device_id is not None:
         cupy.cuda.Device(device_id).use()
-    options = runtime_options([ref.expression])
-    module = cupy.RawModule(code=module_source(ref.source_file), options=options,
-                            name_expressions=[ref.expression], backend="nvrtc")
-    return module.get_function(ref.expression)   # RawModule compiles on first use
+    exprs = ref.expressions
+    module = cupy.RawModule(code=module_source(ref.source_file), options=runtime_options(exprs),
+                            name_expressions=list(exprs), backend="nvrtc")
+    functions = {e: module.get_function(e) for e in exprs}   # RawModule compiles on first use
+    return functions[ref.expression] if len(exprs) == 1 else functions
 
 
 class ModuleMemo:
@@ -181,6 +188,11 @@ _memo = ModuleMemo()
 def get_function(filename: str, name_expression: str):
     """The compiled kernel of one instantiation (its module built on first use)."""
     return _memo.get(KernelRef(filename, name_expression))
+
+
+def get_module_functions(ref: KernelRef) -> dict:
+    """{expression: kernel} of a module of several expressions (built on first use)."""
+    return _memo.get(ref)
 
 
 def compile_kernels(refs: Iterable[KernelRef], workers: int | None = None,

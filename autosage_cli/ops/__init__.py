@@ -5,7 +5,7 @@ entry points every layer above uses instead of testing an op's name.
   case_tolerance(op, dtype, k, max_degree)                     the verification bound
   input_shapes / output_shape / make_inputs(op, graph, k, heads, seed, dtype)
   reference(op, csr, inputs, scale=None, **options)          the float64 result
-  vendor_names(op), vendor_op(name), untuned_vendor(op),
+  vendor_names(op), guardrail_vendor_names(op), vendor_op(name), untuned_vendor(op),
   prepare_vendor(dgraph, name, k, heads, scale, dtype)
   prepare_native(dgraph, schedule, k, heads, scale, dtype, **options)
   compulsory_bytes / gather_bytes / device_bytes              cost model and memory hooks
@@ -85,6 +85,13 @@ def reference(op: str, csr, inputs, scale: float | None = None, **options):
 def vendor_names(op: str) -> list[str]:
     """The vendor entries of `op`, in a stable order. Imports no GPU library."""
     return list(get(op).vendor_names())
+
+
+def guardrail_vendor_names(op: str) -> list[str]:
+    """The vendor entries a tune measures its candidates against (the guardrail's bar): the op's
+    `guardrail_vendor_names` where it names fewer, else every vendor entry. Imports no GPU library."""
+    spec = get(op)
+    return list((spec.guardrail_vendor_names or spec.vendor_names)())
 
 
 def vendor_op(name: str) -> str | None:

@@ -27,6 +27,7 @@ SPEC = OpSpec(
     input_shapes=_input_shapes, output_shape=EdgesOutPlan.out_shape, reference=_reference,
     gathers_per_edge=lambda heads: 1, scores_per_edge=lambda heads: 0,
     vendor_names=sddmm_vendor_names,
+    guardrail_vendor_names=lambda: sddmm_vendor_names(guardrail=True),
     is_vendor=lambda name: name in VENDOR_PROVIDERS,     # every provider, installed or not
     prepare_vendor=_prepare_vendor,
     # the output (one value per edge) and X, read once per row

@@ -46,6 +46,9 @@ class OpSpec:
     # What one output sums (float32 sums, the verification bound's length): "features" (K products:
     # SDDMM's and attention's dots) and/or "edges" (a row's edges: SpMM, attention's softmax).
     accumulates: tuple[str, ...] = ("edges",)
+    # The vendor entries a tune's guardrail measures, when fewer than vendor_names (None: all of
+    # them); the benchmark times every vendor entry whatever this says.
+    guardrail_vendor_names: Callable[[], list] | None = None
 
     def require_dtype(self, dtype: str) -> str:
         return dtypes.require(dtype, self.dtypes, self.name)

@@ -30,7 +30,9 @@ class GpuMeasurer:
         return DeviceGraph.from_host(graph)
 
     def vendor_names(self, op: str) -> list[str]:
-        return op_specs.vendor_names(op)
+        """The vendors a tune's guardrail measures (ops.guardrail_vendor_names); the benchmark's
+        toolkit measures every vendor entry."""
+        return op_specs.guardrail_vendor_names(op)
 
     def inputs(self, dgraph, op: str, k: int, heads: int, seed: int, dtype: str = dtypes.DEFAULT) -> tuple:
         return op_specs.make_inputs(op, dgraph, k, heads, seed, dtype)

@@ -1,0 +1,242 @@
+"""The helper kernels of cuda/util.cu, one module compiled once (kernels.compile, the same path and
+source hash as every kernel), in place of CuPy's elementwise, reduction, random and fill kernels
+on the tuning path: each of those is an NVRTC compile the first time a machine runs it.
+
+Arrays are CuPy arrays, C-contiguous unless said otherwise; element types are read from their
+dtype: float32, float64, float16, and uint16 (bfloat16 bit patterns, backends/value_arrays.py).
+Every call enqueues on CuPy's current stream; the functions returning a number synchronize.
+
+  fill(arr, value)                        every element = value (NaN, -inf, ...; 0 by memset)
+  uniform(shape, seed, stream, dtype)     uniform in (-1, 1), never zero, counter-based:
+                                          reproducible from (seed, stream) whatever the GPU
+  convert(x, out)                         out = x in out's type (rounded to nearest even)
+  squared_sums(a, b) -> (d2, r2)          sum (a - b)^2 and sum b^2 in float64
+  count_not_equal(x, value), count_nan(x)
+  edge_rows(indptr, nnz, out)             the row id of every edge
+  gather_rows(src, ld, rows, k, dst)      dst[i] = src[rows[i]] in float32
+  multiply(a, b), row_sums(x, out), scale_edges(out, values)
+  scale_bias, scatter_max, sub_row_exp, scatter_add, normalize_heads, divide_rows
+                                          the vendor attention's softmax steps
+  spin(ns)                                a one-thread wait before a timed launch
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..dtypes import to_storage
+from .compile import KernelRef, get_module_functions
+
+SOURCE = "util.cu"
+THREADS = 256
+MAX_BLOCKS = 1 << 16          # grid-stride loops: more blocks than this add nothing
+
+CODECS = ("F32", "F16", "BF16")           # the value types of operands and outputs
+INDEX = ("int", "long long")
+_CODEC_OF = {"float32": "F32", "float64": "F64", "float16": "F16", "uint16": "BF16"}
+
+
+def _expressions() -> tuple[str, ...]:
+    """Every name expression the wrappers below launch."""
+    exprs = ["autosage_fill_u32", "autosage_fill_u16", "autosage_count_not_equal", "autosage_multiply",
+             "autosage_scale_bias", "autosage_normalize_heads", "autosage_spin"]
+    exprs += [f"autosage_uniform<{c}>" for c in CODECS]
+    exprs += [f"autosage_convert<F32, {c}>" for c in ("F16", "BF16")]
+    exprs += [f"autosage_convert<{c}, F32>" for c in ("F16", "BF16")]
+    exprs += [f"autosage_squared_sums<{c}, {r}>" for c in CODECS for r in (c, "F64")]
+    exprs += ["autosage_squared_sums<F64, F64>"]
+    exprs += [f"autosage_count_nan<{c}>" for c in CODECS]
+    exprs += [f"autosage_row_sums<{c}>" for c in CODECS]
+    exprs += [f"autosage_scale_edges<{c}>" for c in CODECS]
+    for i in INDEX:
+        exprs += [f"autosage_edge_rows<{i}>", f"autosage_scatter_max<{i}>",
+                  f"autosage_sub_row_exp<{i}>", f"autosage_scatter_add<{i}>"]
+        exprs += [f"autosage_gather_rows<{c}, {i}>" for c in CODECS]
+        exprs += [f"autosage_divide_rows<{c}, {i}>" for c in ("F16", "BF16")]
+    return tuple(exprs)
+
+
+EXPRESSIONS = _expressions()
+# The one module: every expression in one compile (kernels.compile builds a KernelRef whose
+# expression holds several, one per line, as one module).
+MODULE = KernelRef(SOURCE, "\n".join(EXPRESSIONS))
+
+
+def _fn(expression: str):
+    return get_module_functions(MODULE)[expression]
+
+
+def codec(arr) -> str:
+    try:
+        return _CODEC_OF[np.dtype(arr.dtype).name]
+    except KeyError:
+        raise TypeError(f"no helper kernel for {arr.dtype} arrays") from None
+
+
+def index_type(arr) -> str:
+    return "long long" if np.dtype(arr.dtype) == np.int64 else "int"
+
+
+def _launch(expression: str, n: int, args: tuple, threads: int = THREADS) -> None:
+    if n <= 0:
+        return
+    blocks = max(1, min(-(-int(n) // threads), MAX_BLOCKS))
+    _fn(expression)((blocks,), (threads,), args)
+
+
+def _contiguous(name: str, arr) -> None:
+    if not arr.flags.c_contiguous:
+        raise ValueError(f"{name}: the helper kernels take C-contiguous arrays")
+
+
+# ------------------------------------------------------------------ fills and generation
+
+def fill(arr, value: float):
+    """Every element of `arr` = value, in place (bfloat16 bit patterns: the value rounded to
+    bfloat16); returns arr."""
+    _contiguous("fill", arr)
+    name = np.dtype(arr.dtype).name
+    if value == 0 and not np.signbit(value):
+        arr.data.memset_async(0, arr.nbytes)
+        return arr
+    if name == "uint16":   # bfloat16 bits, rounded to nearest even as the host does
+        bits = int(to_storage(np.asarray([value], np.float32), "bfloat16")[0])
+        _launch("autosage_fill_u16", arr.size, (arr, np.uint16(bits), np.int64(arr.size)))
+    elif arr.itemsize == 2:
+        bits = int(np.asarray(value, np.float16).view(np.uint16))
+        _launch("autosage_fill_u16", arr.size, (arr, np.uint16(bits), np.int64(arr.size)))
+    elif arr.itemsize == 4:
+        bits = int(np.asarray(value, arr.dtype).view(np.uint32))
+        _launch("autosage_fill_u32", arr.size, (arr, np.uint32(bits), np.int64(arr.size)))
+    else:
+        raise TypeError(f"no helper fill for {arr.dtype} arrays")
+    return arr
+
+
+def uniform(shape, seed: int, stream: int, storage):
+    """A new array of `shape` and storage dtype `storage` (float32, float16, uint16 = bfloat16),
+    uniform in (-1, 1) and never zero: drawn in float32 (odd multiples of 2^-23) and rounded once
+    to nearest even; element i of (seed, stream) is the same on every GPU and launch geometry."""
+    import cupy
+
+    out = cupy.empty(shape, dtype=storage)
+    _launch(f"autosage_uniform<{codec(out)}>", out.size,
+            (out, np.int64(out.size), np.uint64(seed % (1 << 64)), np.uint64(stream)))
+    return out
+
+
+def convert(x, out):
+    """out = x converted to out's type (float32 <-> float16 / bfloat16), rounded to nearest even."""
+    _contiguous("convert", x)
+    _contiguous("convert", out)
+    if x.size != out.size:
+        raise ValueError(f"convert: {x.size} elements into {out.size}")
+    _launch(f"autosage_convert<{codec(x)}, {codec(out)}>", x.size, (x, out, np.int64(x.size)))
+    return out
+
+
+# ------------------------------------------------------------------ verification
+
+def squared_sums(a, b) -> tuple[float, float]:
+    """(sum (a - b)^2, sum b^2) in float64 over every element (NaN or Inf propagate)."""
+    import cupy
+
+    _contiguous("a", a)
+    _contiguous("b", b)
+    sums = cupy.zeros(2, dtype=cupy.float64)
+    _launch(f"autosage_squared_sums<{codec(a)}, {codec(b)}>", a.size, (a, b, np.int64(a.size), sums))
+    d2, r2 = sums.get()
+    return float(d2), float(r2)
+
+
+def _count(expression: str, args: tuple, n: int) -> int:
+    import cupy
+
+    count = cupy.zeros(1, dtype=cupy.uint64)
+    _launch(expression, n, args + (count,))
+    return int(count.get()[0])
+
+
+def count_not_equal(x, value: float) -> int:
+    """How many elements of the float32 array `x` differ from `value` (NaN always does)."""
+    _contiguous("x", x)
+    return _count("autosage_count_not_equal", (x, np.float32(value), np.int64(x.size)), x.size)
+
+
+def count_nan(x) -> int:
+    _contiguous("x", x)
+    return _count(f"autosage_count_nan<{codec(x)}>", (x, np.int64(x.size)), x.size)
+
+
+# ------------------------------------------------------------------ graph helpers
+
+def edge_rows(indptr, nnz: int, out):
+    """out[e] = the row of edge e (the last row whose indptr entry is <= e); out has indptr's dtype."""
+    _launch(f"autosage_edge_rows<{index_type(indptr)}>", nnz,
+            (indptr, np.int64(indptr.size - 1), np.int64(nnz), out))
+    return out
+
+
+def gather_rows(src, ld: int, rows, k: int, dst):
+    """dst[i, :k] = src[rows[i], :k] widened to float32; src's rows `ld` elements apart (a view of
+    a wider array is fine: its data pointer and ld say where the rows are)."""
+    n = int(rows.size)
+    _launch(f"autosage_gather_rows<{codec(src)}, {index_type(rows)}>", n * k,
+            (src, np.int64(ld), rows, np.int64(n), np.int32(k), dst))
+    return dst
+
+
+def multiply(a, b):
+    """a *= b (float32, in place)."""
+    _launch("autosage_multiply", a.size, (a, b, np.int64(a.size)))
+    return a
+
+
+def row_sums(x, out):
+    """out[i] = sum of row i of the float32 (n, k) array x, rounded once to out's type."""
+    n, k = x.shape
+    _launch(f"autosage_row_sums<{codec(out)}>", n * 32, (x, np.int64(n), np.int32(k), out))
+    return out
+
+
+def scale_edges(out, values):
+    """out *= values elementwise, in out's type (one rounding)."""
+    _launch(f"autosage_scale_edges<{codec(out)}>", out.size, (out, values, np.int64(out.size)))
+    return out
+
+
+# ------------------------------------------------------------------ the vendor attention's softmax
+
+def scale_bias(s, scale: float, bias=None):
+    _launch("autosage_scale_bias", s.size,
+            (s, np.float32(scale), np.uint64(0) if bias is None else bias, np.int64(s.size)))
+
+
+def scatter_max(m, rows, s):
+    _launch(f"autosage_scatter_max<{index_type(rows)}>", s.size, (m, rows, s, np.int64(s.size)))
+
+
+def sub_row_exp(s, m, rows, scale: float = 1.0):
+    _launch(f"autosage_sub_row_exp<{index_type(rows)}>", s.size,
+            (s, m, rows, np.float32(scale), np.int64(s.size)))
+
+
+def scatter_add(l, rows, s):
+    _launch(f"autosage_scatter_add<{index_type(rows)}>", s.size, (l, rows, s, np.int64(s.size)))
+
+
+def normalize_heads(out, l):
+    """out[i, h, :] *= 1 / max(l[h, i], 1) for a float32 (n, H, d) out and (H, n) row sums l."""
+    n, heads, d = out.shape
+    _launch("autosage_normalize_heads", out.size, (out, l, np.int64(n), np.int32(heads), np.int32(d)))
+
+
+def divide_rows(s, l, rows, stored):
+    """stored = s / l[rows] rounded to stored's type (float16 or bfloat16)."""
+    _launch(f"autosage_divide_rows<{codec(stored)}, {index_type(rows)}>", s.size,
+            (s, l, rows, stored, np.int64(s.size)))
+
+
+# ------------------------------------------------------------------ timing
+
+def spin(ns: int) -> None:
+    _fn("autosage_spin")((1,), (1,), (np.uint64(ns),))

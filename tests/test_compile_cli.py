@@ -15,6 +15,7 @@ import pytest
 
 from autosage_cli.kernels import aot
 from autosage_cli.kernels import compile as kcompile
+from autosage_cli.kernels import util
 
 from cli_helpers import run_cli
 
@@ -47,7 +48,7 @@ def test_compiles_every_instantiation_of_the_ops_for_sm90_without_a_gpu(fake_nvr
     r = run_cli("compile", "--op", "sddmm", "--json")
     assert r.exit_code == 0, r.stderr
     doc = json.loads(r.stdout)
-    refs = kcompile.instantiations(["sddmm"])
+    refs = [util.MODULE] + kcompile.instantiations(["sddmm"])   # the helper module first
     assert sorted(ref for ref, _ in built) == sorted(refs) and {a for _, a in built} == {"90"}
     assert doc["kernels"] == len(refs) and doc["failed"] == 0 and doc["arch"] == "sm_90"
     assert doc["on_device"] is False
@@ -67,7 +68,7 @@ def test_attention_brings_the_kernels_its_pipeline_runs_and_arch_is_normalized(f
 
 def test_a_kernel_that_fails_is_named_and_the_exit_code_says_so(fake_nvrtc):
     built, broken, _ = fake_nvrtc
-    refs = kcompile.instantiations(["spmm"])
+    refs = [util.MODULE] + kcompile.instantiations(["spmm"])
     broken.add(refs[3].expression)
     r = run_cli("compile", "--op", "spmm")
     assert r.exit_code == 2

@@ -23,6 +23,7 @@ import pytest
 
 from autosage_cli.kernels import compile as kcompile
 from autosage_cli.kernels import schedule as sched
+from autosage_cli.kernels import util
 from autosage_cli.dtypes import DTYPES, vector_bytes_fit
 
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
@@ -72,6 +73,7 @@ def expressions_by_file() -> dict[str, set[str]]:
                 for ref in kcompile.schedule_kernels(s, dtype, index):
                     files.setdefault(ref.source_file, set()).add(ref.expression)
     files["attention_fused.cu"] |= additive_expressions()
+    files[util.SOURCE] = set(util.EXPRESSIONS)   # the helper module: one module of every kernel
     return files
 
 
@@ -104,6 +106,10 @@ def test_every_family_is_checked_in_every_value_type():
             exprs = FILES[s.source_file]
             assert kcompile.schedule_kernels(s, dtype)[0].expression in exprs
             assert c_type == "float" or any(c_type in e for e in exprs)
+
+
+def test_every_cuda_source_file_is_checked():
+    assert {p.name for p in kcompile.CUDA_DIR.glob("*.cu")} == set(FILES)
 
 
 def test_every_op_has_kernel_files():

@@ -18,6 +18,7 @@ from autosage_cli.errors import AutosageError
 from autosage_cli.kernels import attention_space
 from autosage_cli.kernels import compile as kcompile
 from autosage_cli.kernels import schedule as sched
+from autosage_cli.kernels import util
 from autosage_cli.kernels.compile import KernelRef
 from autosage_cli.dtypes import vector_bytes_fit
 
@@ -92,8 +93,9 @@ def test_compile_plans_builds_exactly_the_candidates_kernels(recorder):
     outcome = native.compile_plans(int32_graph(), picks, 64)
     assert set(outcome) == {s.name for s in picks}
     assert all(ms >= 0 and error is None for ms, error in outcome.values())
+    # ...and autosage's helper module, which the probe's inputs and verification launch
     assert sorted(recorder.built) == sorted({KernelRef(s.source_file, s.name_expression("float"))
-                                             for s in picks})
+                                             for s in picks} | {util.MODULE})
     assert len(recorder.built) < len(kcompile.instantiations(["spmm"])) / 10
 
 
@@ -108,21 +110,22 @@ def test_attention_candidates_bring_their_second_kernels_and_sub_steps(recorder)
     for step in substep_schedules(unfused, 64):
         assert KernelRef(step.source_file, step.name_expression("float")) in built
     expected = {r for s in by_family.values() for r in native.kernel_refs(s, 64)}
-    assert built == expected
+    assert built == expected | {util.MODULE}
 
 
 def test_int64_graphs_get_long_long_attention_kernels_and_no_int32_only_ones(recorder):
     s = next(x for x in sched.candidates("attention", 64, 1) if x.family == "fused")
     spmm = sched.candidates("spmm", 64)[0]
     outcome = native.compile_plans(SimpleNamespace(indices=np.zeros(2, dtype=np.int64)), [s, spmm], 64)
-    assert recorder.built == [KernelRef(s.source_file, attention_space.fused_expression(s, "float", "long long"))]
+    assert recorder.built == [util.MODULE,
+                              KernelRef(s.source_file, attention_space.fused_expression(s, "float", "long long"))]
     assert set(outcome) == {s.name}                     # native.prepare refuses SpMM on int64 indices
 
 
 def test_a_schedule_that_cannot_run_is_not_compiled(recorder):
     wide = next(s for s in sched.registry("spmm") if s.supports(1) is not None)
     assert native.compile_plans(int32_graph(), [wide], 1) == {}
-    assert recorder.built == []
+    assert recorder.built == [util.MODULE]                # only the helper module every probe needs
 
 
 def test_a_compile_failure_is_reported_per_schedule_and_remembered(monkeypatch):

@@ -8,7 +8,8 @@ here with that reason, before anything is compiled; so is an int64-index graph (
 int32).
 
 `compile_plans(dgraph, schedules, k, heads)` builds, in parallel, the kernels the plans of several
-schedules will launch (the tuner calls it before it prepares its candidates one by one), and
+schedules will launch and autosage's helper module (the tuner calls it before it makes its inputs
+and prepares its candidates one by one), and
 `kernel_refs` lists them for one schedule.
 """
 from __future__ import annotations
@@ -77,10 +78,14 @@ def compile_plans(dgraph: DeviceGraph, schedules, k: int, heads: int = 1,
     kernel shared by several schedules counts for each), error the first failure's one line, or
     None. Schedules that cannot run are left out (prepare refuses them with the reason), and so
     are SpMM and SDDMM schedules on an int64-index graph (their kernels take int32)."""
+    from ..kernels import util
+
     index = index_type(dgraph)
     wanted = {s.name: kernel_refs(s, k, index, dtype) for s in schedules
               if s.supports(k, heads, dtype) is None and (index == "int" or takes_wide_indices(s))}
-    records = kcompile.compile_kernels(r for refs in wanted.values() for r in refs)
+    # the helper module (inputs, poisoning, verification) builds on the same pool; its time is in
+    # the wall time of this call, not in any candidate's
+    records = kcompile.compile_kernels([util.MODULE] + [r for refs in wanted.values() for r in refs])
     outcome = {}
     for name, refs in wanted.items():
         errors = [f"{r.expression}: {records[r].error}" for r in refs if records[r].error]

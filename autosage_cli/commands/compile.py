@@ -65,8 +65,11 @@ def command(ops, dtype, arch, workers, kernels_only, as_json):
     """Compile every kernel variant of the chosen ops into CuPy's kernel cache, ahead of time."""
     from ..kernels import aot
 
+    from ..kernels import util
+
     chosen = parse_ops(ops)
-    refs = kcompile.instantiations(chosen, c_type(dtype, chosen))
+    # autosage's helper module (inputs, poisoning, verification) too: every tune launches it
+    refs = [util.MODULE] + kcompile.instantiations(chosen, c_type(dtype, chosen))
     if workers is not None and workers < 1:
         raise AutosageError(f"--workers must be >= 1, got {workers}")
     target = aot.normalize_arch(arch) if arch else None

@@ -152,6 +152,9 @@ def probe_candidates(dgraph, op: str, k: int, heads: int, candidates, vendor_nam
     t0 = time.perf_counter()
     budget = _Budget(budget_ms)
     tol = op_specs.case_tolerance(op, dtype, k, int(dgraph.host.row_degrees().max(initial=0)))
+    # Kernels first: the helper module the inputs, poisoning and verification launch compiles on
+    # the same thread pool as the candidates' modules (kernels.compile), not before them.
+    compiled, compile_ms = _compile_candidates(measure, dgraph, candidates, k, heads, dtype, say)
     inputs = measure.inputs(dgraph, op, k, heads, seed, dtype)
     vendors = [ProbeRecord(name=v, backend=v, graph=where) for v in vendor_names]
     natives = [ProbeRecord(name=s.name, backend="native", estimate_ms=float(est), params=s.params(), graph=where)
@@ -178,7 +181,6 @@ def probe_candidates(dgraph, op: str, k: int, heads: int, candidates, vendor_nam
             _close(lv.plan)
             live_vendors.remove(lv)
 
-        compiled, compile_ms = _compile_candidates(measure, dgraph, candidates, k, heads, dtype, say)
         for rec, (schedule, _est) in zip(natives, candidates):
             rec.compile_ms, error = compiled.get(rec.name, (None, None))
             if error:

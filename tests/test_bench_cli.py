@@ -15,6 +15,7 @@ import bench_fakes
 from cli_helpers import run_cli
 from autosage_cli.bench import report, suites
 from autosage_cli.capability import gpu_available
+from autosage_cli.bench import toolkit as toolkit_module
 from autosage_cli.commands import bench as bench_command
 
 FIXTURE = Path(__file__).parent / "fixtures" / "bench_rows.csv"
@@ -92,7 +93,7 @@ def fake_gpu(monkeypatch):
         toolkits.append(bench_fakes.FakeToolkit())
         return toolkits[-1]
 
-    monkeypatch.setattr(bench_command, "GpuToolkit", make_toolkit)
+    monkeypatch.setattr(toolkit_module, "GpuToolkit", make_toolkit)
     monkeypatch.setattr(bench_command, "require_gpu", lambda what, hint="": None)
     monkeypatch.setattr(suites.GraphSpec, "load", lambda self, root, seed: bench_fakes.small_graph(seed=seed))
     return toolkits

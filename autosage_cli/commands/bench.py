@@ -22,14 +22,13 @@ from .. import dtypes, ops as op_specs
 from ..capability import require_gpu
 from ..environment import now_iso
 from ..errors import AutosageError
-from ..bench import report, suites
-from ..bench.harness import Listener, RunOptions, count_cases, make_context, run_suite
-from ..bench.toolkit import GpuToolkit
+from ..bench import suites
 from .progress import StderrBar
 from ..cache import check_cache_path
 from ..paths import check_creatable
-from . import bench_plan, bench_training
-from . import dry_run as dry_run_mod
+# The benchmark's harness, toolkit, report and planners are imported by the command when it runs:
+# every `autosage` invocation imports this module to list the command, and a tune need not pay
+# for them.
 
 
 def parse_int_list(text: str | None, what: str, minimum: int = 1) -> tuple[int, ...]:
@@ -95,6 +94,8 @@ class SuiteProgress(StderrBar):
     run then show how far it got, what each case gave and how long it took)."""
 
     def __init__(self, total: int):
+        from ..bench.harness import Listener
+
         super().__init__(total, "bench")
         self.total, self.done, self.label, self.t0 = total, 0, "", time.perf_counter()
         self.listener = Listener(on_graph=self._on_graph, on_case=self._on_case)
@@ -118,6 +119,8 @@ class SuiteProgress(StderrBar):
         if self.bar:
             self.bar.advance(self.task)
             return
+        from ..bench import report
+
         main = next((r for r in rows if report.is_main(r)), None)
         result = (f"autosage {main.speedup_vs_best_vendor:.2f}x vs {main.best_vendor or 'no vendor'}"
                   f" [{main.status}]" if main else "no autosage row")
@@ -166,6 +169,10 @@ class SuiteProgress(StderrBar):
 def command(datasets, suite, ops, widths, heads, dtype_list, repeat, flush_l2, oracle, all_schedules, exhaustive,
             cache_path, out_dir, seed, root, top_k, budget_ms, guardrail, dry_run, as_json):
     """Benchmark autosage against cuSPARSE (and torch / PyG) side by side."""
+    from ..bench import report, toolkit as toolkit_mod
+    from ..bench.harness import RunOptions, count_cases, make_context, run_suite
+    from . import bench_plan, bench_training, dry_run as dry_run_mod
+
     if suite == suites.TRAINING:
         ctx = click.get_current_context()
         return bench_training.run(ctx.params, _command_line(ctx), default_out, _prior_run, _render)
@@ -196,7 +203,7 @@ def command(datasets, suite, ops, widths, heads, dtype_list, repeat, flush_l2, o
     options = RunOptions(repeat=chosen.repeat, flush_l2=flush_l2, oracle=oracle,
                          all_schedules=chosen.all_schedules, exhaustive=exhaustive, cache=cache_path or "", seed=seed, top_k=top_k,
                          budget_ms=budget_ms, guardrail=guardrail, root=root)
-    toolkit = GpuToolkit()
+    toolkit = toolkit_mod.GpuToolkit()
     ctx, env = make_context(toolkit, options)
     out = Path(out_dir) if out_dir is not None else default_out(ctx.gpu)
     old_rows, runs = prior if prior is not None else _prior_run(out)
@@ -234,6 +241,8 @@ def command(datasets, suite, ops, widths, heads, dtype_list, repeat, flush_l2, o
 
 def _prior_run(out: Path) -> tuple[list, list]:
     """(rows, runs) already in a results directory this run merges into; checks it is writable."""
+    from ..bench import report
+
     check_writable(out)
     csv_path = out / "results.csv"
     rows = report.read_rows(csv_path) if csv_path.exists() else []
@@ -254,6 +263,8 @@ def _command_line(ctx: click.Context) -> str:
 
 
 def _render(rows, out: Path, as_json: bool) -> None:
+    from ..bench import report
+
     if as_json:
         report.render_summary(_console(stderr=True), rows)
         click.echo(json.dumps(report.summary_dict(rows, str(out)), indent=1))

@@ -13,9 +13,8 @@ import click
 from rich.console import Console
 
 from ..errors import AutosageError
-from ..graphs.csr import CSRGraph
-from ..graphs import synthetic
-from ..graphs.synthetic import KINDS, PRESETS, generate
+# graphs.synthetic (the generators) is imported when the command runs or shows its help: every
+# `autosage` invocation imports this module to list the command.
 
 OUTPUT_SUFFIXES = (".mtx", ".npz")
 
@@ -51,7 +50,7 @@ def check_output_path(path: Path) -> Path:
     return directory
 
 
-def write_graph(graph: CSRGraph, path: Path, compress: bool = False) -> None:
+def write_graph(graph, path: Path, compress: bool = False) -> None:
     """Matrix Market (scipy.io.mmwrite, `real general`) or SciPy .npz (save_npz), atomically."""
     import scipy.io  # here, not at module level: `autosage --help` must not import SciPy
     import scipy.sparse as sp
@@ -84,12 +83,22 @@ def _umask() -> int:
 
 
 def _catalogue() -> str:
+    from ..graphs.synthetic import KINDS, PRESETS
+
     presets = ", ".join(sorted(PRESETS))
     kinds = "; ".join(f"{name} ({', '.join(kind.params)})" for name, kind in sorted(KINDS.items()))
     return f"Presets: {presets}. Kinds and their parameters: {kinds}."
 
 
-@click.command("gen", epilog=_catalogue())
+class _GenCommand(click.Command):
+    """`autosage gen`, whose help ends with the catalogue of presets and kinds, built when shown."""
+
+    def format_epilog(self, ctx, formatter) -> None:
+        self.epilog = _catalogue()
+        super().format_epilog(ctx, formatter)
+
+
+@click.command("gen", cls=_GenCommand)
 @click.argument("name")
 @click.option("--param", "params", multiple=True, metavar="NAME=VALUE",
               help="override or set a generator parameter (repeatable)")
@@ -101,11 +110,13 @@ def command(name, params, seed, out, compress):
     """Generate a synthetic graph (a PRESET such as reddit-like, or a KIND with --param) and write it."""
     out_path = Path(out)
     check_output_path(out_path)  # refuse a bad path before spending time and memory generating
+    from ..graphs import synthetic
+
     synthetic.check_budget(name, parse_params(params))
     err = Console(stderr=True)
     started = time.perf_counter()
     with err.status(f"generating {name}…", spinner="dots"):
-        graph = generate(name, parse_params(params), seed)
+        graph = synthetic.generate(name, parse_params(params), seed)
     generated = time.perf_counter()
     with err.status(f"writing {out_path}…", spinner="dots"):
         write_graph(graph, out_path, compress)

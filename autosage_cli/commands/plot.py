@@ -6,7 +6,6 @@ from pathlib import Path
 
 import click
 
-from ..bench import report
 from ..errors import AutosageError
 from .bench import check_writable, make_dir
 
@@ -17,6 +16,8 @@ from .bench import check_writable, make_dir
               help="Where to write the plots and README.md (default: the first file's directory).")
 def command(results, out_dir):
     """Redraw plots and README.md from results.csv (or results.json) files."""
+    from ..bench import report   # imported when the command runs: `autosage` lists it without
+
     rows: list = []
     for path in results:
         rows = report.merge_rows(rows, report.read_rows(Path(path)))

@@ -64,10 +64,9 @@ def software_info() -> dict:
     """Versions that change results: CUDA driver and runtime, CuPy, cuSPARSE, Python, NumPy, SciPy,
     and the hash of the cuda/ kernel sources. CUDA entries are None without a usable GPU."""
     import numpy
-    import scipy
 
     info = {"driver": None, "cuda_runtime": None, "cupy": None, "cusparse": None,
-            "python": platform.python_version(), "numpy": numpy.__version__, "scipy": scipy.__version__,
+            "python": platform.python_version(), "numpy": numpy.__version__, "scipy": _installed("scipy"),
             "cuda_sources": _sources_hash()}
     try:
         import cupy
@@ -83,6 +82,17 @@ def software_info() -> dict:
             pass
         info["cusparse"] = _cusparse_version()
     return info
+
+
+def _installed(package: str) -> str | None:
+    """An installed package's version from its metadata, without importing it (importing SciPy
+    takes about a second on a cold machine; every tune, even a cache hit, asks for its version)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return None
 
 
 def _sources_hash() -> str | None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes
-from ..kernels import attention_space as space, sddmm_families, spmm_families
+from ..kernels import attention_space as space, sddmm_families, spmm_families, util
 from ..kernels.schedule import Schedule, get, registry
 from . import native_sddmm, native_spmm
 from .attention_common import check_inputs, index_type, kernel, values_arg
@@ -129,7 +129,7 @@ class UnfusedAttentionPlan(HeadsOutPlan):
         ld = H * d
         nnz = g.nnz
         if nnz == 0:  # no edges anywhere: every row is empty, O = 0
-            out.fill(0)
+            util.fill(out, 0)
             return
         S = self.scores[:, :nnz]
         for h in range(H):

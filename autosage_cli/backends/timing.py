@@ -168,7 +168,9 @@ def copy_bandwidth_tbps(nbytes: int | None = None, repeat: int = 10) -> float:
     if nbytes is None:
         nbytes = min(_COPY_BYTES, cupy.cuda.runtime.memGetInfo()[0] // 4)
     n = max(1, int(nbytes) // 4)
-    src = cupy.ones(n, dtype=cupy.float32)
+    from ..kernels import util
+
+    src = util.fill(cupy.empty(n, dtype=cupy.float32), 1.0)
     dst = cupy.empty_like(src)
     size = n * 4
     stream = cupy.cuda.get_current_stream()

@@ -223,7 +223,7 @@ __global__ void autosage_scatter_max(float* m, const I* rows, const float* s, lo
     for (long long i = first_index(); i < n; i += grid_stride()) {
         const float v = s[i];
         float* at = m + rows[i];
-        if (v >= 0.0f) atomicMax((int*)at, __float_as_int(v));
+        if (__float_as_int(v) >= 0) atomicMax((int*)at, __float_as_int(v));   // sign bit clear (not -0.0)
         else atomicMin((unsigned int*)at, __float_as_uint(v));
     }
 }

@@ -5,10 +5,12 @@ runs `autosage tune` in a fresh process on an empty CUPY_CACHE_DIR and counts wh
 Also: the helper kernels against NumPy. Run on the H200 (`make test-gpu`)."""
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -134,3 +136,26 @@ def test_squared_sums_edge_rows_and_gather_dot_match_numpy():
     np.testing.assert_array_equal(got.get(), X[ids, :7])
     sums = util.row_sums(got, cupy.empty(4, cupy.float32)).get()
     np.testing.assert_allclose(sums, X[ids, :7].sum(axis=1), rtol=1e-6)
+
+
+@pytest.mark.parametrize("op, heads", [("sddmm", 1), ("attention", 2)])
+def test_a_tune_imports_no_torch_where_nvmath_runs_cusparse_sddmm(tmp_path, op, heads):
+    if importlib.util.find_spec("nvmath") is None:
+        pytest.skip("nvmath-python is not installed: the guardrail then measures torch's SDDMM")
+    code = textwrap.dedent(f"""
+        import json, sys
+        from autosage_cli.cli import main
+        try:
+            main(["tune", "--dataset", "cora", "--root", {str(DATASETS)!r}, "--op", {op!r}, "--width",
+                  "32", "--heads", "{heads}", "--cache", {str(tmp_path / "d.json")!r}, "--json"])
+        except SystemExit as exc:
+            assert exc.code in (0, None), exc.code
+        print(json.dumps(sorted(m for m in ("torch", "pandas") if m in sys.modules)))
+    """)
+    env = {**os.environ, "CUPY_CACHE_DIR": str(tmp_path / "kernels"), "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.strip().splitlines()
+    vendors = [v["name"] for v in json.loads(lines[0])["vendor"]]
+    assert "torch-sampled-addmm" not in vendors
+    assert json.loads(lines[-1]) == []

@@ -1,11 +1,13 @@
-"""Warming CuPy's own kernels ahead of time.
+"""A tiny tune of each op after `autosage compile` on a GPU.
 
-A tune launches CuPy kernels besides autosage's (random inputs, NaN poisoning of outputs, the
-vendor pipelines, error norms, work lists, the timing spin), and CuPy compiles each on first use
-into the same disk cache. `warm_up` tunes a tiny graph once per op, probing every schedule that
-supports the width, so those kernels are compiled and cached too: `autosage compile` on a GPU then
-leaves a later first tune nothing to compile. Which CuPy kernels run does not depend on the graph's
-size (they are specialised by element type and layout), so a tiny graph serves for all.
+What a tune launches besides the candidates' kernels (random inputs, NaN poisoning of outputs, the
+vendor compositions' elementwise steps, error norms, work lists, the timing spin) runs in
+autosage's helper module (kernels/util.py), which `autosage compile` builds with the rest, so the
+kernels alone leave a later first tune nothing to compile. `warm_up` tunes a tiny graph once per
+op, probing every schedule that supports the width: every module just built is loaded and run
+once, and anything a tune still compiles beyond them (a CuPy kernel on some path, compiled on
+first use into the same disk cache) is cached too. What runs does not depend on the graph's size
+(kernels are specialised by element type and layout), so a tiny graph serves for all.
 """
 from __future__ import annotations
 

@@ -138,8 +138,9 @@ def test_squared_sums_edge_rows_and_gather_dot_match_numpy():
     np.testing.assert_allclose(sums, X[ids, :7].sum(axis=1), rtol=1e-6)
 
 
-@pytest.mark.parametrize("op, heads", [("sddmm", 1), ("attention", 2)])
-def test_a_tune_imports_no_torch_where_nvmath_runs_cusparse_sddmm(tmp_path, op, heads):
+@pytest.mark.parametrize("op, heads, dtype", [("sddmm", 1, "float32"), ("attention", 2, "float32"),
+                                              ("attention", 2, "bfloat16")])
+def test_a_tune_imports_no_torch_where_nvmath_runs_cusparse_sddmm(tmp_path, op, heads, dtype):
     if importlib.util.find_spec("nvmath") is None:
         pytest.skip("nvmath-python is not installed: the guardrail then measures torch's SDDMM")
     code = textwrap.dedent(f"""
@@ -147,7 +148,8 @@ def test_a_tune_imports_no_torch_where_nvmath_runs_cusparse_sddmm(tmp_path, op, 
         from autosage_cli.cli import main
         try:
             main(["tune", "--dataset", "cora", "--root", {str(DATASETS)!r}, "--op", {op!r}, "--width",
-                  "32", "--heads", "{heads}", "--cache", {str(tmp_path / "d.json")!r}, "--json"])
+                  "32", "--heads", "{heads}", "--dtype", {dtype!r}, "--cache", {str(tmp_path / "d.json")!r},
+                  "--json"])
         except SystemExit as exc:
             assert exc.code in (0, None), exc.code
         print(json.dumps(sorted(m for m in ("torch", "pandas") if m in sys.modules)))

@@ -25,6 +25,10 @@ def edge_rows(dgraph: DeviceGraph):
     return dgraph.edge_rows()
 
 
+class DtypeRefused(RuntimeError):
+    """cuSPARSE's SDDMM refused the value type (nvmath-python's call said so with its status)."""
+
+
 class TorchBridge:
     """Zero-copy CuPy -> torch views (DLPack) and a torch stream equal to CuPy's current one.
 
@@ -192,7 +196,7 @@ class NvmathSDDMM:
             if self.dtype == "float32":
                 raise
             self.close()
-            raise RuntimeError(f"cusparseSDDMM refuses {self.dtype} (float32 compute): {exc}") from None
+            raise DtypeRefused(f"cusparseSDDMM refuses {self.dtype} (float32 compute): {exc}") from None
         self._workspace = cupy.empty(max(int(size[0]), 16), dtype=cupy.uint8)
         self._preprocessed = False
 

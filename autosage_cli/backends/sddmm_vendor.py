@@ -9,7 +9,8 @@ order:
      as both input and out: torch's copy of input into out then sees the same memory and does
      nothing (ATen copy_ returns early for identical views), so no output is allocated. torch does
      allocate cuSPARSE's workspace each call from its caching allocator (no cudaMalloc after
-     warm-up) and runs cusparseSDDMM_preprocess each call: that is what torch users pay;
+     warm-up) and runs cusparseSDDMM_preprocess each call: that is what torch users pay. Skipped
+     when nvmath-python's cusparseSDDMM refused the value type: torch runs the same cuSPARSE SDDMM;
   3. the gather-dot composition in CuPy: take rows of X and Y per edge, multiply, sum, in chunks
      of bounded memory (buffers made once).
 Each library provider (1, 2) is checked once when prepared, on random inputs against a float64
@@ -46,8 +47,8 @@ import numpy as np
 
 from ..dtypes import storage_dtype, tolerance, info as dtype_info
 from .base import DeviceGraph, EdgesOutPlan, PrepareTimer
-from .sddmm_providers import (PROVIDER_GATHER, PROVIDER_NVMATH, PROVIDER_TORCH, GatherDot, NvmathSDDMM,
-                              TorchSampledAddmm, edge_rows)
+from .sddmm_providers import (PROVIDER_GATHER, PROVIDER_NVMATH, PROVIDER_TORCH, DtypeRefused, GatherDot,
+                              NvmathSDDMM, TorchSampledAddmm, edge_rows)
 from .native_common import values_all_ones
 from .value_arrays import graph_values
 
@@ -108,12 +109,19 @@ class VendorSDDMM:
         self.zero_first = False
         order = providers or (PROVIDER_NVMATH, PROVIDER_TORCH, PROVIDER_GATHER)
         self.impl = None
+        cusparse_refused = False   # nvmath-python's cusparseSDDMM refused the value type
         for provider in order:
+            if provider == PROVIDER_TORCH and cusparse_refused:
+                # torch's sampled_addmm is the same cuSPARSE SDDMM: it refuses the type too, and
+                # importing torch to hear so costs seconds
+                self.fallback_reasons.append(f"{provider}: skipped: cuSPARSE refuses {self.dtype}")
+                continue
             try:
                 impl = self._make(provider, launch_sets)
                 if dgraph.nnz and getattr(impl, "needs_check", True):
                     self._check(impl)
             except Exception as exc:  # a provider that cannot run here is an outcome, not a crash
+                cusparse_refused = cusparse_refused or isinstance(exc, DtypeRefused)
                 self.fallback_reasons.append(f"{provider}: {type(exc).__name__}: {exc}".strip())
                 continue
             self.impl = impl

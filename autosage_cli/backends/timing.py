@@ -256,7 +256,7 @@ def _values_of(arr):
 def poison(out):
     """Fill `out` (NumPy or CuPy, floating point, or uint16 bfloat16 bit patterns) with NaN in
     place; returns it. Device arrays through the helper module's fill (no CuPy fill kernel)."""
-    if _is_device_array(out) and out.flags.c_contiguous:
+    if _is_device_array(out) and out.flags.c_contiguous and out.itemsize in (2, 4):
         from ..kernels import util
 
         return util.fill(out, np.nan)

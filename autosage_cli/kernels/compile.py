@@ -258,15 +258,12 @@ def instantiations(ops=None, dtype: str = "float", index: str = "int") -> list[K
 
 
 def precompile(ops=None, workers: int | None = None, dtype: str = "float32") -> dict[str, float]:
-    """Build every module the plans of `ops` (None: every op) may launch in `dtype`, and autosage's
-    helper module (inputs, poisoning, verification, timing: kernels/util.py), in parallel, so that
+    """Build every module the plans of `ops` (None: every op) may launch in `dtype`, in parallel, so that
     timing code that calls it first does not charge compilation to what it times. Returns kernel
     file -> seconds spent on its modules (about 0 for modules built before in this process).
     Raises RuntimeError naming the first failure if any module fails (the failure is remembered:
     the plans that need that kernel fail when prepared)."""
-    from .util import MODULE
-
-    records = compile_kernels([MODULE] + instantiations(ops, dtype), workers)
+    records = compile_kernels(instantiations(ops, dtype), workers)
     seconds: dict[str, float] = {}
     for record in records.values():
         seconds[record.ref.source_file] = seconds.get(record.ref.source_file, 0.0) + record.ms / 1e3

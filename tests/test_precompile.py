@@ -77,6 +77,12 @@ def test_precompile_then_every_kernel_lookup_hits_a_compiled_module(recorder):
     assert len(recorder.built) == len(refs)              # ...and no lookup compiled another one
 
 
+def test_precompile_builds_the_extra_modules_with_the_kernels(recorder):
+    seconds = kcompile.precompile(["sddmm"], extra=(util.MODULE,))
+    assert util.SOURCE in seconds and util.MODULE in recorder.built
+    assert sorted(recorder.built) == sorted([util.MODULE] + kcompile.instantiations(["sddmm"]))
+
+
 def test_precompile_of_one_op_compiles_only_what_its_plans_launch(recorder):
     assert set(kcompile.precompile(["spmm"])) == {s.source_file for s in sched.registry("spmm")}
     assert {r.source_file for r in recorder.built} == {s.source_file for s in sched.registry("spmm")}

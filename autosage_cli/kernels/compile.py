@@ -257,13 +257,15 @@ def instantiations(ops=None, dtype: str = "float", index: str = "int") -> list[K
     return [KernelRef(f, e) for f, exprs in module_sets(ops, dtype, index).items() for e in exprs]
 
 
-def precompile(ops=None, workers: int | None = None, dtype: str = "float32") -> dict[str, float]:
-    """Build every module the plans of `ops` (None: every op) may launch in `dtype`, in parallel, so that
+def precompile(ops=None, workers: int | None = None, dtype: str = "float32",
+               extra: Iterable[KernelRef] = ()) -> dict[str, float]:
+    """Build every module the plans of `ops` (None: every op) may launch in `dtype`, and the modules
+    of `extra` (the helper module: kernels/util.py), in parallel, so that
     timing code that calls it first does not charge compilation to what it times. Returns kernel
     file -> seconds spent on its modules (about 0 for modules built before in this process).
     Raises RuntimeError naming the first failure if any module fails (the failure is remembered:
     the plans that need that kernel fail when prepared)."""
-    records = compile_kernels(instantiations(ops, dtype), workers)
+    records = compile_kernels(list(extra) + instantiations(ops, dtype), workers)
     seconds: dict[str, float] = {}
     for record in records.values():
         seconds[record.ref.source_file] = seconds.get(record.ref.source_file, 0.0) + record.ms / 1e3

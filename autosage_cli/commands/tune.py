@@ -12,7 +12,7 @@ from rich.table import Table
 from .. import budget, dtypes, ops as op_specs
 from ..errors import AutosageError
 from ..graphs.memo import GraphMemo
-from ..scheduler import tune as tune_mod
+from ..scheduler import phases, tune as tune_mod
 from ..scheduler.probe import DEFAULT_BUDGET_MS
 from ..scheduler.select import DEFAULT_GUARDRAIL
 from . import dry_run as dry_run_mod
@@ -67,12 +67,17 @@ def render_table(result: tune_mod.TuneResult, console: Console) -> None:
     console.print(f"[bold]decision:[/bold] {d.backend} {d.schedule if d.backend == 'native' else ''}".rstrip())
     console.print(f"[bold]reason:[/bold] {d.reason}")
     t = result.timings
-    console.print("cache hit: no probe run" if result.cache_hit else
-                  "tuning: features {:.0f} ms, estimate {:.0f} ms, compile {:.0f} ms, probe {:.0f} ms, "
-                  "total {:.0f} ms".format(t.get("features_ms", 0), t.get("estimate_ms", 0),
-                                           t.get("compile_ms", 0), t.get("probe_ms", 0), t.get("total_ms", 0)))
+    console.print("cache hit: no probe run" if result.cache_hit else tuning_line(t), soft_wrap=True)
     if result.cache_path:
         console.print(f"cache: {result.cache_path}")
+
+
+def tuning_line(t: dict) -> str:
+    """One line: the tune's phases, the probe's split in parentheses (the phases that took time)."""
+    split = phases.summary(t)
+    return ("tuning: features {:.0f} ms, estimate {:.0f} ms, compile {:.0f} ms, probe {:.0f} ms{}, "
+            "total {:.0f} ms".format(t.get("features_ms", 0), t.get("estimate_ms", 0), t.get("compile_ms", 0),
+                                     t.get("probe_ms", 0), f" ({split})" if split else "", t.get("total_ms", 0)))
 
 
 @click.command("tune")

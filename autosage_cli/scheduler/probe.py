@@ -16,6 +16,7 @@ import numpy as np
 from .. import dtypes, ops as op_specs
 from ..errors import one_line   # probe failures are recorded as one line (replay uses it too)
 from .measure import GpuMeasurer, compare, vendor_reference  # noqa: F401  (GpuMeasurer: callers' default)
+from .phases import PhaseClock
 
 REL_TOLERANCE = dtypes.tolerance("float32")   # per dtype: dtypes.tolerance (docs/MEASUREMENT.md)
 DEFAULT_BUDGET_MS = 1000.0  # measured GPU time across all candidates and vendors (the minimum below
@@ -70,6 +71,7 @@ class ProbeResult:
     budget_ms: float = DEFAULT_BUDGET_MS
     floor_ms: float = 0.0       # GPU time of the guaranteed minimum (verify, warm-up, MIN_REPEATS)
     compile_ms: float = 0.0     # wall time of building the candidates' kernels (part of wall_ms)
+    phases: PhaseClock = field(default_factory=PhaseClock)   # where the rest of wall_ms went
 
     @property
     def overrun_ms(self) -> float:
@@ -128,7 +130,8 @@ def interleave(*groups):
 
 def probe_candidates(dgraph, op: str, k: int, heads: int, candidates, vendor_names,
                      budget_ms: float = DEFAULT_BUDGET_MS, measure=None, seed: int = 0,
-                     progress=None, where: str = "", dtype: str = dtypes.DEFAULT) -> ProbeResult:
+                     progress=None, where: str = "", dtype: str = dtypes.DEFAULT,
+                     clock: PhaseClock | None = None) -> ProbeResult:
     """Verify and time `candidates` [(Schedule, estimate_ms)] and every vendor algorithm on `dgraph`
     with `dtype` operands (`where` it is, "full" or "sample", is recorded in every record).
 
@@ -149,35 +152,21 @@ def probe_candidates(dgraph, op: str, k: int, heads: int, candidates, vendor_nam
     Any exception is recorded against its candidate; every plan is closed at the end."""
     measure = measure or GpuMeasurer()
     say = progress or (lambda _msg: None)
+    clock = clock if clock is not None else PhaseClock()
     t0 = time.perf_counter()
     budget = _Budget(budget_ms)
     tol = op_specs.case_tolerance(op, dtype, k, int(dgraph.host.row_degrees().max(initial=0)))
-    inputs = measure.inputs(dgraph, op, k, heads, seed, dtype)
+    with clock.phase("inputs"):
+        inputs = measure.inputs(dgraph, op, k, heads, seed, dtype)
     vendors = [ProbeRecord(name=v, backend=v, graph=where) for v in vendor_names]
     natives = [ProbeRecord(name=s.name, backend="native", estimate_ms=float(est), params=s.params(), graph=where)
                for s, est in candidates]
     live_vendors: list[_Live] = []
     live_natives: list[_Live] = []
     try:
-        outputs = {}
-        for rec in vendors:
-            say(f"probe vendor {rec.name}")
-            got = _prepare_and_run(measure, rec, lambda n=rec.name: measure.prepare_vendor(
-                dgraph, n, k, heads, None, dtype), inputs, tol=tol)
-            if got is not None:
-                live_vendors.append(_Live(rec, got[0]))
-                outputs[rec.name] = got[1]
-                # The screening launch, right after the verification run, which is its warm-up:
-                # one full-graph launch fewer per vendor (it rewrites the same output).
-                _batch(measure, live_vendors[-1], inputs, got[1], 1, budget, verify_run=True, warmup=0)
-        reference, ref_name = _vendor_reference(measure, op, dgraph, inputs, [lv.rec for lv in live_vendors],
-                                                outputs, tol, dtype)
-        scratch = next((out for name, out in outputs.items() if out is not reference), None)
-        outputs.clear()
-        for lv in [lv for lv in live_vendors if lv.rec.status == "failed"]:
-            _close(lv.plan)
-            live_vendors.remove(lv)
-
+        with clock.timing_imports():
+            reference, ref_name, scratch = _probe_vendors(measure, dgraph, (op, k, heads, dtype), vendors,
+                                                          live_vendors, inputs, tol, budget, clock, say)
         compiled, compile_ms = _compile_candidates(measure, dgraph, candidates, k, heads, dtype, say)
         for rec, (schedule, _est) in zip(natives, candidates):
             rec.compile_ms, error = compiled.get(rec.name, (None, None))
@@ -186,23 +175,51 @@ def probe_candidates(dgraph, op: str, k: int, heads: int, candidates, vendor_nam
                 continue
             say(f"probe {rec.name}")
             got = _prepare_and_run(measure, rec, lambda s=schedule: measure.prepare_native(
-                dgraph, s, k, heads, None, dtype), inputs, reference, tol)
+                dgraph, s, k, heads, None, dtype), inputs, reference, tol, clock)
             if got is not None:
                 live_natives.append(_Live(rec, got[0]))
+                # The screening launch right after the verification run, which is its warm-up.
+                _batch(measure, live_natives[-1], inputs, got[1], 1, budget, verify_run=True, warmup=0,
+                       clock=clock)
                 scratch = got[1] if scratch is None else scratch
         if scratch is None and (live_vendors or live_natives):
             scratch = reference.copy()     # timing writes somewhere; never into the reference
 
-        floor_ms = _time_all(measure, interleave(live_vendors, live_natives), inputs, scratch, budget)
+        floor_ms = _time_all(measure, interleave(live_vendors, live_natives), inputs, scratch, budget, clock)
     finally:
         for lv in live_vendors + live_natives:
             _close(lv.plan)
     result = ProbeResult(natives, vendors, ref_name, budget.spent, (time.perf_counter() - t0) * 1e3,
-                         budget.total, floor_ms, compile_ms)
+                         budget.total, floor_ms, compile_ms, clock)
     if result.overrun_ms > 0:
         say(f"probe used {result.spent_ms:.0f} ms of GPU time, {result.overrun_ms:.0f} ms over its "
             f"{budget.total:g} ms budget: every verified plan is timed {MIN_REPEATS} times regardless")
     return result
+
+
+def _probe_vendors(measure, dgraph, case, vendors: list[ProbeRecord], live: list[_Live], inputs,
+                   tol: float, budget: _Budget, clock: PhaseClock, say):
+    """Prepare, run and screen every vendor algorithm (each screening launch right after its
+    verification run, which warms it up), then pick the reference by the measurer's rule and drop
+    the vendors that disagree with it. Returns (reference output, its name, a spare output)."""
+    op, k, heads, dtype = case
+    outputs = {}
+    for rec in vendors:
+        say(f"probe vendor {rec.name}")
+        got = _prepare_and_run(measure, rec, lambda n=rec.name: measure.prepare_vendor(
+            dgraph, n, k, heads, None, dtype), inputs, tol=tol, clock=clock, role="vendor")
+        if got is not None:
+            live.append(_Live(rec, got[0]))
+            outputs[rec.name] = got[1]
+            _batch(measure, live[-1], inputs, got[1], 1, budget, verify_run=True, warmup=0, clock=clock)
+    with clock.phase("reference"):
+        reference, ref_name = _vendor_reference(measure, op, dgraph, inputs, [lv.rec for lv in live],
+                                                outputs, tol, dtype)
+    scratch = next((out for out in outputs.values() if out is not reference), None)
+    for lv in [lv for lv in live if lv.rec.status == "failed"]:
+        _close(lv.plan)
+        live.remove(lv)
+    return reference, ref_name, scratch
 
 
 def _compile_candidates(measure, dgraph, candidates, k: int, heads: int, dtype: str,
@@ -223,7 +240,7 @@ def _compile_candidates(measure, dgraph, candidates, k: int, heads: int, dtype: 
     return compiled, (time.perf_counter() - t0) * 1e3
 
 
-def _time_all(measure, items: list[_Live], inputs, out, budget: _Budget) -> float:
+def _time_all(measure, items: list[_Live], inputs, out, budget: _Budget, clock: PhaseClock) -> float:
     """Screen, then time the survivors, then spend what is left of the budget.
 
     1. Screen: every item (in the given, interleaved order) gets one warm-up and ONE timed launch.
@@ -235,17 +252,17 @@ def _time_all(measure, items: list[_Live], inputs, out, budget: _Budget) -> floa
     Returns the GPU time of 1 and 2 (the guaranteed minimum)."""
     for it in items:
         if not it.batches:     # vendors were screened at their verification run
-            _batch(measure, it, inputs, out, 1, budget, verify_run=True)
+            _batch(measure, it, inputs, out, 1, budget, verify_run=True, clock=clock)
     survivors = _survivors([it for it in items if it.batches])
     for it in survivors:
-        _batch(measure, it, inputs, out, MIN_REPEATS - 1, budget)
+        _batch(measure, it, inputs, out, MIN_REPEATS - 1, budget, clock=clock)
     floor_ms = budget.spent
     timed = _worth_more_repeats([it for it in survivors if it.batches])
     for i, it in enumerate(timed):
         share = max(budget.left, 0.0) / (len(timed) - i)
         extra = min(MAX_REPEAT - MIN_REPEATS, int(share // max(it.median, 1e-6)) - WARMUP)
         if extra >= 1:
-            _batch(measure, it, inputs, out, extra, budget)
+            _batch(measure, it, inputs, out, extra, budget, clock=clock)
     for it in items:
         if it.batches:
             rec = it.rec
@@ -281,13 +298,16 @@ def _survivors(timed: list[_Live]) -> list[_Live]:
 
 
 def _batch(measure, it: _Live, inputs, out, repeat: int, budget: _Budget, verify_run: bool = False,
-           warmup: int = WARMUP) -> None:
+           warmup: int = WARMUP, clock: PhaseClock | None = None) -> None:
     """One timed batch (`warmup` + `repeat` launches), charged to the budget (with the verification
-    run before it, the first time). A failure marks the record and drops its batches."""
+    run before it, the first time) and to the clock's timing phase of its group. A failure marks
+    the record and drops its batches."""
     if it.rec.status == "failed":
         return
+    clock = clock if clock is not None else PhaseClock()
     try:
-        stats = measure.time(it.plan, inputs, out, repeat=repeat, warmup=warmup)
+        with clock.phase("native_timing" if it.rec.backend == "native" else "vendor_timing"):
+            stats = measure.time(it.plan, inputs, out, repeat=repeat, warmup=warmup)
     except Exception as exc:
         it.rec.status, it.rec.reason = "failed", f"time: {one_line(exc)}"
         it.batches.clear()
@@ -309,27 +329,32 @@ def _vendor_reference(measure, op, dgraph, inputs, ran: list[ProbeRecord], outpu
     return pick.output, pick.name
 
 
-def _prepare_and_run(measure, rec: ProbeRecord, prepare, inputs, reference=None, tol: float = REL_TOLERANCE):
-    """Prepare, run once, verify (when a reference is given). Returns (plan, output) — the plan
-    still open, to be timed — or None with the failure recorded (and the plan closed)."""
+def _prepare_and_run(measure, rec: ProbeRecord, prepare, inputs, reference=None, tol: float = REL_TOLERANCE,
+                     clock: PhaseClock | None = None, role: str = "native"):
+    """Prepare, run once, verify (when a reference is given), each on the clock (`role`: "native"
+    or "vendor" names the preparation phase). Returns (plan, output) — the plan still open, to be
+    timed — or None with the failure recorded (and the plan closed)."""
+    clock = clock if clock is not None else PhaseClock()
     try:
-        plan = prepare()
+        with clock.phase(f"{role}_prepare"):
+            plan = prepare()
     except Exception as exc:  # a compile or prepare failure is an outcome, never a crash
         rec.status, rec.reason = "failed", f"prepare: {one_line(exc)}"
         return None
     rec.prepare_ms = float(getattr(plan, "prepare_ms", 0.0) or 0.0)
     stage = "run"
     try:
-        out = measure.run(plan, inputs)
-        if reference is not None:
-            stage = "verify"
-            rec.rel_error, failure = compare(measure, out, reference, tol)
-            if failure:
-                rec.status, rec.reason = "failed", failure
-                _close(plan)
-                return None
+        with clock.phase("verify"):
+            out = measure.run(plan, inputs)
+            if reference is not None:
+                stage = "verify"
+                rec.rel_error, failure = compare(measure, out, reference, tol)
     except Exception as exc:
         rec.status, rec.reason = "failed", f"{stage}: {one_line(exc)}"
+        _close(plan)
+        return None
+    if reference is not None and failure:
+        rec.status, rec.reason = "failed", failure
         _close(plan)
         return None
     return plan, out

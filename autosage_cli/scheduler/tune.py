@@ -13,7 +13,7 @@ from .. import cache as cache_mod, dtypes, ops as op_specs
 from ..errors import AutosageError
 from ..graphs.csr import replayable_source
 from ..kernels import schedule as schedule_mod
-from . import estimate, policy, probe, roofline, sample
+from . import estimate, phases, policy, probe, roofline, sample
 from .measure import GpuMeasurer
 from .plans import plan_for, resolve_schedule  # noqa: F401  (a decision to a plan; API and replay)
 from .select import DEFAULT_GUARDRAIL, Decision, decide
@@ -48,9 +48,10 @@ class TuneResult:
     candidates: list[dict]          # every ranked native schedule: estimate, probe ms, error, status
     vendor: list[dict]              # every vendor algorithm on the probe graph
     timings: dict                   # fingerprint_ms, features_ms, estimate_ms, sample_ms, compile_ms,
-                                    # probe_ms (without compile_ms), probe_gpu_ms, tune_ms (total
-                                    # less fingerprint and features), total_ms; a cache hit:
-                                    # lookup_ms, total_ms
+                                    # probe_ms (without compile_ms), probe_gpu_ms, its split
+                                    # probe_<phase>_ms (phases.PHASES, then probe_other_ms),
+                                    # tune_ms (total less fingerprint and features), total_ms;
+                                    # a cache hit: lookup_ms, total_ms
     entry: dict                     # the cache entry (stored, or found)
     key_id: str | None = None
     cache_path: str | None = None
@@ -180,8 +181,9 @@ def tune(graph, op: str, k: int, heads: int = 1, *, cache=None, top_k: int = DEF
     say(pplan.why)
 
     t = time.perf_counter()
+    clock = phases.PhaseClock()
     outcome = _run_probe(graph, device_graph, (op, k, heads, dtype), pplan, vendor_names, target,
-                         budget_ms, measure, seed, say)
+                         budget_ms, measure, seed, say, clock)
     probe_ms = (time.perf_counter() - t) * 1e3 - outcome.compile_ms
 
     if outcome.overrun_ms > 0:
@@ -198,7 +200,7 @@ def tune(graph, op: str, k: int, heads: int = 1, *, cache=None, top_k: int = DEF
     # caller that has them (the benchmark: once per graph) does not pay per tune.
     timings = {"fingerprint_ms": fingerprint_ms, "features_ms": features_ms, "estimate_ms": estimate_ms,
                "sample_ms": outcome.sample_ms, "compile_ms": outcome.compile_ms, "probe_ms": probe_ms,
-               "probe_gpu_ms": outcome.spent_ms,
+               "probe_gpu_ms": outcome.spent_ms, **clock.timings(probe_ms - outcome.sample_ms),
                "tune_ms": total_ms - fingerprint_ms - features_ms, "total_ms": total_ms}
     entry = {
         "graph": {"fingerprint": graph.fingerprint, "source": dict(graph.source),
@@ -298,19 +300,21 @@ class _Outcome:
 
 
 def _run_probe(graph, device_graph, case, pplan, vendor_names, target, budget_ms, measure,
-               seed, say) -> _Outcome:
+               seed, say, clock) -> _Outcome:
     """Run the probe `pplan` describes for `case` (op, k, heads, dtype): the candidates on the whole
     graph, or on a sample and then its best `pplan.confirm` natives with every vendor on the whole
-    graph."""
+    graph. `clock` (phases.PhaseClock) collects where the time went, uploads included."""
     op, k, heads, dtype = case
     whole = {"graph": "full", "rows": graph.n_rows, "nnz": graph.nnz, "why": pplan.why}
     dgraph = device_graph
 
     def on_whole(cands, budget):
         nonlocal dgraph
-        dgraph = dgraph if dgraph is not None else measure.to_device(graph)
+        if dgraph is None:
+            with clock.phase("upload"):
+                dgraph = measure.to_device(graph)
         return probe.probe_candidates(dgraph, op, k, heads, cands, vendor_names, budget, measure=measure,
-                                      seed=seed, progress=say, where="full", dtype=dtype)
+                                      seed=seed, progress=say, where="full", dtype=dtype, clock=clock)
 
     if pplan.where == "full":
         r = on_whole(pplan.candidates, budget_ms)
@@ -323,9 +327,11 @@ def _run_probe(graph, device_graph, case, pplan, vendor_names, target, budget_ms
     s_info = probe_graph.source["sample"]
     info = {"graph": "sample", **{f: s_info[f] for f in ("rows", "nnz", "target_nnz", "window", "seed")},
             "why": pplan.why}
-    rs = probe.probe_candidates(measure.to_device(probe_graph), op, k, heads, pplan.candidates, vendor_names,
+    with clock.phase("upload"):
+        sample_dgraph = measure.to_device(probe_graph)
+    rs = probe.probe_candidates(sample_dgraph, op, k, heads, pplan.candidates, vendor_names,
                                 budget_ms, measure=measure, seed=seed, progress=say, where="sample",
-                                dtype=dtype)
+                                dtype=dtype, clock=clock)
     best = sorted((r for r in rs.natives if r.ok), key=lambda r: r.ms)[:pplan.confirm]
     if not best or not pplan.confirm:
         return _Outcome(rs.natives, rs.vendors, [], rs.reference, rs.spent_ms,

@@ -33,7 +33,12 @@ class GpuMeasurer:
         return op_specs.vendor_names(op)
 
     def inputs(self, dgraph, op: str, k: int, heads: int, seed: int, dtype: str = dtypes.DEFAULT) -> tuple:
-        return op_specs.make_inputs(op, dgraph, k, heads, seed, dtype)
+        """The op's random device inputs, made by the time this returns (the probe's inputs phase
+        ends here, not in the first launch that waits for them)."""
+        import cupy
+        made = op_specs.make_inputs(op, dgraph, k, heads, seed, dtype)
+        cupy.cuda.get_current_stream().synchronize()
+        return made
 
     def prepare_native(self, dgraph, schedule, k: int, heads: int, scale=None, dtype: str = dtypes.DEFAULT):
         return op_specs.prepare_native(dgraph, schedule, k, heads, scale, dtype)

@@ -69,9 +69,10 @@ class PhaseClock:
         return out
 
     @contextmanager
-    def timing_imports(self, packages=OPTIONAL_LIBRARIES):
-        """While inside: the first import of any of `packages` is timed as the imports phase."""
-        finder = _TimedImports(self, tuple(packages))
+    def timing_imports(self, packages=None):
+        """While inside: the first import of any of `packages` (OPTIONAL_LIBRARIES) is timed as
+        the imports phase."""
+        finder = _TimedImports(self, tuple(OPTIONAL_LIBRARIES if packages is None else packages))
         sys.meta_path.insert(0, finder)
         try:
             yield

@@ -405,3 +405,42 @@ def test_a_batch_without_warm_up_is_only_allowed_without_a_time_cap():
     for warmup, max_ms in ((0, 5.0), (-1, None)):
         with pytest.raises(ValueError, match="warmup must be >= 1"):
             check_warmup(warmup, max_ms)
+
+
+class ColdTimer(LaunchCounter):
+    """Times each vendor's verification run like the GPU measurer does: a cold launch, 20% slower."""
+
+    def run_timed(self, plan, inputs):
+        return self.run(plan, inputs), plan.ms * 1.2
+
+
+def test_a_vendor_far_behind_on_its_verification_run_is_not_launched_again():
+    # SpMM at K=128 on products-like (H200, 02a7334): ALG1 79 ms and ALG3 44 ms a launch, ALG2 and
+    # the default ~9 ms. The default is probed first; the two slow ones are then 10x and 5.9x
+    # behind the fastest vendor timed before them on their verification run alone.
+    vendors = {"cusparse-alg1": 79.0, "cusparse-alg2": 9.0, "cusparse-alg3": 44.0, "cusparse-default": 9.3}
+    m = ColdTimer(vendor_ms=vendors, default_native_ms=8.0)
+    result = run_probe(m, spmm_schedules(2), budget_ms=600.0, op="spmm", k=128)
+    assert [c[1] for c in m.calls_in_order if c[0] == "run"][:4] == [
+        "cusparse-default", "cusparse-alg1", "cusparse-alg2", "cusparse-alg3"]
+    assert m.launches["cusparse-alg1"] == m.launches["cusparse-alg3"] == 1    # verification only
+    by = {v.name: v for v in result.vendors}
+    assert by["cusparse-alg1"].status == "ok" and by["cusparse-alg1"].ms == pytest.approx(94.8)
+    assert by["cusparse-alg1"].repeats == 1
+    assert by["cusparse-alg1"].reason == ("screened out at its verification run: 10.19x the fastest "
+                                          "vendor's timed launch")
+    assert by["cusparse-alg3"].reason.startswith("screened out at its verification run: 5.87x")  # vs ALG2
+    assert by["cusparse-alg2"].repeats >= probe.MIN_REPEATS and by["cusparse-default"].repeats >= probe.MIN_REPEATS
+    # the reference rule keeps the vendor order; every vendor is still verified against it
+    assert result.reference == "cusparse-alg1" and all(v.rel_error < 1e-12 for v in result.vendors)
+    from autosage_cli.scheduler.select import decide
+    assert decide(result.natives, result.vendors).vendor_ms == 9.0   # the guardrail's bar is unchanged
+
+
+def test_a_vendor_within_the_cold_ratio_is_screened_as_usual():
+    vendors = {"cusparse-alg1": 20.0, "cusparse-default": 9.0}   # cold 24 ms: 2.7x, under 3x
+    m = ColdTimer(vendor_ms=vendors, default_native_ms=8.0)
+    result = run_probe(m, spmm_schedules(2), budget_ms=600.0, op="spmm", k=128)
+    by = {v.name: v for v in result.vendors}
+    assert m.launches["cusparse-alg1"] == 2 and by["cusparse-alg1"].ms == 20.0   # verify + screen
+    assert by["cusparse-alg1"].reason.startswith("screened out: 2.22x")

@@ -61,6 +61,20 @@ class GpuMeasurer:
         cupy.cuda.get_current_stream().synchronize()
         return out
 
+    def run_timed(self, plan, inputs) -> tuple:
+        """`run`, and the CUDA-event ms of that one (cold) launch: (output, ms). The probe screens
+        a vendor that is far behind on this launch alone (probe.COLD_SCREEN_RATIO)."""
+        import cupy
+        from ..backends import timing
+        out = plan.alloc_out()
+        timing.poison(out)
+        start, end = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record()
+        plan.run(inputs, out)
+        end.record()
+        end.synchronize()
+        return out, float(cupy.cuda.get_elapsed_time(start, end))
+
     def reference(self, op: str, dgraph, inputs, scale=None, dtype: str = dtypes.DEFAULT):
         """The float64 SciPy reference of the inputs as stored in `dtype`, on the device: the judge
         when the vendors cannot be."""

@@ -238,7 +238,8 @@ def test_the_screen_keeps_plans_within_its_ratio_of_their_group():
     # natives 1.0, 1.25, 1.35, 2.0 ms; vendors 3.0 and 3.8 (1.27x: kept) -- each group on its own.
     m = FakeMeasurer(vendor_ms={"cusparse-alg1": 3.0, "cusparse-alg2": 3.8},
                      native_ms=dict(zip(names, (1.0, 1.25, 1.35, 2.0))))
-    result = run_probe(m, cands, budget_ms=1.0)
+    # the budget: the screen (2 launches each) and the survivors' batches (3 each) exactly
+    result = run_probe(m, cands, budget_ms=2 * (1.0 + 1.25 + 1.35 + 2.0 + 3.0 + 3.8) + 3 * (1.0 + 1.25 + 3.0 + 3.8))
     repeats = {r.name: r.repeats for r in result.natives + result.vendors}
     assert [repeats[n] for n in names] == [probe.MIN_REPEATS, probe.MIN_REPEATS, 1, 1]
     assert repeats["cusparse-alg1"] == repeats["cusparse-alg2"] == probe.MIN_REPEATS
@@ -256,20 +257,43 @@ def test_no_candidate_is_dropped_for_budget_and_the_overrun_is_reported():
     messages = []
     result = run_probe(m, cands, budget_ms=400.0, progress=messages.append)
     assert [r.status for r in result.natives + result.vendors] == ["ok"] * 10
-    assert all(r.repeats >= probe.MIN_REPEATS for r in result.natives + result.vendors)
-    # the minimum: (verify + 1 screening repeat, the verification run its warm-up) + (warm-up +
-    # 2 repeats) for every plan (all survive: equal times in each group): 5 x 4 x ~50 + 5 x 6 x 4.5
-    assert result.floor_ms == pytest.approx(5 * sum(vendors.values()) + 5 * 6 * 4.5)
-    assert result.overrun_ms == pytest.approx(result.spent_ms - 400.0) and result.overrun_ms > 700
+    # every plan is verified and timed once whatever the budget; the survivors' further timings
+    # are planned from that launch: the budget is spent by the vendors' screen, so only the
+    # fastest native and the fastest vendor (the guardrail's two sides) are timed MIN_REPEATS times
+    by = {r.name: r for r in result.natives + result.vendors}
+    assert by[cands[0][0].name].repeats == by["vendor-unfused-default"].repeats == probe.MIN_REPEATS
+    others = [r for r in by.values() if r.name not in (cands[0][0].name, "vendor-unfused-default")]
+    assert all(r.repeats == 1 and r.ms is not None for r in others)
+    assert all("would not fit the 400 ms budget" in r.reason for r in others)
+    # the minimum: verify + 1 screening launch (the verification run its warm-up) for every plan,
+    # warm-up + 2 repeats for the two kept
+    assert result.floor_ms == pytest.approx(2 * sum(vendors.values()) + 2 * 6 * 4.5 + 3 * 50.5 + 3 * 4.5)
+    assert result.overrun_ms == pytest.approx(result.spent_ms - 400.0) and result.overrun_ms > 100
     assert any("over its 400 ms budget" in msg for msg in messages)
     from autosage_cli.scheduler.select import decide
     assert decide(result.natives, result.vendors).backend == "native"
 
 
+def test_survivors_are_timed_again_fastest_first_while_they_fit_the_budget():
+    cands = spmm_schedules(4)
+    names = [s.name for s, _ in cands]
+    # natives 1.0, 1.1, 1.2, 1.25 ms (all within the screen ratio); vendors 3.0 and 3.1
+    m = FakeMeasurer(vendor_ms={"cusparse-alg1": 3.1, "cusparse-alg2": 3.0},
+                     native_ms=dict(zip(reversed(names), (1.0, 1.1, 1.2, 1.25))))
+    screen = 2 * (1.0 + 1.1 + 1.2 + 1.25 + 3.0 + 3.1)
+    # room for the two fastest natives' and the fastest vendor's second batches, not more
+    result = run_probe(m, cands, budget_ms=screen + 3 * (1.0 + 1.1 + 3.0) + 0.5)
+    repeats = {r.name: r.repeats for r in result.natives + result.vendors}
+    assert [repeats[n] for n in reversed(names)] == [probe.MIN_REPEATS, probe.MIN_REPEATS, 1, 1]
+    assert (repeats["cusparse-alg2"], repeats["cusparse-alg1"]) == (probe.MIN_REPEATS, 1)
+    assert result.spent_ms <= screen + 3 * (1.0 + 1.1 + 3.0) + 0.5 and result.overrun_ms == 0
+
+
 def test_the_budget_only_adds_repeats_shared_equally():
     cands = spmm_schedules(3)
     vendor = {"cusparse-alg1": 1.0, "cusparse-alg2": 1.2}
-    tight = run_probe(FakeMeasurer(vendor_ms=vendor, default_native_ms=1.0), cands, budget_ms=1.0)
+    # exactly the minimum: 2 launches of each plan's screen, 3 of each survivor's second batch
+    tight = run_probe(FakeMeasurer(vendor_ms=vendor, default_native_ms=1.0), cands, budget_ms=5 * (3 + 2.2))
     assert all(r.repeats == probe.MIN_REPEATS for r in tight.natives + tight.vendors)
     roomy = run_probe(FakeMeasurer(vendor_ms=vendor, default_native_ms=1.0), cands, budget_ms=10_000.0)
     assert all(r.repeats == probe.MAX_REPEAT for r in roomy.natives)
@@ -286,7 +310,7 @@ def test_the_budget_only_adds_repeats_shared_equally():
 def test_timing_interleaves_vendors_and_natives():
     cands = spmm_schedules(4)
     m = FakeMeasurer(vendor_ms={"cusparse-alg1": 1.0, "cusparse-alg2": 1.0}, default_native_ms=1.0)
-    run_probe(m, cands, budget_ms=1.0)
+    run_probe(m, cands, budget_ms=30.0)    # the screen and the survivors' batches, nothing more
     names = [s.name for s, _ in cands]
     survivors = ["cusparse-alg1", names[0], "cusparse-alg2", names[1], names[2], names[3]]
     # each vendor's screen right after its verification run, the natives' screen, then the

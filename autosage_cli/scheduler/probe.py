@@ -19,8 +19,10 @@ from .measure import GpuMeasurer, compare, vendor_reference  # noqa: F401  (GpuM
 from .phases import PhaseClock
 
 REL_TOLERANCE = dtypes.tolerance("float32")   # per dtype: dtypes.tolerance (docs/MEASUREMENT.md)
-DEFAULT_BUDGET_MS = 1000.0  # measured GPU time across all candidates and vendors (the minimum below
-                            # is spent whatever the budget; the budget only buys more repeats)
+DEFAULT_BUDGET_MS = 600.0   # measured GPU time across all candidates and vendors: what a 1 s cold
+                            # tune leaves for it (policy.py). Every plan's verification and one
+                            # timed launch, and MIN_REPEATS of the fastest native and vendor, are
+                            # spent whatever the budget; it plans the rest.
 SCREEN_RATIO = 1.3          # a plan this much slower than the fastest of its group after one timed
                             # launch is not timed again (one launch's noise is a few %, not 30%)
 MIN_REPEATS = 3             # every plan that survives the screen is timed at least this often...
@@ -198,7 +200,8 @@ def probe_candidates(dgraph, op: str, k: int, heads: int, candidates, vendor_nam
                          budget.total, floor_ms, compile_ms, clock)
     if result.overrun_ms > 0:
         say(f"probe used {result.spent_ms:.0f} ms of GPU time, {result.overrun_ms:.0f} ms over its "
-            f"{budget.total:g} ms budget: every verified plan is timed {MIN_REPEATS} times regardless")
+            f"{budget.total:g} ms budget: every verified plan is timed once and the fastest native and "
+            f"vendor {MIN_REPEATS} times regardless")
     return result
 
 
@@ -276,17 +279,20 @@ def _compile_candidates(measure, dgraph, candidates, k: int, heads: int, dtype: 
 def _time_all(measure, items: list[_Live], inputs, out, budget: _Budget, clock: PhaseClock) -> float:
     """Screen, then time the survivors, then spend what is left of the budget.
 
-    1. Screen: every item (in the given, interleaved order) gets one warm-up and ONE timed launch.
+    1. Screen: every item has had ONE timed launch right after its verification run (its warm-up);
+       one that has not (none, in the probe's own use) gets a warm-up and that launch here.
     2. Survivors, the items within SCREEN_RATIO of the fastest of their group (natives, vendors),
-       get MIN_REPEATS - 1 more; the rest keep their one launch, marked as screened out. On the
-       whole graph of a large input a launch takes milliseconds: timing a candidate that is 1.3x
-       behind three more times buys nothing but budget.
+       get MIN_REPEATS - 1 more (after a warm-up), planned from their measured launch: the fastest
+       first while they fit what is left of the budget, the fastest native and the fastest vendor
+       (the guardrail's two sides) whatever it costs. The rest keep their one launch, marked as
+       screened out. On the whole graph of a large input a launch takes milliseconds: timing a
+       candidate that is 1.3x behind three more times buys nothing but budget.
     3. What is left of the budget buys the survivors more repeats (up to MAX_REPEAT), shared equally.
     Returns the GPU time of 1 and 2 (the guaranteed minimum)."""
     for it in items:
-        if not it.batches:     # vendors were screened at their verification run
+        if not it.batches:
             _batch(measure, it, inputs, out, 1, budget, verify_run=True, clock=clock)
-    survivors = _survivors([it for it in items if it.batches])
+    survivors = _affordable(_survivors([it for it in items if it.batches]), budget)
     for it in survivors:
         _batch(measure, it, inputs, out, MIN_REPEATS - 1, budget, clock=clock)
     floor_ms = budget.spent
@@ -302,6 +308,30 @@ def _time_all(measure, items: list[_Live], inputs, out, budget: _Budget, clock: 
             rec.ms, rec.p20_ms, rec.p80_ms, rec.repeats = merge_batches(it.batches)
             rec.status = "ok"
     return floor_ms
+
+
+def _affordable(survivors: list[_Live], budget: _Budget) -> list[_Live]:
+    """The survivors (in their order) whose MIN_REPEATS - 1 more launches and warm-up fit what is
+    left of the budget, taken fastest first; the fastest of each group always. The others get
+    their reason."""
+    launches = MIN_REPEATS - 1 + WARMUP
+    fastest: dict[bool, _Live] = {}
+    for it in sorted(survivors, key=lambda it: it.median):
+        fastest.setdefault(it.rec.backend == "native", it)
+    kept = {id(it) for it in fastest.values()}
+    left = budget.left - sum(launches * it.median for it in fastest.values())
+    for it in sorted(survivors, key=lambda it: it.median):
+        native = it.rec.backend == "native"
+        if id(it) in kept:
+            continue
+        if launches * it.median <= left:
+            kept.add(id(it))
+            left -= launches * it.median
+            continue
+        it.rec.reason = (f"screened out: {it.median / fastest[native].median:.2f}x the fastest of its "
+                         f"group after one timed launch, and {MIN_REPEATS} timings of it would not fit "
+                         f"the {budget.total:g} ms budget")
+    return [it for it in survivors if id(it) in kept]
 
 
 def _worth_more_repeats(timed: list[_Live]) -> list[_Live]:

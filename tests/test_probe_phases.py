@@ -198,3 +198,26 @@ def test_json_timings_and_the_table_carry_the_split(tmp_path, fake_cli):
     assert r.exit_code == 0, r.stderr
     line = next(ln for ln in r.stdout.splitlines() if ln.startswith("tuning:"))
     assert "probe" in line and line.endswith("ms")
+
+
+def test_a_cold_tune_computes_the_features_without_the_transpose_check(monkeypatch):
+    # The cost model never reads `symmetric`; its exact check is the one costly pass of a symmetric
+    # graph's features, so a tune skips it, and decides exactly as with it.
+    from autosage_cli import features as features_mod
+    from autosage_cli.graphs.csr import canonical_csr
+
+    g = small_graph()
+    sym = canonical_csr((g.to_scipy() + g.to_scipy().T).tocsr(), {"generator": "test-sym", "params": {}, "seed": 0})
+    with_check = features_mod.compute_features(sym)
+    assert with_check.symmetric is True
+
+    def refuse(*a, **k):
+        raise AssertionError("the transpose check ran")
+    monkeypatch.setattr(features_mod, "transpose_matches", refuse)
+    tuned = tune_mod.tune(sym, "spmm", 8, 1, measure=FakeMeasurer(), device_info=DEVICE, software_info=SOFTWARE,
+                          top_k=3)
+    assert tuned.entry["features"]["symmetric"] is None and tuned.timings["features_ms"] > 0
+    given = tune_mod.tune(sym, "spmm", 8, 1, measure=FakeMeasurer(), device_info=DEVICE, software_info=SOFTWARE,
+                          top_k=3, features=with_check)
+    assert tuned.decision == given.decision
+    assert [c["name"] for c in tuned.candidates] == [c["name"] for c in given.candidates]

@@ -156,6 +156,9 @@ class FakeToolkit:
         plan.run(inputs, out)
         return out
 
+    def run_timed(self, plan, inputs):
+        return self.run(plan, inputs), getattr(plan, "ms", 1.0)
+
     def rel_error(self, out, ref):
         return rel_error(out, ref)
 

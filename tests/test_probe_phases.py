@@ -16,7 +16,7 @@ from autosage_cli.scheduler import phases
 from autosage_cli.scheduler import tune as tune_mod
 
 from cli_helpers import run_cli
-from scheduler_fakes import DEVICE, SOFTWARE, FakeMeasurer, features_of, small_graph
+from scheduler_fakes import DEVICE, SOFTWARE, FakeMeasurer, features_of, patch_tune_command, small_graph
 
 # Fake ms each measurer step takes.
 STEP_MS = {"to_device": 100.0, "inputs": 7.0, "prepare_vendor": 20.0, "prepare_native": 3.0,
@@ -177,16 +177,7 @@ def test_the_tuning_line_is_one_line_with_the_phases_that_took_time():
 
 @pytest.fixture
 def fake_cli(monkeypatch):
-    from autosage_cli import capability
-    from autosage_cli.backends import memory
-    from autosage_cli.commands import tune as tune_cmd
-    graph = small_graph()
-    monkeypatch.setattr(capability, "require_gpu", lambda what="", hint="": None)
-    monkeypatch.setattr(memory, "device_free_bytes", lambda: 80 << 30)
-    monkeypatch.setattr(tune_cmd, "load_input_graph", lambda path, dataset, root: graph)
-    real = tune_mod.tune
-    monkeypatch.setattr(tune_mod, "tune", lambda g, op, k, heads=1, **kw: real(
-        g, op, k, heads, measure=FakeMeasurer(), device_info=DEVICE, software_info=SOFTWARE, **kw))
+    patch_tune_command(monkeypatch, FakeMeasurer)
 
 
 def test_json_timings_and_the_table_carry_the_split(tmp_path, fake_cli):

@@ -212,3 +212,21 @@ def test_a_cold_tune_computes_the_features_without_the_transpose_check(monkeypat
                           top_k=3, features=with_check)
     assert tuned.decision == given.decision
     assert [c["name"] for c in tuned.candidates] == [c["name"] for c in given.candidates]
+
+
+def test_the_cli_reuses_the_features_an_earlier_tune_of_the_graph_remembered(tmp_path, monkeypatch):
+    patch_tune_command(monkeypatch, FakeMeasurer)
+    cache = str(tmp_path / "d.json")
+    first = run_cli("tune", "--dataset", "er-200k", "--width", "8", "--top-k", "2", "--json", "--cache", cache)
+    doc1 = json.loads(first.stdout)
+    assert doc1["timings"]["features_ms"] > 0 and "from the graph memo" not in first.stderr
+    second = run_cli("tune", "--dataset", "er-200k", "--width", "16", "--top-k", "2", "--json", "--cache", cache)
+    doc2 = json.loads(second.stdout)
+    assert "graph features from the graph memo" in second.stderr
+    assert doc2["timings"]["features_ms"] == 0.0
+    assert doc2["timings"]["total_ms"] - doc2["timings"]["tune_ms"] == pytest.approx(doc2["timings"]["fingerprint_ms"])
+    # features computed by other code are computed again
+    monkeypatch.setattr(tune_mod, "features_version", lambda: "other code")
+    third = json.loads(run_cli("tune", "--dataset", "er-200k", "--width", "32", "--top-k", "2", "--json",
+                               "--cache", cache).stdout)
+    assert third["timings"]["features_ms"] > 0

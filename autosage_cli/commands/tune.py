@@ -137,9 +137,26 @@ def command(graph, dataset, root, k, op, heads, dtype, cache_path, top_k, budget
     from ..backends.memory import device_free_bytes
     budget.require_device(planned.device_bytes, device_free_bytes(), f"tuning {op} K={k} on {planned.graph}")
 
+    known = _remembered_features(memo, graph, dataset, g, progress)
     result = tune_mod.tune(g, op, k, heads, cache=DecisionCache(cache_path), progress=progress,
-                           retune=retune, **settings)
+                           retune=retune, features=known, **settings)
+    if known is None and not result.cache_hit and isinstance(result.entry.get("features"), dict):
+        memo.remember(graph, dataset, g, features=(tune_mod.features_version(), result.entry["features"]))
     _emit(result, as_json, err)
+
+
+def _remembered_features(memo, graph, dataset, g, progress):
+    """The graph's features from the memo (computed by this code in an earlier tune), or None."""
+    from ..features import GraphFeatures
+    values = memo.features(graph, dataset, g.fingerprint, tune_mod.features_version())
+    if values is None:
+        return None
+    try:
+        features = GraphFeatures.from_dict(values)
+    except (TypeError, ValueError):
+        return None
+    progress("graph features from the graph memo (computed by an earlier tune)")
+    return features
 
 
 def _answer_from_memo(summary, op, k, heads, cache_path, settings, progress, as_json, err) -> bool:

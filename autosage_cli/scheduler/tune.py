@@ -109,6 +109,13 @@ def _compute_features(graph):
     return compute_features(graph, symmetry=False)
 
 
+def features_version() -> str:
+    """What remembered features (graphs.memo) must have been computed by to stand in for the
+    tune's own: this features code, with the tune's options."""
+    from ..features import code_version
+    return f"{code_version()}:symmetry=False"
+
+
 def _environment():
     from .. import environment
     return environment.device_info(), environment.software_info()

@@ -194,7 +194,7 @@ def tune(graph, op: str, k: int, heads: int = 1, *, cache=None, top_k: int = DEF
     with clock.timing_imports():    # a vendor's first use of torch or nvmath is timed as imports
         outcome = _run_probe(graph, device_graph, (op, k, heads, dtype), pplan, vendor_names, target,
                              budget_ms, measure, seed, say, clock)
-    probe_ms = (time.perf_counter() - t) * 1e3 - outcome.compile_ms
+    split = _probe_split(outcome, clock, (time.perf_counter() - t) * 1e3)
 
     if outcome.overrun_ms > 0:
         messages.append(_overrun_note(budget_ms, outcome.overrun_ms))
@@ -209,9 +209,7 @@ def tune(graph, op: str, k: int, heads: int = 1, *, cache=None, top_k: int = DEF
     # tune_ms: the tuning itself, without hashing the graph and computing its features, which a
     # caller that has them (the benchmark: once per graph) does not pay per tune.
     timings = {"fingerprint_ms": fingerprint_ms, "features_ms": features_ms, "estimate_ms": estimate_ms,
-               "sample_ms": outcome.sample_ms, "compile_ms": outcome.compile_ms, "probe_ms": probe_ms,
-               "probe_gpu_ms": outcome.spent_ms, **clock.timings(probe_ms - outcome.sample_ms),
-               "tune_ms": total_ms - fingerprint_ms - features_ms, "total_ms": total_ms}
+               **split, "tune_ms": total_ms - fingerprint_ms - features_ms, "total_ms": total_ms}
     entry = {
         "graph": {"fingerprint": graph.fingerprint, "source": dict(graph.source),
                   "n_rows": graph.n_rows, "n_cols": graph.n_cols, "nnz": graph.nnz},
@@ -226,6 +224,14 @@ def tune(graph, op: str, k: int, heads: int = 1, *, cache=None, top_k: int = DEF
         records = [dict(r, role="native") for r in candidates if r.get("status") != "skipped"]
         entry = cache.store(key, entry, probe_records=records + [dict(r, role="vendor") for r in vendor])
     return TuneResult(decision, False, candidates, vendor, timings, entry, key.id, cache_path, messages)
+
+
+def _probe_split(outcome, clock, wall_ms: float) -> dict:
+    """The probe's timings: sampling, compiling, the rest (probe_ms), the GPU time the budget
+    counted and the rest's phases (phases.PhaseClock.timings)."""
+    probe_ms = wall_ms - outcome.compile_ms
+    return {"sample_ms": outcome.sample_ms, "compile_ms": outcome.compile_ms, "probe_ms": probe_ms,
+            "probe_gpu_ms": outcome.spent_ms, **clock.timings(probe_ms - outcome.sample_ms)}
 
 
 def _features(graph, features, say) -> tuple[object, float]:

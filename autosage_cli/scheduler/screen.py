@@ -162,7 +162,7 @@ def _survivors(timed: list[Live]) -> list[Live]:
 
 
 def batch(measure, it: Live, inputs, out, repeat: int, budget: Budget, verify_run: bool = False,
-           warmup: int = WARMUP, clock: PhaseClock | None = None) -> None:
+          warmup: int = WARMUP, clock: PhaseClock | None = None) -> None:
     """One timed batch (`warmup` + `repeat` launches), charged to the budget (with the verification
     run before it, the first time) and to the clock's timing phase of its group. A failure marks
     the record and drops its batches."""

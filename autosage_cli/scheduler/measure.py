@@ -53,17 +53,11 @@ class GpuMeasurer:
 
     def run(self, plan, inputs):
         """One launch into a NaN-poisoned output (so an untouched output cannot pass), synced."""
-        import cupy
-        from ..backends import timing
-        out = plan.alloc_out()
-        timing.poison(out)
-        plan.run(inputs, out)
-        cupy.cuda.get_current_stream().synchronize()
-        return out
+        return self.run_timed(plan, inputs)[0]
 
     def run_timed(self, plan, inputs) -> tuple:
         """`run`, and the CUDA-event ms of that one (cold) launch: (output, ms). The probe screens
-        a vendor that is far behind on this launch alone (probe.COLD_SCREEN_RATIO)."""
+        a vendor that is far behind on this launch alone (screen.COLD_SCREEN_RATIO)."""
         import cupy
         from ..backends import timing
         out = plan.alloc_out()

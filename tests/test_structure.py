@@ -102,8 +102,11 @@ def test_every_op_has_a_spec_with_a_consistent_contract():
 
 
 # Modules that learn what a family needs from its entry (cost model, staging, plan layout, row
-# lists), never from its name.
-FAMILY_BLIND = (PACKAGE / "scheduler", PACKAGE / "backends" / "native_spmm.py")
+# lists, the kernels a plan launches, index types, score variants, sub-steps), never from its name.
+FAMILY_BLIND = (PACKAGE / "scheduler", PACKAGE / "backends" / "native.py",
+                PACKAGE / "backends" / "native_spmm.py", PACKAGE / "backends" / "native_attention.py",
+                PACKAGE / "backends" / "attention_unfused.py", PACKAGE / "kernels" / "attention_space.py",
+                PACKAGE / "kernels" / "attention_families.py")
 
 
 def _family_literals(node: ast.AST) -> list[str]:
@@ -124,7 +127,7 @@ def test_the_family_branch_finder_sees_the_forms_it_must():
     assert [n.lineno for n in family_branches(ast.parse(code))] == [1, 2, 3]
 
 
-def test_the_cost_model_and_the_spmm_plans_never_branch_on_a_family_name():
+def test_the_cost_model_the_plans_and_the_attention_families_never_branch_on_a_family_name():
     offenders = [_where(p, node) for p, tree in modules().items()
                  if any(p == m or m in p.parents for m in FAMILY_BLIND) for node in family_branches(tree)]
     assert not offenders, "branches on a family name (ask its Family entry): " + ", ".join(offenders)

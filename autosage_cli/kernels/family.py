@@ -12,13 +12,15 @@ What the layers above need of a family they read from its entry, by name where t
 above `kernels/`: `cost` names the cost model in scheduler/estimate.py's `COST_MODELS` table (the
 cost functions need the scheduler's roofline types, so they stay there, one table for every op),
 `plan` names the launch layout in the op's native plan module (backends/native_spmm.py's
-`LAYOUTS`). A new family that walks its work like an existing one names that model and layout and
-changes neither module.
+`LAYOUTS`, backends/native_attention.py's `PLANS`). A new family that walks its work like an
+existing one names that model and layout and changes neither module. What else a plan needs to
+know (more kernels per schedule, 64-bit index instantiations, score variants, sub-steps run by
+other ops' schedules) is data here too, so no layer above branches on a family's name.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Optional, Sequence
+from typing import Callable, Mapping, Optional, Sequence
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,28 @@ class Family:
     # Rows above this many nonzeros get a whole warp in a persistent plan's row lists:
     # (schedule) -> threshold, or None for no heavy rows.
     heavy_threshold: Optional[Callable[..., Optional[int]]] = None
+    # Every kernel one schedule's plan launches, its own first, in a dtype and an index type
+    # ("int" or "long long"): (schedule, dtype, index) -> name expressions. None: the name
+    # expression alone (in int indices).
+    launches: Optional[Callable[..., tuple]] = None
+    # Its kernels are instantiated for 64-bit indices too (graphs past 2^31 nonzeros).
+    wide_indices: bool = False
+    # The same schedule's kernels for another score, which the plan chooses (the schedule does
+    # not), built on first use: variant name -> (schedule, dtype, index) -> name expression.
+    variants: Optional[Mapping[str, Callable[..., str]]] = None
+    # Its plan also runs native schedules of other ops, chosen at prepare (their kernels are part
+    # of its plan's).
+    substeps: bool = False
+
+    def kernels(self, schedule, dtype: str, index: str = "int") -> tuple[str, ...]:
+        """The name expressions of every kernel a plan of `schedule` launches itself."""
+        if self.launches:
+            return tuple(self.launches(schedule, dtype, index))
+        return (self.name_expression(schedule, dtype),)
+
+    def variant(self, name: str) -> Optional[Callable[..., str]]:
+        """The name expression of the kernel variant `name` (e.g. "additive"), None if it has none."""
+        return (self.variants or {}).get(name)
 
     def heavy_rows_above(self, schedule) -> Optional[int]:
         """The nonzeros above which a row of `schedule` is heavy (walked by a warp); None: no row is."""

@@ -22,6 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Mapping, Optional, Sequence
 
+from ..dtypes import info as dtype_info
+
 
 @dataclass(frozen=True)
 class Family:
@@ -64,10 +66,12 @@ class Family:
     substeps: bool = False
 
     def kernels(self, schedule, dtype: str, index: str = "int") -> tuple[str, ...]:
-        """The name expressions of every kernel a plan of `schedule` launches itself."""
+        """The name expressions of every kernel a plan of `schedule` launches itself, in `dtype` (a
+        dtype name or its C++ type)."""
+        c_type = dtype_info(dtype).c_type
         if self.launches:
-            return tuple(self.launches(schedule, dtype, index))
-        return (self.name_expression(schedule, dtype),)
+            return tuple(self.launches(schedule, c_type, index))
+        return (self.name_expression(schedule, c_type),)
 
     def variant(self, name: str) -> Optional[Callable[..., str]]:
         """The name expression of the kernel variant `name` (e.g. "additive"), None if it has none."""

@@ -1,7 +1,8 @@
 """A new op is its spec module and one registry entry: a toy op (a row-walking "spmv" over K
 columns, with one kernel family of its own) registered for the length of a test is offered by the
-CLI's op options, planned by the dry runs, ranked by the cost model, tuned (fake measurer), cached
-under its own key and recalled, with no other edit; once the block ends, it is gone again."""
+CLI's op options, planned by the dry runs, listed for compilation, ranked by the cost model, tuned
+(fake measurer), cached under its own key, recalled and replayed, with no other edit; once the
+block ends, it is gone again."""
 from __future__ import annotations
 
 import json
@@ -14,7 +15,8 @@ from autosage_cli.backends.base import RowsOutPlan
 from autosage_cli.cache import DecisionCache, make_key
 from autosage_cli.errors import AutosageError
 from autosage_cli.graphs.load import load_graph
-from autosage_cli.kernels import schedule as sched
+from autosage_cli.kernels import compile as kcompile, schedule as sched
+from autosage_cli.kernels.compile import KernelRef
 from autosage_cli.kernels.family import Family
 from autosage_cli.ops.spec import OpSpec
 from autosage_cli.scheduler import estimate, replay as replay_mod, tune as tune_mod
@@ -77,6 +79,11 @@ def test_the_registry_and_the_schedule_registry_know_the_op_only_inside_the_bloc
     assert sched.space_version() == before
     with pytest.raises(AutosageError, match="unknown op 'spmv'"):
         sched.registry(OP)
+
+
+def test_its_kernels_are_listed_for_compilation(toy):
+    refs = kcompile.instantiations([OP], "float32")
+    assert refs == [KernelRef("spmv_toy.cu", e) for e in sorted(f"spmv_rows<float, {g}, 2>" for g in LANES)]
 
 
 @pytest.mark.parametrize("command", ["tune", "compile", "bench"])

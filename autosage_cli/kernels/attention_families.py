@@ -272,5 +272,5 @@ FAMILIES: dict[str, Family] = {
         "edges (chunk = split) take a block of `threads` threads; the sub-steps are native "
         "schedules chosen at prepare",
         schedules=_unfused_space, space_rules=_unfused_rules, cost="unfused", plan="pipeline",
-        launches=_unfused_launches, wide_indices=True, substeps=True),
+        launches=_unfused_launches, wide_indices=True, substeps=("sddmm", "spmm")),
 }

@@ -200,10 +200,6 @@ def compiled_log() -> list[CompileRecord]:
 
 # ---------------------------------------------------------------- which instantiations
 
-# Ops whose plans launch other ops' kernels: attention's unfused pipeline runs native SDDMM and SpMM.
-RUNS_KERNELS_OF = {"attention": ("sddmm", "spmm")}
-
-
 def schedule_kernels(schedule, dtype: str = "float", index: str = "int") -> tuple[KernelRef, ...]:
     """The instantiations a plan of `schedule` launches itself: every expression its family entry
     lists (`Family.kernels`: its name expression, or more for a schedule with a second kernel).
@@ -218,11 +214,12 @@ def module_sets(ops=None, dtype: str = "float", index: str = "int") -> dict[str,
     """kernel file -> every name expression of it that the plans of `ops` (None: every op) may
     launch in `dtype` (a dtype name or its C++ type): the kernels of the registry's schedules of
     the file (`schedule_kernels`; schedules whose vector is too wide for `dtype` never run in it)."""
-    from .schedule import known_ops, registry
+    from .schedule import family_of, known_ops, registry
 
     chosen = list(known_ops() if ops is None else ops)
-    for op in list(chosen):
-        chosen += [dep for dep in RUNS_KERNELS_OF.get(op, ()) if dep not in chosen]
+    for op in list(chosen):   # ops whose plans run other ops' schedules too (Family.substeps)
+        runs = dict.fromkeys(dep for s in registry(op) for dep in family_of(s.family).substeps)
+        chosen += [dep for dep in runs if dep not in chosen]
     sets: dict[str, set[str]] = {}
     for op in chosen:
         for s in registry(op):   # unknown op: AutosageError

@@ -61,9 +61,9 @@ class Family:
     # The same schedule's kernels for another score, which the plan chooses (the schedule does
     # not), built on first use: variant name -> (schedule, dtype, index) -> name expression.
     variants: Optional[Mapping[str, Callable[..., str]]] = None
-    # Its plan also runs native schedules of other ops, chosen at prepare (their kernels are part
-    # of its plan's).
-    substeps: bool = False
+    # The ops whose native schedules its plan also runs, chosen at prepare (their kernels are part
+    # of its plan's, and of its op's precompiled set): () for a plan of its own kernels only.
+    substeps: tuple[str, ...] = ()
 
     def kernels(self, schedule, dtype: str, index: str = "int") -> tuple[str, ...]:
         """The name expressions of every kernel a plan of `schedule` launches itself, in `dtype` (a

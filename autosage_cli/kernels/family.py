@@ -11,8 +11,8 @@ a `make(**knobs)` the space passes in: a Schedule constructor with the op and fa
 What the layers above need of a family they read from its entry, by name where the code lives
 above `kernels/`: `cost` names the cost model in scheduler/estimate.py's `COST_MODELS` table (the
 cost functions need the scheduler's roofline types, so they stay there, one table for every op),
-`plan` names the launch layout in the op's native plan module (backends/native_spmm.py's
-`LAYOUTS`, backends/native_attention.py's `PLANS`). A new family that walks its work like an
+`plan` names the launch layout in the op's native plan module (backends/native_spmm.py's and
+native_sddmm.py's `LAYOUTS`, backends/native_attention.py's `PLANS`). A new family that walks its work like an
 existing one names that model and layout and changes neither module. What else a plan needs to
 know (more kernels per schedule, 64-bit index instantiations, score variants, sub-steps run by
 other ops' schedules) is data here too, so no layer above branches on a family's name.
@@ -44,7 +44,7 @@ class Family:
     space_rules: Optional[Callable[..., Optional[str]]] = None
     # The cost model of its walk (a name in the scheduler's COST_MODELS of its op).
     cost: str = "rows"
-    # The launch layout of its native plan (a name in the op's plan module's LAYOUTS).
+    # The launch layout of its native plan (a name in the op's plan module's LAYOUTS or PLANS).
     plan: str = "rows"
     # A warp stages each edge's (column, value) ahead of use: the index load leaves the latency
     # chain of the edge walk (the cost model's `Walker.staged`).

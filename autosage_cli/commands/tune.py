@@ -16,6 +16,7 @@ from ..scheduler import phases, tune as tune_mod
 from ..scheduler.probe import DEFAULT_BUDGET_MS
 from ..scheduler.select import DEFAULT_GUARDRAIL
 from . import dry_run as dry_run_mod
+from .op_names import OpNames
 
 
 def stdout_console() -> Console:
@@ -85,7 +86,7 @@ def tuning_line(t: dict) -> str:
 @click.option("--dataset", help="a named dataset (datasets/, OGB, reddit, or a synthetic preset)")
 @click.option("--root", default="datasets", show_default=True, help="where named datasets live")
 @click.option("--width", "-k", "k", type=int, required=True, help="feature width K (d for attention)")
-@click.option("--op", default="spmm", show_default=True, help="spmm | sddmm | attention")
+@click.option("--op", type=OpNames(), default="spmm", show_default=True, help="the op to tune")
 @click.option("--heads", default=1, show_default=True, type=int, help="attention heads")
 @click.option("--dtype", type=click.Choice(op_specs.supported_dtypes()), default=dtypes.DEFAULT,
               show_default=True, help="element type of the dense operands")

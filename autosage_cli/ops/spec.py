@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Mapping
 
 from .. import dtypes
+from ..kernels.family import Family
 
 INDEX_BYTES = 4     # CSR indices (int32 below 2^31 nonzeros)
 
@@ -46,6 +47,13 @@ class OpSpec:
     # What one output sums (float32 sums, the verification bound's length): "features" (K products:
     # SDDMM's and attention's dots) and/or "edges" (a row's edges: SpMM, attention's softmax).
     accumulates: tuple[str, ...] = ("edges",)
+    # Its kernel families (name -> kernels.family.Family), for an op whose families are not one of
+    # the built-in tables of kernels/: the registry registers them (kernels.schedule.register_op)
+    # and their schedules are the op's space. None: the built-in table of kernels/ (spmm, sddmm,
+    # attention).
+    families: Mapping[str, Family] | None = None
+    # (width, heads) of the tiny warm-up tune that compiles the CuPy kernels a tune of this op runs.
+    warmup_shape: tuple[int, int] = (64, 1)
 
     def require_dtype(self, dtype: str) -> str:
         return dtypes.require(dtype, self.dtypes, self.name)

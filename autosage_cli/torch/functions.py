@@ -118,8 +118,15 @@ def _softmax_backward(g: Graph, probs, V, O, dO, need_v: bool, need_scores: bool
         d_V = torch.stack([_spmm_t(g, probs[:, h], _heads(dO, h)) for h in range(heads)], 1)
     if not need_scores:
         return d_V, None
-    d_scores = widened(torch.stack([kernels.sddmm(g, _heads(dO, h), _heads(V, h)) for h in range(heads)], 1))
-    row_dot = (widened(dO) * widened(O)).sum(-1)                  # (n_rows, H) = sum_e P_e dP_e
+    d_scores = torch.stack([kernels.sddmm(g, _heads(dO, h), _heads(V, h)) for h in range(heads)], 1)
+    if d_scores.dtype in kernels.TWO_BYTE:
+        # sum_e P_e dP_e from the rounded dP itself, so that dS sums to zero over each row as the
+        # exact gradient does (<dO_i, O_i> would leave the rounding of dP in every row sum: the
+        # additive score's a_dst gradient, a row sum of dS, lost a digit to it in bfloat16)
+        d_scores = widened(d_scores)
+        row_dot = probs.new_zeros((g.n_rows, heads)).index_add_(0, row, probs * d_scores)
+    else:
+        row_dot = (dO * O).sum(-1)                                # (n_rows, H) = sum_e P_e dP_e
     return d_V, d_scores.sub_(row_dot.index_select(0, row)).mul_(probs)
 
 

@@ -49,4 +49,6 @@ for step in ${STEPS:-tests first_run bench}; do
            tar czf "$OUT/results.tgz" "$RESULTS" ;;
   esac
 done
+# The device tool returns at most 8 files from $OUT: pack everything into one archive.
+(cd "$OUT" && tar czf /tmp/all.tgz --exclude='*.prof' . && rm -rf ./* && mv /tmp/all.tgz all.tgz)
 echo "done after $(( $(date +%s) - start )) s"

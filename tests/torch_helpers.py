@@ -69,7 +69,8 @@ def rel_err(a: torch.Tensor, ref: torch.Tensor) -> float:
     return float((a - ref).norm() / ref.norm().clamp_min(1e-300))
 
 
-def layer_errors(ours, theirs, x: torch.Tensor, edges: torch.Tensor, dtype: torch.dtype, seed: int = 1) -> dict:
+def layer_errors(ours, theirs, x: torch.Tensor, edges: torch.Tensor, dtype: torch.dtype, seed: int = 1,
+                 ours_graph=None) -> dict:
     """Run `ours` and `theirs` (PyG's layer of the same name, same weights) in `dtype`, and PyG's in
     float64 as the reference, on x and edges on x's device: {"ours": {...}, "pyg": {...}}, each the
     relative errors of the output ("out"), x's gradient ("x") and every parameter's gradient (by
@@ -82,7 +83,7 @@ def layer_errors(ours, theirs, x: torch.Tensor, edges: torch.Tensor, dtype: torc
     for label, layer, kind in (("ref", reference, torch.float64), ("ours", copy.deepcopy(ours).to(dtype), dtype),
                                ("pyg", copy.deepcopy(theirs).to(dtype), dtype)):
         xi = x.detach().to(kind).requires_grad_()
-        out = layer(xi, edges)
+        out = layer(xi, ours_graph if label == "ours" and ours_graph is not None else edges)
         if upstream is None:
             gen = torch.Generator().manual_seed(seed)
             upstream = torch.randn(out.shape, generator=gen, dtype=torch.float64).to(out.device)

@@ -46,6 +46,9 @@ class OpSpec:
     # What one output sums (float32 sums, the verification bound's length): "features" (K products:
     # SDDMM's and attention's dots) and/or "edges" (a row's edges: SpMM, attention's softmax).
     accumulates: tuple[str, ...] = ("edges",)
+    # (dgraph, inputs, scale, dtype) -> the float64 reference on the device, or None when it does
+    # not fit there (backends/reference_device.py); None here: the host reference only
+    device_reference: Callable | None = None
 
     def require_dtype(self, dtype: str) -> str:
         return dtypes.require(dtype, self.dtypes, self.name)

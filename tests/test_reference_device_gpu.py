@@ -33,9 +33,12 @@ def _host(op, dgraph, inputs, scale, dtype):
                                                ("attention", 16, 4, None), ("attention", 64, 1, 0.3)])
 def test_the_device_reference_is_the_host_reference(dgraph, dtype, op, k, heads, scale):
     inputs = ops.make_inputs(op, dgraph, k, heads, seed=3, dtype=dtype)
-    got = GpuMeasurer().reference(op, dgraph, inputs, scale, dtype)
-    assert type(got).__module__.startswith("cupy") and str(got.dtype) == "float64"
-    np.testing.assert_allclose(got.get(), _host(op, dgraph, inputs, scale, dtype), rtol=1e-11, atol=1e-11)
+    got = ops.device_reference(op, dgraph, inputs, scale, dtype)   # None would be the host fallback
+    assert got is not None and type(got).__module__.startswith("cupy") and str(got.dtype) == "float64"
+    host = _host(op, dgraph, inputs, scale, dtype)
+    np.testing.assert_allclose(got.get(), host, rtol=1e-11, atol=1e-11)
+    np.testing.assert_allclose(GpuMeasurer().reference(op, dgraph, inputs, scale, dtype).get(), host,
+                               rtol=1e-11, atol=1e-11)
 
 
 def test_the_host_reference_when_the_device_cannot_hold_it(dgraph, monkeypatch):

@@ -14,8 +14,9 @@ Inputs are read as stored (bfloat16 as its bit patterns, exactly widened) and A'
 to the type as the plans read them (value_arrays.graph_values), as the host reference does. Sums
 are float64 atomics in no fixed order: their rounding (~1e-16) is far below any bound.
 
-`reference(op_kind, dgraph, inputs, scale, dtype)` returns None when the work would not fit in
-the free device memory; the caller then computes the host reference. The functions take an array
+`reference(compute, dgraph, inputs, scale, dtype, ...)` returns None when the work would not fit
+in the free device memory (or fails short of a CUDA fault); the caller then computes the host
+reference (tests/test_reference_device_gpu.py checks that the device path itself is taken). The functions take an array
 module `xp` (CuPy, or NumPy for the CPU tests of the same arithmetic).
 """
 from __future__ import annotations
@@ -135,6 +136,12 @@ def reference(compute, dgraph, inputs, scale, dtype: str, out_elements: int, per
         return None
     try:
         return compute(dgraph, inputs, scale, dtype, cupy)
-    except cupy.cuda.memory.OutOfMemoryError:
+    except Exception as exc:
+        # Out of memory, or a CuPy build without one of the float64 scatters: the host reference
+        # gives the same numbers, only slower. A CUDA fault is not hidden: it is re-raised.
+        from ..errors import is_sticky_cuda_fault
+
+        if is_sticky_cuda_fault(exc):
+            raise
         cupy.get_default_memory_pool().free_all_blocks()
         return None

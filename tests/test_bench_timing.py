@@ -90,3 +90,25 @@ def test_a_slow_vendor_composition_costs_seconds_not_minutes():
     assert tk.spent_ms("pyg") <= 900.0 * 5
     total = sum(tk.spent_ms(b) for b in (*vendor_ms, "pyg"))
     assert total < 15_000.0, total
+
+
+@pytest.mark.gpu
+def test_attention_in_bfloat16_is_benchmarked_against_vendors_and_pyg_in_the_type(tmp_path):
+    from autosage_cli.bench import report
+    from cli_helpers import run_cli
+    from test_scheduler_gpu import DATASETS
+
+    out = tmp_path / "bench"
+    r = run_cli("bench", "--dataset", "cora", "--root", str(DATASETS), "--ops", "attention", "--widths", "64",
+                "--heads", "1", "--dtypes", "bfloat16", "--out", str(out), "--cache", str(tmp_path / "c.json"))
+    assert r.exit_code == 0, r.stderr
+    rows = report.read_rows(out / "results.csv")
+    assert rows and all(row.dtype == "bfloat16" for row in rows)
+    vendors = [row for row in rows if row.backend.startswith("vendor-unfused")]
+    assert len(vendors) == 4 and all(v.status == "ok" and v.repeats >= 1 for v in vendors)
+    assert all(v.repeats == 1 or not v.reason for v in vendors)
+    [ours] = [row for row in rows if row.backend == "autosage"]
+    assert ours.status == "ok" and ours.best_vendor.startswith("vendor-unfused")
+    pyg = [row for row in rows if row.backend == "pyg"]
+    if pyg and pyg[0].status != "skipped":
+        assert pyg[0].status == "ok", pyg[0].error    # run in bfloat16, verified before it is timed

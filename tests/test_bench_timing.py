@@ -105,7 +105,9 @@ def test_attention_in_bfloat16_is_benchmarked_against_vendors_and_pyg_in_the_typ
     rows = report.read_rows(out / "results.csv")
     assert rows and all(row.dtype == "bfloat16" for row in rows)
     vendors = [row for row in rows if row.backend.startswith("vendor-unfused")]
-    assert len(vendors) == 4 and all(v.status == "ok" and v.repeats >= 1 for v in vendors)
+    assert len(vendors) == 4 and any(v.status == "ok" for v in vendors)
+    # a cuSPARSE algorithm may refuse bfloat16 (failed, with its status); the others are timed
+    assert all(v.status == "ok" and v.repeats >= 1 for v in vendors if not v.error.startswith("prepare"))
     assert all(v.repeats == 1 or not v.reason for v in vendors)
     [ours] = [row for row in rows if row.backend == "autosage"]
     assert ours.status == "ok" and ours.best_vendor.startswith("vendor-unfused")

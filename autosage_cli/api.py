@@ -181,6 +181,8 @@ def to_cupy(name: str, x, dtype: str | None = None):
     if not arr.flags.c_contiguous:
         raise AutosageError(f"{name}: expected a C-contiguous (row-major) array; "
                             f"make it contiguous first (cupy.ascontiguousarray / .contiguous())")
+    if dtype == "bfloat16" and arr.dtype != cupy.uint16:   # a CuPy build with a bfloat16 dtype
+        arr = arr.view(cupy.uint16)
     return arr
 
 

@@ -86,9 +86,9 @@ class CaseRunner:
             return None, Measured(backend, schedule, "failed", error=f"prepare: {one_line(exc, 300)}")
 
     def measure(self, plan, backend: str | None = None, verify: bool = True,
-                repeat: int | None = None, budget_ms: float = PLAN_BUDGET_MS) -> Measured:
+                repeat: int | None = None) -> Measured:
         """Verify against the reference, then time (only if it verified): one launch right after
-        the verification run (its warm-up), then the run's repeats within `budget_ms`
+        the verification run (its warm-up), then the run's repeats within PLAN_BUDGET_MS
         (`timing_batch`); `repeat`=1 keeps the one launch (the exhaustive screen). Without
         `verify` the output is kept in `out` (the vendors', for the reference rule)."""
         name = backend or str(getattr(plan, "backend", ""))
@@ -109,7 +109,7 @@ class CaseRunner:
             self._time(m, plan, out, 1, 0)
             if repeat != 1:
                 self._time(m, plan, out, *timing_batch(m.ms[0], repeat or self.opts.repeat,
-                                                       self.opts.warmup, budget_ms))
+                                                       self.opts.warmup, PLAN_BUDGET_MS))
             m.out = out if not verify else None
         except Exception as exc:
             m.status, m.error = "failed", f"run: {one_line(exc, 300)}"
@@ -174,10 +174,12 @@ class CaseRunner:
     def _time_vendors(self, screened: list[Measured], plans: dict) -> None:
         """The fastest verified vendor after its screening launch gets the run's repeats within
         PLAN_BUDGET_MS, those within VENDOR_SCREEN_RATIO of it within OTHER_VENDOR_BUDGET_MS; the
-        rest keep their one launch, with the reason. Each plan is freed once timed."""
+        rest keep their one launch, with the reason. Each plan is freed once timed; the one whose
+        output became the reference is timed into an output of its own."""
         fastest = best_vendor(screened, lambda m: m.ms[0])
         for m in screened:
-            plan, out = plans.pop(m.backend), m.out
+            plan = plans.pop(m.backend)
+            out = plan.alloc_out() if m.out is self.reference else m.out
             ratio = m.ms[0] / fastest.ms[0] if fastest.ms[0] > 0 else 1.0
             if ratio > VENDOR_SCREEN_RATIO:
                 m.reason = f"screened: one launch, {ratio:.2f}x the fastest vendor"

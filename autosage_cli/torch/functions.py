@@ -32,12 +32,12 @@ own input, since its structure differs):
 Every op works under torch.no_grad() and torch.inference_mode(), and is hidden from torch.compile
 (torch.compiler.disable): a compiled model breaks its graph cleanly around each call.
 
-Value types: float32, float16 and bfloat16 (every operand of one op in one type; the additive
-score's a_dst and a_src may also be float32 with a 2-byte V, as autocast leaves them). Outputs and gradients are in
-the inputs' type; the kernels sum in float32, and backward keeps its per-edge softmax arithmetic
-(scores, P, dP, dS) in float32, rounding P and dS to the type only as the SpMM's edge values, as
-the forward kernels do. Under torch.autocast the layers' linear maps produce the half type and the
-ops run in it; the ops themselves never cast their operands.
+Value types: float32, float16 and bfloat16, every operand of one op in one type (the additive
+score's a_dst and a_src may also be float32 next to a 2-byte V, as autocast leaves them). Outputs
+and gradients are in the inputs' type; the kernels sum in float32, and backward keeps its per-edge
+softmax arithmetic (scores, P, dP, dS) in float32, rounding P and dS to the type only as the SpMM's
+edge values, as the forward kernels do. Under torch.autocast the layers' linear maps produce the
+half type and the ops run in it; the ops themselves never cast their operands.
 
 Edge order: `edge_weight` inputs and `sddmm` outputs follow the order in which the graph's edges
 were given (edge_index columns, a CSR's stored order); Graph.to_canonical / to_user map them.

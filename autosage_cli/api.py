@@ -23,7 +23,8 @@ The result is in the inputs' type; a bfloat16 result is a uint16 CuPy array of b
 e.g. "cusparse-alg2"), or None: look the input up in the decision cache and tune on a miss
 (`scheduler.tune.lookup_or_tune`; `cache` is a path or a `cache.DecisionCache`, None the default
 file; `tune=False` never probes: a cached decision or else the default vendor entry,
-cusparse-default / cusparse-sddmm / vendor-unfused-default). The result is a new CuPy array.
+cusparse-default / cusparse-sddmm / vendor-unfused-default, or the first other vendor entry
+that runs the dtype when it refuses it). The result is a new CuPy array.
 
 Device graphs and prepared plans are memoized in a small LRU keyed by (fingerprint, op, K, heads,
 schedule, scale), so repeated calls do not prepare again; `clear_memo()` frees them.
@@ -35,7 +36,7 @@ import threading
 from collections import OrderedDict
 
 from . import dtypes, ops as op_specs
-from .errors import AutosageError
+from .errors import AutosageError, one_line
 from .graphs.csr import CSRGraph, canonical_csr
 
 _GRAPH_SLOTS = 2
@@ -260,7 +261,24 @@ def _prepare_tuned(graph: CSRGraph, dgraph, op: str, k: int, heads: int, scale, 
     entry = store.find(cache_mod.make_key(graph, op, k, dtype, heads)).entry
     if entry is not None:
         return tuner.plan_for(dgraph, entry["decision"], k, heads, scale, dtype=dtype)
-    return op_specs.prepare_vendor(dgraph, op_specs.untuned_vendor(op), k, heads, scale, dtype)
+    return _untuned_vendor_plan(dgraph, op, k, heads, scale, dtype)
+
+
+def _untuned_vendor_plan(dgraph, op: str, k: int, heads: int, scale, dtype: str):
+    """The op's default vendor entry, else the first other one that runs `dtype` (cusparseSDDMM,
+    the SDDMM default, refuses bfloat16). Running out of memory or a CUDA fault is not a refusal."""
+    from .errors import OutOfMemory, is_sticky_cuda_fault, resource_error
+
+    first = op_specs.untuned_vendor(op)
+    refusals = []
+    for name in [first] + [n for n in op_specs.vendor_names(op) if n != first]:
+        try:
+            return op_specs.prepare_vendor(dgraph, name, k, heads, scale, dtype)
+        except Exception as exc:
+            if isinstance(resource_error(exc), OutOfMemory) or is_sticky_cuda_fault(exc):
+                raise
+            refusals.append(f"{name}: {one_line(exc, 200)}")
+    raise AutosageError(f"no vendor {op} runs {dtype} here and tuning is off ({'; '.join(refusals)})")
 
 
 def prepare_plan(graph: CSRGraph, dgraph, op: str, k: int, heads: int = 1, *, schedule=None,

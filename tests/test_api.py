@@ -208,3 +208,39 @@ def test_element_types_of_torch_and_ml_dtypes_inputs():
     with pytest.raises(AutosageError, match="expected a CUDA array, got a host torch.Tensor"):
         api.spmm(canonical_csr(sp.eye(4, format="csr")),
                  torch.ones(4, 8, dtype=torch.bfloat16, requires_grad=True))
+
+
+def test_untuned_calls_fall_back_to_a_vendor_that_runs_the_type(monkeypatch):
+    """tune=False and nothing cached: the default vendor entry, else the first other one that takes
+    the dtype (cusparseSDDMM refuses bfloat16); running out of memory is not a refusal."""
+    from autosage_cli import ops
+
+    names = ["v-second", "v-default", "v-third"]
+    monkeypatch.setattr(ops, "vendor_names", lambda op: list(names))
+    monkeypatch.setattr(ops, "untuned_vendor", lambda op: "v-default")
+    prepared = []
+
+    def prepare(dgraph, name, k, heads, scale, dtype):
+        prepared.append(name)
+        if name == "v-default":
+            raise ValueError("cuSPARSE status CUSPARSE_STATUS_NOT_SUPPORTED for bfloat16")
+        return f"plan {name}"
+
+    monkeypatch.setattr(ops, "prepare_vendor", prepare)
+    assert api._untuned_vendor_plan(None, "sddmm", 8, 1, None, "bfloat16") == "plan v-second"
+    assert prepared == ["v-default", "v-second"]
+
+    def refuse_all(dgraph, name, k, heads, scale, dtype):
+        raise ValueError(f"{name} refuses {dtype}")
+
+    monkeypatch.setattr(ops, "prepare_vendor", refuse_all)
+    with pytest.raises(AutosageError, match=r"no vendor sddmm runs bfloat16 here and tuning is off "
+                                            r"\(v-default: ValueError: v-default refuses bfloat16; v-second"):
+        api._untuned_vendor_plan(None, "sddmm", 8, 1, None, "bfloat16")
+
+    def out_of_memory(dgraph, name, k, heads, scale, dtype):
+        raise MemoryError("no room")
+
+    monkeypatch.setattr(ops, "prepare_vendor", out_of_memory)
+    with pytest.raises(MemoryError):
+        api._untuned_vendor_plan(None, "spmm", 8, 1, None, "float16")

@@ -61,7 +61,8 @@ def _edge_values(dgraph, dtype: str, xp):
 def _edges(dgraph, xp):
     """(row, column) of every edge, int64."""
     nnz = int(dgraph.nnz)
-    rows = xp.searchsorted(xp.asarray(dgraph.indptr), xp.arange(nnz), side="right") - 1
+    indptr = xp.asarray(dgraph.indptr).astype(xp.int64)
+    rows = xp.searchsorted(indptr, xp.arange(nnz, dtype=xp.int64), side="right") - 1
     return rows.astype(xp.int64), xp.asarray(dgraph.indices).astype(xp.int64)
 
 

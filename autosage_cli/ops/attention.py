@@ -29,7 +29,7 @@ def _device_reference(dgraph, inputs, scale=None, dtype: str = dtypes.DEFAULT):
     from ..backends import reference_device as device   # CuPy, imported when a reference is made
     return device.reference(device.attention, dgraph, inputs, scale, dtype,
                             out_elements=math.prod(inputs[0].shape),
-                            per_edge=int(inputs[0].shape[1]) + 1)
+                            per_edge=2 * int(inputs[0].shape[1]) + 1)   # scores, a gathered row term
 
 
 SPEC = OpSpec(

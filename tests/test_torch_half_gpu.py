@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
 
 torch = pytest.importorskip("torch", reason="torch is not installed: the autosage_cli.torch tests need it")
 
@@ -15,10 +14,10 @@ import autosage_cli.torch as at  # noqa: E402
 from autosage_cli import api, dtypes  # noqa: E402
 from autosage_cli.backends.timing import rel_error  # noqa: E402
 from autosage_cli.errors import AutosageError  # noqa: E402
-from autosage_cli.graphs.csr import canonical_csr  # noqa: E402
 from autosage_cli.ops import case_tolerance, reference  # noqa: E402
 from test_torch_half import LAYERS, LAYER_ROUNDINGS, PYG_FACTOR  # noqa: E402
 from torch_helpers import layer_errors, random_edge_index, rel_err  # noqa: E402
+from test_api_gpu import graph  # noqa: E402,F401  (the fixture: a long row, empty rows)
 
 pytestmark = pytest.mark.gpu
 N = 700
@@ -31,14 +30,6 @@ SLACK = dtypes.VENDOR_SLACK_2BYTE
 def _cuda():
     if not torch.cuda.is_available():
         pytest.skip("torch sees no CUDA device (CPU-only torch build?)")
-
-
-@pytest.fixture(scope="module")
-def csr():
-    m = sp.random(300, 260, density=0.05, random_state=3, format="lil")
-    m[7, :] = np.linspace(0.5, 1.5, 260)   # one long row
-    m[::9, :] = 0                           # empty rows
-    return canonical_csr(m.tocsr())
 
 
 def _u(name: str) -> float:
@@ -67,41 +58,42 @@ def _host_bits(t: torch.Tensor, name: str):
     ("sddmm", lambda g: [(g.n_rows, 24), (g.n_cols, 24)]),
     ("attention", lambda g: [(g.n_rows, 2, 32), (g.n_cols, 2, 32), (g.n_cols, 2, 32)]),
 ])
-def test_api_takes_torch_half_tensors(csr, tmp_path, name, op, shapes):
-    inputs = _torch_inputs(shapes(csr), HALF[name])
+def test_api_takes_torch_half_tensors(graph, tmp_path, name, op, shapes):
+    inputs = _torch_inputs(shapes(graph), HALF[name])
     if name == "bfloat16":   # read through its data pointer: a tensor that requires grad is fine
         inputs[0].requires_grad_()
-    out = getattr(api, op)(csr, *inputs, cache=str(tmp_path / "d.json"))
+    out = getattr(api, op)(graph, *inputs, cache=str(tmp_path / "d.json"))
     assert str(out.dtype) == dtypes.storage_dtype(name)
-    ref = reference(op, csr, [_host_bits(x, name) for x in inputs], dtype=name)
+    ref = reference(op, graph, [_host_bits(x, name) for x in inputs], dtype=name)
     k = inputs[0].shape[-1]
-    assert rel_error(out, ref) <= _bound(op, csr, k, name)
+    assert rel_error(out, ref) <= _bound(op, graph, k, name)
 
 
 @pytest.mark.parametrize("name", list(HALF))
-def test_api_takes_cupy_half_arrays(csr, tmp_path, name):
+def test_api_takes_cupy_half_arrays(graph, tmp_path, name):
     import cupy
 
-    B = _torch_inputs([(csr.n_cols, 16)], HALF[name])[0]
+    B = _torch_inputs([(graph.n_cols, 16)], HALF[name])[0]
     bits = _host_bits(B, name)
     arr = cupy.asarray(bits)
     declared = "bfloat16" if name == "bfloat16" else None
-    out = api.spmm(csr, arr, cache=str(tmp_path / "d.json"), dtype=declared)
-    assert rel_error(out, reference("spmm", csr, [bits], dtype=name)) <= _bound("spmm", csr, 16, name)
+    out = api.spmm(graph, arr, cache=str(tmp_path / "d.json"), dtype=declared)
+    assert rel_error(out, reference("spmm", graph, [bits], dtype=name)) <= _bound("spmm", graph, 16, name)
     if name == "bfloat16":
         with pytest.raises(AutosageError, match='only with dtype="bfloat16"'):
-            api.spmm(csr, arr, cache=str(tmp_path / "d.json"))
+            api.spmm(graph, arr, cache=str(tmp_path / "d.json"))
     # the bfloat16 result re-read by torch without a copy
     as_torch = torch.from_dlpack(out)
     if name == "bfloat16":
         as_torch = as_torch.view(torch.bfloat16)
-    assert as_torch.dtype == HALF[name] and as_torch.shape == (csr.n_rows, 16)
+    assert as_torch.dtype == HALF[name] and as_torch.shape == (graph.n_rows, 16)
 
 
-def test_api_refuses_mixed_half_types(csr):
-    Q, K, V = _torch_inputs([(csr.n_rows, 1, 8), (csr.n_cols, 1, 8), (csr.n_cols, 1, 8)], torch.bfloat16)
+def test_api_refuses_mixed_half_types(graph):
+    shapes = [(graph.n_rows, 1, 8), (graph.n_cols, 1, 8), (graph.n_cols, 1, 8)]
+    Q, K, V = _torch_inputs(shapes, torch.bfloat16)
     with pytest.raises(AutosageError, match="K: dtype float16 differs from Q's bfloat16"):
-        api.attention(csr, Q, K.half(), V)
+        api.attention(graph, Q, K.half(), V)
 
 
 # ------------------------------------------------------------------------------------ torch ops

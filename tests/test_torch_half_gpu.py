@@ -163,3 +163,26 @@ def test_layers_train_under_cuda_autocast(tmp_path, layer, args, kwargs):
     assert bool(torch.isfinite(xg.grad).all())
     assert all(p.grad is not None and p.grad.dtype == torch.float32 for p in model.parameters())
     assert rel_err(got, expected) <= 4 * _u("bfloat16")
+
+
+def _additive_schedules(d: int, heads: int, name: str) -> list[str]:
+    """The first fused and the first fused_split schedule that run (d, heads) in the type."""
+    from autosage_cli.kernels.schedule import registry
+
+    chosen = {}
+    for s in registry("attention"):
+        if s.family in ("fused", "fused_split") and s.supports(d, heads, name) is None:
+            chosen.setdefault(s.family, s.name)
+    return list(chosen.values())
+
+
+@pytest.mark.parametrize("name", list(HALF))
+def test_additive_attention_on_both_fused_families_in_the_type(tmp_path, name):
+    edges = random_edge_index(N, seed=13, duplicates=False, hub_degree=N - 10)   # hubs: split rows
+    for schedule in _additive_schedules(16, 4, name):
+        options = {"cache": str(tmp_path / "d.json"), "schedules": {"attention-additive": schedule}}
+        (out, grads), (ref, ref_grads) = _op_pair(at.additive_attention, edges,
+                                                  [(N, 4), (N, 4), (N, 4, 16)], HALF[name], options)
+        assert out.dtype == HALF[name] and rel_err(out, ref) <= 4 * _u(name), schedule
+        for g, r in zip(grads, ref_grads):
+            assert rel_err(g, r) <= 8 * _u(name), schedule

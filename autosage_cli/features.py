@@ -13,7 +13,10 @@ On the 2-core CI machine, 115M nonzeros: reddit-like (directed, rejected by the 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
+from functools import lru_cache
+from pathlib import Path
 
+import hashlib
 import math
 
 import numpy as np
@@ -202,6 +205,13 @@ def _std(values: np.ndarray, mean: float, chunk: int = 1 << 22) -> float:
         part = values[lo:lo + chunk] - mean
         total += float(np.dot(part, part))
     return math.sqrt(total / values.shape[0])
+
+
+@lru_cache(maxsize=1)
+def code_version() -> str:
+    """A hash of this module's source: features remembered across processes (the graph memo) are
+    reused only when computed by the same code."""
+    return hashlib.blake2b(Path(__file__).read_bytes(), digest_size=8).hexdigest()
 
 
 def compute_features(graph: CSRGraph, *, symmetry: bool = True,

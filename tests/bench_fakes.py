@@ -11,6 +11,12 @@ import scipy.sparse as sp
 from autosage_cli.backends.timing import TimingStats, rel_error
 from autosage_cli.graphs.csr import canonical_csr
 
+# A probe's split of its time, as a real tune's timings carry it (scheduler/phases.py).
+PROBE_SPLIT = {"probe_gpu_ms": 480.0, "probe_upload_ms": 90.0, "probe_inputs_ms": 6.0,
+               "probe_reference_ms": 2.0, "probe_vendor_prepare_ms": 45.0, "probe_vendor_timing_ms": 160.0,
+               "probe_native_prepare_ms": 30.0, "probe_native_timing_ms": 330.0, "probe_verify_ms": 60.0,
+               "probe_imports_ms": 0.0, "probe_other_ms": 11.0}
+
 
 def small_graph(n: int = 50, density: float = 0.1, seed: int = 0):
     m = sp.random(n, n, density=density, random_state=seed, format="csr", dtype=np.float32)
@@ -133,7 +139,7 @@ class FakeToolkit:
         hit = cache is not None and (self.cache_hit or (op, k, heads) in self.cached)
         if cache is not None:
             self.cached.add((op, k, heads))
-        timings = {"graph_features_ms": 7.0, **({} if hit else {"compile_ms": 40.0})}
+        timings = {"graph_features_ms": 7.0, **({} if hit else {"compile_ms": 40.0, **PROBE_SPLIT})}
         return FakeTuneResult(FakeDecision(backend, choice), cache_hit=hit, timings=timings)
 
     def plan_for(self, dgraph, decision, k, heads, dtype="float32"):
@@ -149,6 +155,9 @@ class FakeToolkit:
         out.fill(np.nan)
         plan.run(inputs, out)
         return out
+
+    def run_timed(self, plan, inputs):
+        return self.run(plan, inputs), getattr(plan, "ms", 1.0)
 
     def rel_error(self, out, ref):
         return rel_error(out, ref)

@@ -139,3 +139,20 @@ class FakeMeasurer:
         reps = repeat if max_ms is None else max(3, min(repeat, int(max_ms / plan.ms)))
         return SimpleNamespace(median_ms=plan.ms, p20_ms=plan.ms * 0.95, p80_ms=plan.ms * 1.05,
                                repeats=reps)
+
+
+def patch_tune_command(monkeypatch, make_measure, graph=None):
+    """`autosage tune` on CPU: a GPU is "there", `graph` (small_graph()) is what any --dataset loads,
+    and every tune measures with `make_measure()` on the fake device."""
+    from autosage_cli import capability
+    from autosage_cli.backends import memory
+    from autosage_cli.commands import tune as tune_cmd
+    from autosage_cli.scheduler import tune as tune_mod
+
+    graph = graph if graph is not None else small_graph()
+    monkeypatch.setattr(capability, "require_gpu", lambda what="", hint="": None)
+    monkeypatch.setattr(memory, "device_free_bytes", lambda: 80 << 30)
+    monkeypatch.setattr(tune_cmd, "load_input_graph", lambda path, dataset, root: graph)
+    real = tune_mod.tune
+    monkeypatch.setattr(tune_mod, "tune", lambda g, op, k, heads=1, **kw: real(
+        g, op, k, heads, measure=make_measure(), device_info=DEVICE, software_info=SOFTWARE, **kw))

@@ -304,3 +304,26 @@ def test_prepare_additive_refuses_what_it_cannot_run():
         prepare_additive(None, fused, 63, 1)
     with pytest.raises(ValueError, match="negative_slope must be finite"):
         prepare_additive(None, fused, 64, 1, float("inf"))
+
+
+def test_every_attention_family_names_a_plan_layout_and_its_variants_too():
+    from autosage_cli.backends import native_attention
+    from autosage_cli.kernels.attention_families import FAMILIES
+    from autosage_cli.scheduler.additive import ADDITIVE_FAMILIES
+
+    assert {f.plan for f in FAMILIES.values()} == set(native_attention.PLANS)
+    assert ADDITIVE_FAMILIES == ("fused", "fused_split")
+    assert {FAMILIES[name].plan for name in ADDITIVE_FAMILIES} == set(native_attention.ADDITIVE_PLANS)
+    assert [name for name, f in FAMILIES.items() if f.substeps] == ["unfused"]
+    assert all(f.wide_indices for f in FAMILIES.values())
+
+
+def test_prepare_refuses_a_schedule_of_another_op_before_touching_the_graph():
+    from autosage_cli.backends.native_attention import prepare
+
+    spmm = schedule_mod.candidates("spmm", 64)[0]
+    with pytest.raises(ValueError, match="is not an attention schedule"):
+        prepare(None, spmm, 64, 1)
+    fused = next(s for s in FUSED if s.supports(64, 1) is None)
+    with pytest.raises(ValueError, match="cannot run d=63"):
+        prepare(None, fused, 63, 1)

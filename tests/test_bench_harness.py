@@ -265,3 +265,17 @@ def test_without_exhaustive_rows_there_is_no_exhaustive_case():
 
     rows, _ = run(FakeToolkit())
     assert exhaustive_cases(rows) == []
+
+
+def test_the_probe_split_of_tune_ms_is_a_column_each():
+    from autosage_cli.bench.rows import PROBE_COLUMNS
+    from autosage_cli.scheduler import phases
+    from bench_fakes import PROBE_SPLIT
+
+    # one column per timing the tune reports about its probe, no more
+    assert set(PROBE_COLUMNS) == {"probe_gpu_ms"} | {phases.timing_key(p) for p in (*phases.PHASES, "other")}
+    rows, _ = run(FakeToolkit(), cache="c.json")
+    probe = by_backend(rows, "probe")["autosage"]
+    assert {c: getattr(probe, c) for c in PROBE_COLUMNS} == PROBE_SPLIT
+    hit = by_backend(run(FakeToolkit(cache_hit=True), cache="c.json")[0], "cache")["autosage"]
+    assert all(math.isnan(getattr(hit, c)) for c in PROBE_COLUMNS)   # a cache hit runs no probe

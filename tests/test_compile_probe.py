@@ -12,7 +12,7 @@ from autosage_cli.scheduler import probe as probe_mod
 from autosage_cli.scheduler import tune as tune_mod
 
 from cli_helpers import run_cli
-from scheduler_fakes import DEVICE, SOFTWARE, FakeMeasurer, features_of, small_graph
+from scheduler_fakes import DEVICE, SOFTWARE, FakeMeasurer, features_of, patch_tune_command, small_graph
 
 
 class CompilingMeasurer(FakeMeasurer):
@@ -103,19 +103,7 @@ def test_a_compile_step_that_raises_leaves_each_candidate_to_its_prepare():
 
 @pytest.fixture
 def compiling_cli(monkeypatch):
-    from autosage_cli import capability
-    from autosage_cli.commands import tune as tune_cmd
-    graph = small_graph()
-    from autosage_cli.backends import memory
-    monkeypatch.setattr(capability, "require_gpu", lambda what="", hint="": None)
-    monkeypatch.setattr(memory, "device_free_bytes", lambda: 80 << 30)
-    monkeypatch.setattr(tune_cmd, "load_input_graph", lambda path, dataset, root: graph)
-    real = tune_mod.tune
-
-    def fake_tune(g, op, k, heads=1, **kw):
-        return real(g, op, k, heads, measure=CompilingMeasurer(compile_ms=123.0), device_info=DEVICE,
-                    software_info=SOFTWARE, **kw)
-    monkeypatch.setattr(tune_mod, "tune", fake_tune)
+    patch_tune_command(monkeypatch, lambda: CompilingMeasurer(compile_ms=123.0))
 
 
 def test_json_and_table_show_compile_apart(tmp_path, compiling_cli):

@@ -61,3 +61,21 @@ def test_a_damaged_or_foreign_memo_is_empty(tmp_path, graph_file, content):
     assert memo.recall(str(graph_file), None) is None
     memo.remember(str(graph_file), None, load_graph(path=str(graph_file)))   # and is replaced
     assert memo.recall(str(graph_file), None) is not None
+
+
+def test_features_are_kept_with_their_code_version_while_the_graph_is_unchanged(tmp_path, graph_file):
+    memo = GraphMemo(tmp_path / "graphs.json")
+    g = load_graph(path=str(graph_file))
+    memo.remember(str(graph_file), None, g)
+    assert memo.features(str(graph_file), None, g.fingerprint, "v1") is None      # none yet
+    memo.remember(str(graph_file), None, g, features=("v1", {"nnz": 3, "locality": 0.4}))
+    assert memo.features(str(graph_file), None, g.fingerprint, "v1") == {"nnz": 3, "locality": 0.4}
+    assert memo.features(str(graph_file), None, g.fingerprint, "v2") is None      # other code
+    assert memo.features(str(graph_file), None, "another graph", "v1") is None
+    memo.remember(str(graph_file), None, g)                 # a later load keeps them
+    assert memo.features(str(graph_file), None, g.fingerprint, "v1") == {"nnz": 3, "locality": 0.4}
+    graph_file.write_text(MTX.replace("3.0", "4.0"))
+    os.utime(graph_file, ns=(1, 1))
+    changed = load_graph(path=str(graph_file))
+    memo.remember(str(graph_file), None, changed)           # the new file's entry has none
+    assert memo.features(str(graph_file), None, changed.fingerprint, "v1") is None

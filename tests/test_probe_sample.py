@@ -238,7 +238,8 @@ def test_the_screen_keeps_plans_within_its_ratio_of_their_group():
     # natives 1.0, 1.25, 1.35, 2.0 ms; vendors 3.0 and 3.8 (1.27x: kept) -- each group on its own.
     m = FakeMeasurer(vendor_ms={"cusparse-alg1": 3.0, "cusparse-alg2": 3.8},
                      native_ms=dict(zip(names, (1.0, 1.25, 1.35, 2.0))))
-    result = run_probe(m, cands, budget_ms=1.0)
+    # the budget: the screen (2 launches each) and the survivors' batches (3 each) exactly
+    result = run_probe(m, cands, budget_ms=2 * (1.0 + 1.25 + 1.35 + 2.0 + 3.0 + 3.8) + 3 * (1.0 + 1.25 + 3.0 + 3.8))
     repeats = {r.name: r.repeats for r in result.natives + result.vendors}
     assert [repeats[n] for n in names] == [probe.MIN_REPEATS, probe.MIN_REPEATS, 1, 1]
     assert repeats["cusparse-alg1"] == repeats["cusparse-alg2"] == probe.MIN_REPEATS
@@ -256,21 +257,43 @@ def test_no_candidate_is_dropped_for_budget_and_the_overrun_is_reported():
     messages = []
     result = run_probe(m, cands, budget_ms=400.0, progress=messages.append)
     assert [r.status for r in result.natives + result.vendors] == ["ok"] * 10
-    assert all(r.repeats >= probe.MIN_REPEATS for r in result.natives + result.vendors)
-    # the minimum: (verify + warm-up + 1 screening repeat) + (warm-up + 2 repeats) for the
-    # surviving natives (all of them, equal times), and the same without the screen's warm-up for
-    # the vendors (their verification run warms them up): 5 x 4 x ~50 + 6 x 6 x 4.5 ms ~ 1.2 s
-    assert result.floor_ms == pytest.approx(5 * sum(vendors.values()) + 6 * 6 * 4.5)
-    assert result.overrun_ms == pytest.approx(result.spent_ms - 400.0) and result.overrun_ms > 700
+    # every plan is verified and timed once whatever the budget; the survivors' further timings
+    # are planned from that launch: the budget is spent by the vendors' screen, so only the
+    # fastest native and the fastest vendor (the guardrail's two sides) are timed MIN_REPEATS times
+    by = {r.name: r for r in result.natives + result.vendors}
+    assert by[cands[0][0].name].repeats == by["vendor-unfused-default"].repeats == probe.MIN_REPEATS
+    others = [r for r in by.values() if r.name not in (cands[0][0].name, "vendor-unfused-default")]
+    assert all(r.repeats == 1 and r.ms is not None for r in others)
+    assert all("would not fit the 400 ms budget" in r.reason for r in others)
+    # the minimum: verify + 1 screening launch (the verification run its warm-up) for every plan,
+    # warm-up + 2 repeats for the two kept
+    assert result.floor_ms == pytest.approx(2 * sum(vendors.values()) + 2 * 6 * 4.5 + 3 * 50.5 + 3 * 4.5)
+    assert result.overrun_ms == pytest.approx(result.spent_ms - 400.0) and result.overrun_ms > 100
     assert any("over its 400 ms budget" in msg for msg in messages)
     from autosage_cli.scheduler.select import decide
     assert decide(result.natives, result.vendors).backend == "native"
 
 
+def test_survivors_are_timed_again_fastest_first_while_they_fit_the_budget():
+    cands = spmm_schedules(4)
+    names = [s.name for s, _ in cands]
+    # natives 1.0, 1.1, 1.2, 1.25 ms (all within the screen ratio); vendors 3.0 and 3.1
+    m = FakeMeasurer(vendor_ms={"cusparse-alg1": 3.1, "cusparse-alg2": 3.0},
+                     native_ms=dict(zip(reversed(names), (1.0, 1.1, 1.2, 1.25))))
+    screen = 2 * (1.0 + 1.1 + 1.2 + 1.25 + 3.0 + 3.1)
+    # room for the two fastest natives' and the fastest vendor's second batches, not more
+    result = run_probe(m, cands, budget_ms=screen + 3 * (1.0 + 1.1 + 3.0) + 0.5)
+    repeats = {r.name: r.repeats for r in result.natives + result.vendors}
+    assert [repeats[n] for n in reversed(names)] == [probe.MIN_REPEATS, probe.MIN_REPEATS, 1, 1]
+    assert (repeats["cusparse-alg2"], repeats["cusparse-alg1"]) == (probe.MIN_REPEATS, 1)
+    assert result.spent_ms <= screen + 3 * (1.0 + 1.1 + 3.0) + 0.5 and result.overrun_ms == 0
+
+
 def test_the_budget_only_adds_repeats_shared_equally():
     cands = spmm_schedules(3)
     vendor = {"cusparse-alg1": 1.0, "cusparse-alg2": 1.2}
-    tight = run_probe(FakeMeasurer(vendor_ms=vendor, default_native_ms=1.0), cands, budget_ms=1.0)
+    # exactly the minimum: 2 launches of each plan's screen, 3 of each survivor's second batch
+    tight = run_probe(FakeMeasurer(vendor_ms=vendor, default_native_ms=1.0), cands, budget_ms=5 * (3 + 2.2))
     assert all(r.repeats == probe.MIN_REPEATS for r in tight.natives + tight.vendors)
     roomy = run_probe(FakeMeasurer(vendor_ms=vendor, default_native_ms=1.0), cands, budget_ms=10_000.0)
     assert all(r.repeats == probe.MAX_REPEAT for r in roomy.natives)
@@ -287,7 +310,7 @@ def test_the_budget_only_adds_repeats_shared_equally():
 def test_timing_interleaves_vendors_and_natives():
     cands = spmm_schedules(4)
     m = FakeMeasurer(vendor_ms={"cusparse-alg1": 1.0, "cusparse-alg2": 1.0}, default_native_ms=1.0)
-    run_probe(m, cands, budget_ms=1.0)
+    run_probe(m, cands, budget_ms=30.0)    # the screen and the survivors' batches, nothing more
     names = [s.name for s, _ in cands]
     survivors = ["cusparse-alg1", names[0], "cusparse-alg2", names[1], names[2], names[3]]
     # each vendor's screen right after its verification run, the natives' screen, then the
@@ -406,3 +429,42 @@ def test_a_batch_without_warm_up_is_only_allowed_without_a_time_cap():
     for warmup, max_ms in ((0, 5.0), (-1, None)):
         with pytest.raises(ValueError, match="warmup must be >= 1"):
             check_warmup(warmup, max_ms)
+
+
+class ColdTimer(LaunchCounter):
+    """Times each vendor's verification run like the GPU measurer does: a cold launch, 20% slower."""
+
+    def run_timed(self, plan, inputs):
+        return self.run(plan, inputs), plan.ms * 1.2
+
+
+def test_a_vendor_far_behind_on_its_verification_run_is_not_launched_again():
+    # SpMM at K=128 on products-like (H200, 02a7334): ALG1 79 ms and ALG3 44 ms a launch, ALG2 and
+    # the default ~9 ms. The default is probed first; the two slow ones are then 10x and 5.9x
+    # behind the fastest vendor timed before them on their verification run alone.
+    vendors = {"cusparse-alg1": 79.0, "cusparse-alg2": 9.0, "cusparse-alg3": 44.0, "cusparse-default": 9.3}
+    m = ColdTimer(vendor_ms=vendors, default_native_ms=8.0)
+    result = run_probe(m, spmm_schedules(2), budget_ms=600.0, op="spmm", k=128)
+    assert [c[1] for c in m.calls_in_order if c[0] == "run"][:4] == [
+        "cusparse-default", "cusparse-alg1", "cusparse-alg2", "cusparse-alg3"]
+    assert m.launches["cusparse-alg1"] == m.launches["cusparse-alg3"] == 1    # verification only
+    by = {v.name: v for v in result.vendors}
+    assert by["cusparse-alg1"].status == "ok" and by["cusparse-alg1"].ms == pytest.approx(94.8)
+    assert by["cusparse-alg1"].repeats == 1
+    assert by["cusparse-alg1"].reason == ("screened out at its verification run: 10.19x the fastest "
+                                          "vendor's timed launch")
+    assert by["cusparse-alg3"].reason.startswith("screened out at its verification run: 5.87x")  # vs ALG2
+    assert by["cusparse-alg2"].repeats >= probe.MIN_REPEATS and by["cusparse-default"].repeats >= probe.MIN_REPEATS
+    # the reference rule keeps the vendor order; every vendor is still verified against it
+    assert result.reference == "cusparse-alg1" and all(v.rel_error < 1e-12 for v in result.vendors)
+    from autosage_cli.scheduler.select import decide
+    assert decide(result.natives, result.vendors).vendor_ms == 9.0   # the guardrail's bar is unchanged
+
+
+def test_a_vendor_within_the_cold_ratio_is_screened_as_usual():
+    vendors = {"cusparse-alg1": 20.0, "cusparse-default": 9.0}   # cold 24 ms: 2.7x, under 3x
+    m = ColdTimer(vendor_ms=vendors, default_native_ms=8.0)
+    result = run_probe(m, spmm_schedules(2), budget_ms=600.0, op="spmm", k=128)
+    by = {v.name: v for v in result.vendors}
+    assert m.launches["cusparse-alg1"] == 2 and by["cusparse-alg1"].ms == 20.0   # verify + screen
+    assert by["cusparse-alg1"].reason.startswith("screened out: 2.22x")

@@ -90,3 +90,30 @@ def test_large_partition_is_fast_and_int32():
     degrees = rng.zipf(1.8, size=2_449_029).clip(max=17_500)
     part = partition_rows(indptr_of(degrees), 256, 256)
     assert part.n_chunks == int(np.sum(-(-degrees[degrees > 256] // 256)))
+
+
+def power_law_degrees(n=20_000, seed=3):
+    rng = np.random.default_rng(seed)
+    degrees = np.minimum(np.round(rng.pareto(1.2, n) * 8), 200_000).astype(np.int64)
+    degrees[rng.random(n) < 0.05] = 0
+    return degrees
+
+
+@pytest.mark.parametrize("name", sorted(DEGREE_CASES) + ["power_law"])
+def test_row_lists_filtered_from_the_graphs_one_order_equal_those_sorted_apart(name):
+    # The plans of one graph share degree_order: every split's partition and every threshold's
+    # row lists are a filter of it, identical to sorting each list on its own.
+    from autosage_cli.backends.row_partition import degree_order, longest_first
+
+    degrees = power_law_degrees() if name == "power_law" else np.asarray(DEGREE_CASES[name], dtype=np.int64)
+    indptr = indptr_of(degrees)
+    order = degree_order(indptr)
+    assert sorted(order.tolist()) == list(range(degrees.size))
+    for split, chunk in [(256, 256), (2048, 512), (1024, 1024), (1, 1)]:
+        shared, apart = partition_rows(indptr, split, chunk, order), partition_rows(indptr, split, chunk)
+        for field in ("light_rows", "heavy_rows", "chunk_row", "chunk_start", "chunk_owner", "heavy_chunk_ptr"):
+            assert np.array_equal(getattr(shared, field), getattr(apart, field)), field
+            assert getattr(shared, field).dtype == np.int32
+    for threshold in (None, 0, 64, 1024):
+        for a, b in zip(longest_first(indptr, threshold, order), longest_first(indptr, threshold)):
+            assert np.array_equal(a, b) and a.dtype == b.dtype == np.int32

@@ -1,6 +1,7 @@
 """The package's shape, read with `ast`: no module over MAX_MODULE_LINES, no function over
-MAX_FUNCTION_LINES, and no branch on an op's name outside `autosage_cli/ops/` (everything else asks
-the op's spec). Each failure lists every offender with its place."""
+MAX_FUNCTION_LINES, no branch on an op's name outside `autosage_cli/ops/` (everything else asks
+the op's spec) and no branch on a kernel family's name anywhere (everything asks the family's
+entry). Each failure lists every offender with its place."""
 from __future__ import annotations
 
 import ast
@@ -101,9 +102,9 @@ def test_every_op_has_a_spec_with_a_consistent_contract():
         assert spec.compulsory_bytes(5, 7, 11, 8) > spec.compulsory_bytes(5, 7, 11, 4)
 
 
-# Modules that learn what a family needs from its entry (cost model, staging, plan layout, row
-# lists), never from its name.
-FAMILY_BLIND = (PACKAGE / "scheduler", PACKAGE / "backends" / "native_spmm.py")
+# What a family needs (cost model, staging, plan layout, work and row lists, name expressions, the
+# kernels a plan launches, index types, score variants, sub-steps) is read from its entry, never
+# from its name: no module of the package compares a family's name with a spelled-out family.
 
 
 def _family_literals(node: ast.AST) -> list[str]:
@@ -124,7 +125,21 @@ def test_the_family_branch_finder_sees_the_forms_it_must():
     assert [n.lineno for n in family_branches(ast.parse(code))] == [1, 2, 3]
 
 
-def test_the_cost_model_and_the_spmm_plans_never_branch_on_a_family_name():
-    offenders = [_where(p, node) for p, tree in modules().items()
-                 if any(p == m or m in p.parents for m in FAMILY_BLIND) for node in family_branches(tree)]
+def test_no_module_branches_on_a_family_name():
+    offenders = [_where(p, node) for p, tree in modules().items() for node in family_branches(tree)]
     assert not offenders, "branches on a family name (ask its Family entry): " + ", ".join(offenders)
+
+
+def test_every_family_names_a_layout_and_a_cost_model_its_op_has():
+    from autosage_cli.backends import native_attention, native_sddmm, native_spmm
+    from autosage_cli.kernels.schedule import FAMILIES
+    from autosage_cli.scheduler.estimate import COST_MODELS
+
+    layouts = {"spmm": native_spmm.LAYOUTS, "sddmm": native_sddmm.LAYOUTS,
+               "attention": native_attention.PLANS}
+    missing = [f"{name} ({family.op}: plan {family.plan!r}, cost {family.cost!r})"
+               for name, family in FAMILIES.items()
+               if family.plan not in layouts[family.op] or family.cost not in COST_MODELS[family.op]]
+    assert not missing, "families whose layout or cost model their op lacks: " + ", ".join(missing)
+    for op, table in layouts.items():   # and no layout is left without a family
+        assert set(table) == {f.plan for f in FAMILIES.values() if f.op == op}, op

@@ -18,7 +18,7 @@ import importlib
 from .. import dtypes
 from ..errors import AutosageError
 from ..kernels import compile as kcompile
-from ..kernels.schedule import Schedule, get
+from ..kernels.schedule import Schedule, family_of, get
 from .attention_common import index_type
 from .base import DeviceGraph, Plan
 
@@ -52,7 +52,7 @@ def kernel_refs(schedule: Schedule, k: int, index: str = "int",
     schedules it picks for d = k in `dtype` (none when no sub-step fits: prepare then says why)."""
     c_type = dtypes.c_type(dtype)
     refs = kcompile.schedule_kernels(schedule, c_type, index)
-    if schedule.family == "unfused":   # attention's pipeline: its sub-steps' kernels too
+    if family_of(schedule.family).substeps:   # attention's pipeline: its sub-steps' kernels too
         from .attention_unfused import substep_schedules
 
         try:
@@ -64,10 +64,9 @@ def kernel_refs(schedule: Schedule, k: int, index: str = "int",
 
 
 def takes_wide_indices(schedule: Schedule) -> bool:
-    """Whether the schedule's kernels are instantiated for 64-bit indices too (the attention
-    families are; the SpMM and SDDMM kernels take int32)."""
-    from .native_attention import FAMILIES
-    return schedule.family in FAMILIES
+    """Whether the schedule's kernels are instantiated for 64-bit indices too (its family entry
+    says: the attention families are; the SpMM and SDDMM kernels take int32)."""
+    return family_of(schedule.family).wide_indices
 
 
 def compile_plans(dgraph: DeviceGraph, schedules, k: int, heads: int = 1,

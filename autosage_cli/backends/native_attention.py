@@ -3,18 +3,22 @@
   O[i,h] = sum_{j in row i} softmax_j(scale * <Q[i,h], K[j,h]> (+ a_ij)) V[j,h]
 
 `prepare(dgraph, schedule, k, heads, scale)` (k = d) builds, once per input, whatever the schedule's
-family needs and returns a Plan whose `run((Q, K, V), out)` only launches:
-  fused        one launch of attention_fused_rows over all (row, head) groups;
-  fused_split  the segment list (chunks of rows above `split` edges first, then the light rows) and
-               the partial buffers, built once; two launches (segments, then attention_combine);
-  unfused      SDDMM per head -> row softmax (light rows by groups, heavy rows by blocks) -> SpMM per
-               head, with native SDDMM/SpMM plans chosen at prepare (backends/attention_unfused.py).
+family needs and returns a Plan whose `run((Q, K, V), out)` only launches. The plan class is the
+layout its family entry names (`Family.plan`, a key of `PLANS`):
+  rows         (fused) one launch of attention_fused_rows over all (row, head) groups;
+  segments     (fused_split) the segment list (chunks of rows above `split` edges first, then the
+               light rows) and the partial buffers, built once; two launches (segments, then
+               attention_combine);
+  pipeline     (unfused) SDDMM per head -> row softmax (light rows by groups, heavy rows by blocks)
+               -> SpMM per head, with native SDDMM/SpMM plans chosen at prepare
+               (backends/attention_unfused.py).
 A's values are ignored unless `use_values=True`, which adds them to the scores as a per-edge bias.
 In float16/bfloat16 (`dtype`) Q, K, V and out are of that type; scores, max, sum and exp are float32.
-`prepare_additive(dgraph, schedule, d, heads, negative_slope)` runs a fused or fused_split schedule
-with the additive (GAT) score LeakyReLU(a_dst[i,h] + a_src[j,h]) instead: inputs (a_dst, a_src, V),
-and optionally writes each row's softmax statistics (`run(inputs, out, stats)`); V and out in the
-plan's dtype, a_dst, a_src and the statistics float32 in every type.
+`prepare_additive(dgraph, schedule, d, heads, negative_slope, dtype)` runs a schedule whose family
+has the "additive" kernel variant (fused, fused_split; `ADDITIVE_PLANS`) with the additive (GAT)
+score LeakyReLU(a_dst[i,h] + a_src[j,h]) instead: inputs (a_dst, a_src, V), and optionally writes
+each row's softmax statistics (`run(inputs, out, stats)`); V and out in the plan's dtype, a_dst,
+a_src and the statistics float32 in every type.
 Derived row lists are kept in `dgraph.derived`, so plans of one graph share them.
 """
 from __future__ import annotations
@@ -23,17 +27,17 @@ import numpy as np
 
 from .. import dtypes
 from ..kernels import attention_space as space
+from ..kernels.attention_families import FAMILIES
 from ..kernels.schedule import Schedule
 from .attention_common import attention_scale, check_inputs, index_type, kernel, values_arg
 from .attention_unfused import UnfusedAttentionPlan
 from .base import DeviceGraph, HeadsOutPlan, Plan, PrepareTimer
 
 LOG2E = 1.4426950408889634
-FAMILIES = ("fused", "fused_split", "unfused")
 
 
 class FusedAttentionPlan(HeadsOutPlan):
-    """Family "fused": one group of `lanes` lanes per (row, head), every row in one launch."""
+    """Layout "rows" (family fused): one group of `lanes` lanes per (row, head), every row in one launch."""
     backend = "native"
 
     def __init__(self, dgraph: DeviceGraph, schedule: Schedule, d: int, heads: int, scale: float,
@@ -92,7 +96,7 @@ def split_segments(indptr: np.ndarray, split: int, chunk: int):
 
 
 class SplitAttentionPlan(FusedAttentionPlan):
-    """Family "fused_split": chunks of heavy rows and whole light rows in one launch, then the
+    """Layout "segments" (family fused_split): chunks of heavy rows and whole light rows in one launch, then the
     two-phase merge of the chunk partials (deterministic)."""
 
     def __init__(self, dgraph: DeviceGraph, schedule: Schedule, d: int, heads: int, scale: float,
@@ -180,7 +184,7 @@ class AdditiveScore:
 
 
 class FusedAdditivePlan(AdditiveScore, FusedAttentionPlan):
-    """Family "fused" with the additive score (attention_additive_rows)."""
+    """Layout "rows" with the additive score (attention_additive_rows)."""
 
     def run(self, inputs: tuple, out, stats=None) -> None:
         a_dst, a_src, V, stats_arg = self.operands(inputs, out, stats)
@@ -191,7 +195,7 @@ class FusedAdditivePlan(AdditiveScore, FusedAttentionPlan):
 
 
 class SplitAdditivePlan(AdditiveScore, SplitAttentionPlan):
-    """Family "fused_split" with the additive score: segments, then the same two-phase combine."""
+    """Layout "segments" with the additive score: segments, then the same two-phase combine."""
 
     def __init__(self, *args):
         super().__init__(*args)
@@ -215,18 +219,23 @@ class SplitAdditivePlan(AdditiveScore, SplitAttentionPlan):
                                                                np.int64(self.n_heavy), h))
 
 
+# The plan of each layout a family entry names (Family.plan), and of those with the additive score.
+PLANS = {"rows": FusedAttentionPlan, "segments": SplitAttentionPlan, "pipeline": UnfusedAttentionPlan}
+ADDITIVE_PLANS = {"rows": FusedAdditivePlan, "segments": SplitAdditivePlan}
+
+
 def prepare_additive(dgraph: DeviceGraph, schedule: Schedule, d: int, heads: int = 1,
                      negative_slope: float = 0.2, dtype: str = dtypes.DEFAULT) -> Plan:
-    """A native plan of the additive (GAT) score for a fused or fused_split `schedule`, V and the
-    output in `dtype`."""
-    if schedule.source_file != space.FUSED_SOURCE:   # exactly the fused and fused_split schedules
+    """A native plan of the additive (GAT) score for a schedule whose family has that variant, V
+    and the output in `dtype`."""
+    family = FAMILIES.get(schedule.family)
+    if family is None or family.variant("additive") is None:
         raise ValueError(f"{schedule.name}: the additive score runs on the fused families only")
     _check_supported(schedule, d, heads, dtype)
     slope = float(negative_slope)
     if not np.isfinite(slope):
         raise ValueError(f"negative_slope must be finite, got {negative_slope}")
-    cls = FusedAdditivePlan if schedule.family == "fused" else SplitAdditivePlan
-    return cls(dgraph, schedule, d, heads, slope, dtype)
+    return ADDITIVE_PLANS[family.plan](dgraph, schedule, d, heads, slope, dtype)
 
 
 def _check_supported(schedule: Schedule, k: int, heads: int, dtype: str = dtypes.DEFAULT) -> None:
@@ -238,14 +247,12 @@ def _check_supported(schedule: Schedule, k: int, heads: int, dtype: str = dtypes
 def prepare(dgraph: DeviceGraph, schedule: Schedule, k: int, heads: int = 1, scale: float | None = None,
             dtype: str = dtypes.DEFAULT, *, use_values: bool = False, substeps=None) -> Plan:
     """A native attention plan for `schedule` at d = k with `heads` heads in `dtype`. `substeps`
-    (unfused only) optionally names the (SDDMM, SpMM) native schedules to use instead of the
-    default choice."""
-    if schedule.family not in FAMILIES:
+    (a family whose plan runs sub-steps: unfused) optionally names the (SDDMM, SpMM) native
+    schedules to use instead of the default choice."""
+    family = FAMILIES.get(schedule.family)
+    if family is None:
         raise ValueError(f"{schedule.name} is not an attention schedule")
     _check_supported(schedule, k, heads, dtype)
-    value = attention_scale(k, scale)
-    if schedule.family == "fused":
-        return FusedAttentionPlan(dgraph, schedule, k, heads, value, use_values, dtype)
-    if schedule.family == "fused_split":
-        return SplitAttentionPlan(dgraph, schedule, k, heads, value, use_values, dtype)
-    return UnfusedAttentionPlan(dgraph, schedule, k, heads, value, use_values, substeps, dtype)
+    options = {"substeps": substeps} if family.substeps else {}
+    return PLANS[family.plan](dgraph, schedule, k, heads, attention_scale(k, scale), use_values,
+                              dtype=dtype, **options)

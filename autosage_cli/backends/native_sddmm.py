@@ -2,10 +2,11 @@
 
 prepare (once per input and K): kernel lookup (its own module, compiled on first use), the all-ones
 check of A's values (then they are not read: `plan.values_all_ones`), and, shared by plans of the
-same graph through dgraph.derived, the work lists the family needs:
-  rowgroup, chunk = 0   none: group i takes row i.
-  rowgroup, chunk > 0   (item_row, item_start): every non-empty row cut into chunk-edge pieces.
-  edge                  the COO row id of every edge (device searchsorted over indptr).
+same graph through dgraph.derived, the work list of the layout the family's entry names
+(`Family.plan`, a key of `LAYOUTS`):
+  rows, chunk = 0       (rowgroup) none: group i takes row i.
+  rows, chunk > 0       (item_row, item_start): every non-empty row cut into chunk-edge pieces.
+  edges                 (edge) the COO row id of every edge (device searchsorted over indptr).
 One launch per run; none when the graph has no edges (the output is empty).
 
 `scale` (native.prepare's argument) multiplies every output; None means 1.
@@ -26,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes
-from ..kernels.schedule import Schedule
+from ..kernels.schedule import Schedule, family_of
 from .base import DeviceGraph, EdgesOutPlan, PrepareTimer
 from .native_common import (NULL, check_dense, check_edge_vector, kernel_for, require_int32, single_head,
                             values_all_ones)
@@ -69,16 +70,21 @@ class NativeSddmmPlan(EdgesOutPlan):
             require_int32(dgraph)
             self.kernel = kernel_for(schedule, dtype)
             self.values_all_ones = values_all_ones(dgraph)
-            self.n_items, self.head, self.tail_before_values = self._work_list()
+            # the work list of the layout the family's entry names (Family.plan)
+            self.n_items, self.head, self.tail_before_values = LAYOUTS[family_of(schedule.family).plan](self)
             self.grid, self.block = schedule.launch(self.n_items, k)
 
-    def _work_list(self) -> tuple[int, tuple, tuple]:
-        """(items, leading kernel args, args between the items and the values pointer)."""
+    def _edge_work(self) -> tuple[int, tuple, tuple]:
+        """Runs of `unroll` consecutive edges, their rows from the COO row ids: (items, leading
+        kernel args, args between the items and the values pointer)."""
         s, g, k = self.sched, self.graph, self.k
-        if s.family == "edge":
-            n_items = -(-g.nnz // s.unroll)
-            rows = device_coo_rows(g) if g.nnz else NULL
-            return n_items, (np.int32(g.nnz), np.int32(k), rows, g.indices), ()
+        n_items = -(-g.nnz // s.unroll)
+        rows = device_coo_rows(g) if g.nnz else NULL
+        return n_items, (np.int32(g.nnz), np.int32(k), rows, g.indices), ()
+
+    def _row_work(self) -> tuple[int, tuple, tuple]:
+        """Rows, or `chunk`-edge pieces of every row: as _edge_work."""
+        s, g, k = self.sched, self.graph, self.k
         if s.chunk:
             item_row, item_start = device_row_chunks(g, s.chunk)
             n_items = int(item_row.shape[0])
@@ -104,6 +110,10 @@ class NativeSddmmPlan(EdgesOutPlan):
     def run(self, inputs: tuple, out) -> None:
         X, Y = inputs
         self.launch(X, Y, out, self.k, self.k, scale=self.scale, use_values=True)
+
+
+# The work lists by layout name (Family.plan).
+LAYOUTS = {"rows": NativeSddmmPlan._row_work, "edges": NativeSddmmPlan._edge_work}
 
 
 def prepare(dgraph: DeviceGraph, schedule: Schedule, k: int, heads: int = 1, scale: float | None = None,

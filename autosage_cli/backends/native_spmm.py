@@ -44,12 +44,21 @@ from ..kernels.schedule import Schedule, family_of
 from .base import DeviceGraph, PrepareTimer, RowsOutPlan
 from .native_common import (NULL, check_dense, check_edge_vector, kernel_for, require_int32, single_head,
                             values_all_ones)
-from .row_partition import longest_first, partition_rows
+from .row_partition import degree_order, longest_first, partition_rows
 from .value_arrays import graph_values
 
 WARP = 32
 # Split scratch: n_chunks x K floats (two-phase) or n_heavy x K (atomic); beyond this the plan refuses.
 MAX_SCRATCH_BYTES = 2 << 30
+
+
+def host_degree_order(dgraph: DeviceGraph):
+    """Every row, longest degree bin first (row_partition.degree_order), once per graph: the row
+    lists of every split and threshold are filtered from it."""
+    key = ("spmm_degree_order",)
+    if key not in dgraph.derived:
+        dgraph.derived[key] = degree_order(dgraph.host.indptr)
+    return dgraph.derived[key]
 
 
 def device_partition(dgraph: DeviceGraph, split: int, chunk: int) -> dict:
@@ -58,7 +67,7 @@ def device_partition(dgraph: DeviceGraph, split: int, chunk: int) -> dict:
     if key not in dgraph.derived:
         import cupy
 
-        part = partition_rows(dgraph.host.indptr, split, chunk)
+        part = partition_rows(dgraph.host.indptr, split, chunk, host_degree_order(dgraph))
         dgraph.derived[key] = {"host": part, **{
             name: cupy.asarray(getattr(part, name))
             for name in ("light_rows", "chunk_row", "chunk_start", "chunk_owner", "heavy_chunk_ptr")}}
@@ -72,7 +81,7 @@ def device_row_order(dgraph: DeviceGraph, threshold: int | None) -> dict:
     if key not in dgraph.derived:
         import cupy
 
-        heavy, light = longest_first(dgraph.host.indptr, threshold)
+        heavy, light = longest_first(dgraph.host.indptr, threshold, host_degree_order(dgraph))
         dgraph.derived[key] = {"heavy": cupy.asarray(heavy), "light": cupy.asarray(light)}
     return dgraph.derived[key]
 

@@ -18,6 +18,10 @@ the rest and cuts each heavy row into chunks of `chunk` nonzeros:
 row when threshold is None), each in degree_bin_order: the row lists of the persistent parreduce
 SpMM (heavy rows by warps, light rows by groups).
 
+Both orders are one filter of `degree_order(indptr)`, every row longest bin first: a graph's plans
+compute it once (dgraph.derived) and pass it as `order`, so a split plan's partition and a
+persistent plan's row lists cost one O(rows) pass each, not a sort per (split, chunk) or threshold.
+
 `row_chunks(indptr, chunk)` cuts *every* non-empty row into chunks (SDDMM: outputs are per edge, so
 chunks need no reduction and empty rows need no work). All arrays are int32 (the native kernels take
 int32 indices; callers refuse int64 graphs first).
@@ -47,8 +51,23 @@ class RowPartition:
 
 def degree_bin_order(rows: np.ndarray, degrees: np.ndarray) -> np.ndarray:
     """`rows` reordered by degree bin, longest first; stable (ascending ids) within a bin."""
-    bins = np.floor(np.log2(degrees[rows].astype(np.float64) + 1.0)).astype(np.int64)
+    bins = np.floor(np.log2(degrees[rows].astype(np.float64) + 1.0)).astype(np.int8)  # 0..63
+    # a stable sort of 1-byte keys is NumPy's radix sort: O(rows), not a comparison sort
     return rows[np.argsort(-bins, kind="stable")]
+
+
+def degree_order(indptr: np.ndarray) -> np.ndarray:
+    """Every row (int64 ids) in degree_bin_order: what the row lists of every threshold filter."""
+    indptr = np.asarray(indptr, dtype=np.int64)
+    return degree_bin_order(np.arange(indptr.size - 1, dtype=np.int64), np.diff(indptr))
+
+
+def _ordered(order: np.ndarray | None, keep: np.ndarray, degrees: np.ndarray) -> np.ndarray:
+    """The rows where `keep` holds, in degree_bin_order: filtered from `order` (degree_order of
+    the same graph) when given, which keeps its order, else sorted here."""
+    if order is None:
+        return degree_bin_order(np.flatnonzero(keep), degrees)
+    return order[keep[order]]
 
 
 def chunk_rows(indptr: np.ndarray, rows: np.ndarray, chunk: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -70,25 +89,28 @@ def chunk_rows(indptr: np.ndarray, rows: np.ndarray, chunk: int) -> tuple[np.nda
     return chunk_row.astype(np.int32), chunk_start.astype(np.int32), chunk_ptr.astype(np.int32)
 
 
-def longest_first(indptr: np.ndarray, threshold: int | None) -> tuple[np.ndarray, np.ndarray]:
+def longest_first(indptr: np.ndarray, threshold: int | None,
+                  order: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(heavy, light) int32 row lists: rows with more than `threshold` nonzeros and the others
     (empty rows included), each longest degree bin first with ascending ids within a bin. With
-    threshold None every row is light."""
+    threshold None every row is light. `order`: degree_order(indptr), when already computed."""
     indptr = np.asarray(indptr, dtype=np.int64)
     degrees = np.diff(indptr)
     heavy = degrees > threshold if threshold is not None else np.zeros(degrees.size, dtype=bool)
-    return (degree_bin_order(np.flatnonzero(heavy), degrees).astype(np.int32),
-            degree_bin_order(np.flatnonzero(~heavy), degrees).astype(np.int32))
+    return (_ordered(order, heavy, degrees).astype(np.int32),
+            _ordered(order, ~heavy, degrees).astype(np.int32))
 
 
-def partition_rows(indptr: np.ndarray, split: int, chunk: int) -> RowPartition:
+def partition_rows(indptr: np.ndarray, split: int, chunk: int,
+                   order: np.ndarray | None = None) -> RowPartition:
+    """The partition of (split, chunk); `order`: degree_order(indptr), when already computed."""
     if split < 1:
         raise ValueError(f"split must be >= 1, got {split}")
     indptr = np.asarray(indptr, dtype=np.int64)
     degrees = np.diff(indptr)
     heavy = degrees > split
     heavy_rows = np.flatnonzero(heavy)
-    light_rows = degree_bin_order(np.flatnonzero(~heavy), degrees)
+    light_rows = _ordered(order, ~heavy, degrees)
     chunk_row, chunk_start, chunk_ptr = chunk_rows(indptr, heavy_rows, chunk)
     chunk_owner = np.repeat(np.arange(heavy_rows.size, dtype=np.int32), np.diff(chunk_ptr))
     return RowPartition(split, chunk, light_rows.astype(np.int32), heavy_rows.astype(np.int32),

@@ -13,7 +13,7 @@ from ..environment import now_iso
 from ..errors import BudgetError, one_line
 from ..scheduler.measure import ReferencePick, best_vendor, compare, vendor_reference  # the probe's too
 from ..scheduler.probe import SCREEN_RATIO   # the probe's screen, applied to --exhaustive
-from .rows import Row, effective_tbps, speedup
+from .rows import PROBE_COLUMNS, Row, effective_tbps, speedup
 from .suites import Case
 
 # The oracle probes on the whole graph, where one launch can take tens of ms (products-like at
@@ -229,6 +229,8 @@ class CaseRunner:
         row.features_ms = _float(features_ms)
         row.compile_ms = math.fsum(x for x in (_float(result.timings.get("compile_ms")), m.compile_ms)
                                    if math.isfinite(x))
+        for column in PROBE_COLUMNS:     # where the probe's time went (a cache hit has none)
+            setattr(row, column, _float(result.timings.get(column)))
         if not full and o.cache is not None:
             row.warm_tune_ms = self._warm_tune_ms()
         return row, choice

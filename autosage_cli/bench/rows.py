@@ -70,6 +70,21 @@ class Row:
     warm_tune_ms: float = math.nan  # a second tune() right after the first: a cache hit
     compile_ms: float = math.nan    # building kernel modules during this row's prepare (and, for
                                     # autosage rows, its tune); ~0 when precompiled before the run
+    # Autosage probe rows: where tune_ms went (scheduler/phases.py; wall ms, exclusive): the GPU
+    # time the probe measured, then uploading the graph, making the inputs, picking the reference,
+    # preparing and timing the vendors and the natives, verification runs, imports of optional
+    # vendor libraries (torch, nvmath) in the tune, and the rest of the probe.
+    probe_gpu_ms: float = math.nan
+    probe_upload_ms: float = math.nan
+    probe_inputs_ms: float = math.nan
+    probe_reference_ms: float = math.nan
+    probe_vendor_prepare_ms: float = math.nan
+    probe_vendor_timing_ms: float = math.nan
+    probe_native_prepare_ms: float = math.nan
+    probe_native_timing_ms: float = math.nan
+    probe_verify_ms: float = math.nan
+    probe_imports_ms: float = math.nan
+    probe_other_ms: float = math.nan
     provider: str = ""              # which implementation a vendor plan used (e.g. sddmm's)
     n_cols: int = 0
     gather_bytes: int = 0
@@ -99,6 +114,8 @@ class Row:
 
 ALL_COLUMNS = tuple(f.name for f in dataclasses.fields(Row))
 EXTRA_COLUMNS = ALL_COLUMNS[len(SCHEMA_COLUMNS):]
+# The probe's split of tune_ms: the tune's timings of the same names.
+PROBE_COLUMNS = tuple(c for c in EXTRA_COLUMNS if c.startswith("probe_") and c.endswith("_ms"))
 assert ALL_COLUMNS[:len(SCHEMA_COLUMNS)] == SCHEMA_COLUMNS, "Row fields must start with the schema columns"
 
 
@@ -135,5 +152,5 @@ def speedup(baseline_ms: float, ms: float) -> float:
     return baseline_ms / ms
 
 
-__all__ = ["Row", "SCHEMA_COLUMNS", "EXTRA_COLUMNS", "ALL_COLUMNS", "DECISIONS", "STATUSES",
+__all__ = ["Row", "SCHEMA_COLUMNS", "EXTRA_COLUMNS", "ALL_COLUMNS", "PROBE_COLUMNS", "DECISIONS", "STATUSES",
            "effective_tbps", "speedup", "json_value"]

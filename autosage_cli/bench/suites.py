@@ -27,7 +27,6 @@ from pathlib import Path
 
 from .. import dtypes as dtype_table, ops as op_specs
 from ..errors import AutosageError
-from ..kernels.schedule import OPS
 
 ALL_WIDTHS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 SUITE_PRESETS = ("er-200k", "hub-200k", "uniform-1m", "reddit-like", "products-like",
@@ -178,10 +177,11 @@ def build_work(suite: Suite, datasets: tuple[str, ...] = (), ops: tuple[str, ...
     """The run's work list, graph by graph (each graph is loaded once and freed before the next),
     one case per op, width, head count and dtype (default: float32). Raises AutosageError on an
     unknown op or graph, or a dtype an op does not accept, before anything heavy happens."""
+    known = op_specs.names()
     for op in ops:
-        if op not in OPS:
-            raise AutosageError(f"unknown op {op!r}; choose from {', '.join(OPS)}")
-    run_ops = [op for op in OPS if op in (ops or suite.ops)]
+        if op not in known:
+            raise AutosageError(f"unknown op {op!r}; choose from {', '.join(known)}")
+    run_ops = [op for op in known if op in (ops or suite.ops)]
     run_dtypes = dtypes or (dtype_table.DEFAULT,)
     for op in run_ops:
         for dtype in run_dtypes:
@@ -204,4 +204,4 @@ def build_work(suite: Suite, datasets: tuple[str, ...] = (), ops: tuple[str, ...
 def with_overrides(suite: Suite, repeat: int | None, all_schedules: bool) -> Suite:
     """--repeat replaces the suite's; --all-schedules times every schedule of every op."""
     return replace(suite, repeat=repeat or suite.repeat,
-                   all_schedules=OPS if all_schedules else suite.all_schedules)
+                   all_schedules=op_specs.names() if all_schedules else suite.all_schedules)

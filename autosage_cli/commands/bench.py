@@ -25,6 +25,7 @@ from ..errors import AutosageError
 from ..bench import report, suites
 from ..bench.harness import Listener, RunOptions, count_cases, make_context, run_suite
 from ..bench.toolkit import GpuToolkit
+from .op_names import OpNames
 from .progress import StderrBar
 from ..cache import check_cache_path
 from ..paths import check_creatable
@@ -131,8 +132,9 @@ class SuiteProgress(StderrBar):
               help="Graph(s) to run instead of the suite's: a preset, a dataset name or a file. Repeatable.")
 @click.option("--suite", default="default", show_default=True,
               help=f"Which suite: {', '.join(suites.SUITE_NAMES)}.")
-@click.option("--ops", default=None, help="Comma-separated ops (spmm,sddmm,attention); for --suite "
-                                        "training, models (train-gcn,train-sage,train-gat,train-transformer).")
+@click.option("--ops", default=None, type=OpNames(listed=True),
+              help="Comma-separated ops; for --suite training, models (train-gcn,train-sage,train-gat,"
+                   "train-transformer).")
 @click.option("--widths", default=None, help="Comma-separated K (d for attention), e.g. 1,2,4,32.")
 @click.option("--heads", default=None, help="Comma-separated attention head counts, e.g. 1,8.")
 @click.option("--dtypes", "dtype_list", default=None,

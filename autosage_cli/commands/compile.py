@@ -12,18 +12,17 @@ import click
 from .. import dtypes, ops as op_specs
 from ..errors import AutosageError
 from ..kernels import compile as kcompile
+from .op_names import OpNames
 from .progress import StderrBar
-
-OPS = op_specs.names()
-
 
 def parse_ops(values: tuple[str, ...]) -> tuple[str, ...]:
     """Repeated or comma-separated --op values, in order, without duplicates (none: every op)."""
+    known = op_specs.names()
     ops = tuple(dict.fromkeys(p.strip() for v in values for p in v.split(",") if p.strip()))
     for op in ops:
-        if op not in OPS:
-            raise AutosageError(f"unknown op {op!r} in --op; choose from {', '.join(OPS)}")
-    return ops or OPS
+        if op not in known:
+            raise AutosageError(f"unknown op {op!r} in --op; choose from {', '.join(known)}")
+    return ops or known
 
 
 def c_type(dtype: str, ops: tuple[str, ...]) -> str:
@@ -52,8 +51,9 @@ class Progress(StderrBar):
 
 
 @click.command("compile")
-@click.option("--op", "ops", multiple=True, help="spmm | sddmm | attention (repeat or comma-separate; "
-              "default: all). attention includes the SDDMM and SpMM kernels its pipeline runs")
+@click.option("--op", "ops", multiple=True, type=OpNames(listed=True),
+              help="the ops whose kernels to build (repeat or comma-separate; default: all). attention "
+              "includes the SDDMM and SpMM kernels its pipeline runs")
 @click.option("--dtype", default="float32", show_default=True, help="element type of the kernels")
 @click.option("--arch", default=None, help="target architecture, e.g. 90 or sm_90 (default: the visible "
               "GPU's; without one, sm_90)")

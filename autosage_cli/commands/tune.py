@@ -12,10 +12,11 @@ from rich.table import Table
 from .. import budget, dtypes, ops as op_specs
 from ..errors import AutosageError
 from ..graphs.memo import GraphMemo
-from ..scheduler import tune as tune_mod
+from ..scheduler import phases, tune as tune_mod
 from ..scheduler.probe import DEFAULT_BUDGET_MS
 from ..scheduler.select import DEFAULT_GUARDRAIL
 from . import dry_run as dry_run_mod
+from .op_names import OpNames
 
 
 def stdout_console() -> Console:
@@ -67,12 +68,17 @@ def render_table(result: tune_mod.TuneResult, console: Console) -> None:
     console.print(f"[bold]decision:[/bold] {d.backend} {d.schedule if d.backend == 'native' else ''}".rstrip())
     console.print(f"[bold]reason:[/bold] {d.reason}")
     t = result.timings
-    console.print("cache hit: no probe run" if result.cache_hit else
-                  "tuning: features {:.0f} ms, estimate {:.0f} ms, compile {:.0f} ms, probe {:.0f} ms, "
-                  "total {:.0f} ms".format(t.get("features_ms", 0), t.get("estimate_ms", 0),
-                                           t.get("compile_ms", 0), t.get("probe_ms", 0), t.get("total_ms", 0)))
+    console.print("cache hit: no probe run" if result.cache_hit else tuning_line(t), soft_wrap=True)
     if result.cache_path:
         console.print(f"cache: {result.cache_path}")
+
+
+def tuning_line(t: dict) -> str:
+    """One line: the tune's phases, the probe's split in parentheses (the phases that took time)."""
+    split = phases.summary(t)
+    return ("tuning: features {:.0f} ms, estimate {:.0f} ms, compile {:.0f} ms, probe {:.0f} ms{}, "
+            "total {:.0f} ms".format(t.get("features_ms", 0), t.get("estimate_ms", 0), t.get("compile_ms", 0),
+                                     t.get("probe_ms", 0), f" ({split})" if split else "", t.get("total_ms", 0)))
 
 
 @click.command("tune")
@@ -80,7 +86,7 @@ def render_table(result: tune_mod.TuneResult, console: Console) -> None:
 @click.option("--dataset", help="a named dataset (datasets/, OGB, reddit, or a synthetic preset)")
 @click.option("--root", default="datasets", show_default=True, help="where named datasets live")
 @click.option("--width", "-k", "k", type=int, required=True, help="feature width K (d for attention)")
-@click.option("--op", default="spmm", show_default=True, help="spmm | sddmm | attention")
+@click.option("--op", type=OpNames(), default="spmm", show_default=True, help="the op to tune")
 @click.option("--heads", default=1, show_default=True, type=int, help="attention heads")
 @click.option("--dtype", type=click.Choice(op_specs.supported_dtypes()), default=dtypes.DEFAULT,
               show_default=True, help="element type of the dense operands")
@@ -132,9 +138,26 @@ def command(graph, dataset, root, k, op, heads, dtype, cache_path, top_k, budget
     from ..backends.memory import device_free_bytes
     budget.require_device(planned.device_bytes, device_free_bytes(), f"tuning {op} K={k} on {planned.graph}")
 
+    known = _remembered_features(memo, graph, dataset, g, progress)
     result = tune_mod.tune(g, op, k, heads, cache=DecisionCache(cache_path), progress=progress,
-                           retune=retune, **settings)
+                           retune=retune, features=known, **settings)
+    if known is None and not result.cache_hit and isinstance(result.entry.get("features"), dict):
+        memo.remember(graph, dataset, g, features=(tune_mod.features_version(), result.entry["features"]))
     _emit(result, as_json, err)
+
+
+def _remembered_features(memo, graph, dataset, g, progress):
+    """The graph's features from the memo (computed by this code in an earlier tune), or None."""
+    from ..features import GraphFeatures
+    values = memo.features(graph, dataset, g.fingerprint, tune_mod.features_version())
+    if values is None:
+        return None
+    try:
+        features = GraphFeatures.from_dict(values)
+    except (TypeError, ValueError):
+        return None
+    progress("graph features from the graph memo (computed by an earlier tune)")
+    return features
 
 
 def _answer_from_memo(summary, op, k, heads, cache_path, settings, progress, as_json, err) -> bool:

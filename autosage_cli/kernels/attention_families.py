@@ -1,7 +1,8 @@
-"""The attention kernel families: their predicates, NVRTC name expressions and one `Family` entry
-each. The value lists, and the other kernels a schedule launches (combine, heavy-row softmax), live
-in attention_space. Hooks take a `Schedule` (kernels/schedule.py), named in annotations only:
-schedule.py imports this.
+"""The attention kernel families, each at home in its `Family` entry: predicates, NVRTC name
+expressions (every kernel a schedule's plan launches, and the additive-score variant of the fused
+ones), schedules (value lists, in a fixed order), space rules, cost model and plan layout.
+attention_space joins the entries' schedules. Hooks take a `Schedule` (kernels/schedule.py), named
+in annotations only: schedule.py imports this.
 
 Families (cuda/attention_fused.cu holds both fused families, cuda/attention_softmax.cu the softmax
 of the unfused pipeline):
@@ -27,8 +28,17 @@ Knobs of the fused families (template parameters of attention_fused.cu):
   unroll           E, edges per step (2 E NV loads in flight per lane, E interleaved reductions);
   heads_per_block  heads whose groups form one team sharing the row's staged (column, value) pairs:
                    team width W = lanes x heads_per_block <= 32 lanes; needs H % heads_per_block == 0.
+
+Why these values: two group shapes per d in {16, 32, 64, 128} (one vector per lane with more lanes,
+or two per lane with fewer lanes and shorter shuffle trees; plus a whole warp of 8-byte loads at
+d = 64), E in {2, 4} within a register budget of E x NV x vec <= 32 floats per operand, and a scalar
+(vec 1) group of 32 or 4 lanes for any other d up to 256. Split thresholds: reddit-like q99 is 3805
+edges and its max 21.7k, products-like q99 378 and max 17.5k; a group takes ~1 us per E edges, so
+rows above 512/2048 edges would dominate the tail.
 """
 from __future__ import annotations
+
+from itertools import product
 
 from .family import Family, first_reason
 from ..dtypes import info as dtype_info
@@ -91,11 +101,13 @@ def unfused_supports(s: Schedule, d: int, heads: int = 1) -> str | None:
 
 # ------------------------------------------------------------------ name expressions
 
-def fused_expression(s: Schedule, dtype: str = "float", index: str = "int") -> str:
-    dtype = dtype_info(dtype).c_type
-    kernel = "attention_fused_rows" if s.family == "fused" else "attention_fused_segments"
-    return (f"{kernel}<{dtype}, {index}, {s.lanes}, {s.vec}, {vectors_per_lane(s)}, {s.unroll}, "
-            f"{team_width(s)}>")
+def _fused_kernel(kernel: str):
+    """The name expression of one fused kernel (dot-product or additive score, whole rows or
+    segments): every one is a template over the same knobs."""
+    def expression(s: Schedule, dtype: str = "float", index: str = "int") -> str:
+        return (f"{kernel}<{dtype_info(dtype).c_type}, {index}, {s.lanes}, {s.vec}, {vectors_per_lane(s)}, "
+                f"{s.unroll}, {team_width(s)}>")
+    return expression
 
 
 def scores_type_argument(dtype: str) -> str:
@@ -105,12 +117,15 @@ def scores_type_argument(dtype: str) -> str:
     return "" if c_type == "float" else f", {c_type}"
 
 
+def fused_expression(s: Schedule, dtype: str = "float", index: str = "int") -> str:
+    """The dot-product kernel of a fused or fused_split schedule (its family's own)."""
+    return FAMILIES[s.family].name_expression(s, dtype, index)
+
+
 def additive_expression(s: Schedule, dtype: str = "float", index: str = "int") -> str:
     """The kernel of a fused or fused_split schedule with the additive (GAT) score
     LeakyReLU(a_dst[i] + a_src[j]): the same knobs and template parameters as the dot-product one."""
-    kernel = "attention_additive_rows" if s.family == "fused" else "attention_additive_segments"
-    return (f"{kernel}<{dtype_info(dtype).c_type}, {index}, {s.lanes}, {s.vec}, {vectors_per_lane(s)}, "
-            f"{s.unroll}, {team_width(s)}>")
+    return FAMILIES[s.family].variant("additive")(s, dtype, index)
 
 
 def additive_stats_expression(index: str = "int") -> str:
@@ -118,26 +133,144 @@ def additive_stats_expression(index: str = "int") -> str:
     return f"attention_additive_stats<{index}>"
 
 
+def combine_expression(dtype: str = "float", index: str = "int") -> str:
+    """The two-phase merge of fused_split's chunk partials."""
+    return f"attention_combine<{dtype_info(dtype).c_type}, {index}>"
+
+
 def softmax_expression(s: Schedule, index: str = "int", dtype: str = "float") -> str:
     return f"attention_softmax_rows<{index}, {s.lanes}{scores_type_argument(dtype)}>"
 
 
+def softmax_heavy_expression(s: Schedule, index: str = "int", dtype: str = "float") -> str:
+    return f"attention_softmax_heavy<{index}, {s.threads}{scores_type_argument(dtype)}>"
+
+
+_ROWS, _SEGMENTS = _fused_kernel("attention_fused_rows"), _fused_kernel("attention_fused_segments")
+
+
+def _rows_launches(s: Schedule, dtype: str, index: str) -> tuple[str, ...]:
+    return (_ROWS(s, dtype, index),)
+
+
+def _segments_launches(s: Schedule, dtype: str, index: str) -> tuple[str, ...]:
+    return (_SEGMENTS(s, dtype, index), combine_expression(dtype, index))
+
+
+def _unfused_launches(s: Schedule, dtype: str, index: str) -> tuple[str, ...]:
+    return (softmax_expression(s, index, dtype), softmax_heavy_expression(s, index, dtype))
+
+
+# ------------------------------------------------------------------ the space, per family
+# Each generator takes `make(**knobs)`, a Schedule constructor of its family.
+
+THREADS = 256
+MAX_FEATURES = 256           # largest d a fused group holds in registers (vec 1, 32 lanes x 8)
+REGISTER_BUDGET = 32         # E x NV x vec floats per operand (K and V) a lane keeps in flight
+
+# (lanes, vec, NV): 16-byte-load shapes, two per d in {16, 32, 64, 128} ...
+VECTOR_SHAPES = ((2, 4, 2), (4, 4, 1), (4, 4, 2), (8, 4, 1), (8, 4, 2), (16, 4, 1), (16, 4, 2),
+                 (32, 4, 1), (2, 4, 1),
+                 # a whole warp per (row, head) at d = 64 with 8-byte loads: no two rows of different
+                 # degree share a warp (lockstep), at the price of narrower loads.
+                 (32, 2, 1))
+# ... and scalar shapes for any d: 4 lanes for d <= 16, 32 lanes up to 256.
+SCALAR_SHAPES = ((4, 1, 1), (4, 1, 2), (4, 1, 4), (32, 1, 1), (32, 1, 2), (32, 1, 4), (32, 1, 8))
+# 16-byte loads of the 2-byte types (8 halves per lane; float32 refuses them), placed after every
+# family's float shapes so every older name keeps its place: d = 32, 64, 128 with one vector per
+# lane, and d = 128 with two (fewer lanes, shorter shuffle trees). No 16-byte fused_split shapes:
+# their segment merge gave wrong outputs (relative errors up to inf) in float16/bfloat16 on the
+# H200; long rows in half types take the 8-byte fused_split shapes.
+HALF_SHAPES = ((4, 8, 1), (8, 8, 1), (16, 8, 1), (8, 8, 2))
+SPLITS = ((512, 256), (2048, 512))      # (split, chunk) of fused_split
+UNFUSED_SOFTMAX = ((32, 2048), (8, 512))  # (lanes, split) of the unfused row softmax
+
+
+def _group(make, lanes: int, vec: int, nv: int, **knobs) -> Schedule:
+    return make(lanes=lanes, vec=vec, threads=THREADS, tile=lanes * vec * nv, **knobs)
+
+
+def _fused_space(shapes):
+    def space(make) -> list:
+        out = []
+        for (lanes, vec, nv), unroll in product(shapes, (2, 4)):
+            if unroll * nv * vec > REGISTER_BUDGET or (vec == 1 and unroll != 2):
+                continue
+            if lanes % unroll == 0:  # a team of one head must hold whole steps
+                out.append(_group(make, lanes, vec, nv, unroll=unroll))
+            # Teams of several heads share one staged batch of indices (fewer index loads per edge).
+            hpb = min(4, 32 // lanes)
+            if vec > 1 and unroll == 4 and hpb > 1:
+                out.append(_group(make, lanes, vec, nv, unroll=unroll, heads_per_block=hpb))
+        return out
+    return space
+
+
+def _fused_split_space(make) -> list:
+    out = [_group(make, lanes, vec, nv, unroll=min(lanes, 4 if nv == 1 else 2), split=split, chunk=chunk,
+                  reduce="twophase")
+           for (lanes, vec, nv), (split, chunk) in product(VECTOR_SHAPES, SPLITS)]
+    out += [_group(make, lanes, vec, nv, unroll=2, split=2048, chunk=512, reduce="twophase")
+            for lanes, vec, nv in SCALAR_SHAPES if lanes == 32]
+    return out
+
+
+def _unfused_space(make) -> list:
+    return [make(lanes=lanes, vec=1, threads=THREADS, split=split, chunk=split, reduce="twophase")
+            for lanes, split in UNFUSED_SOFTMAX]
+
+
+# ------------------------------------------------------------------ space rules (None or a reason)
+
+def _fused_rules(splits_rows: bool):
+    """The rules of a fused family; `splits_rows`: it cuts long rows (two-phase), else it never does."""
+    def rules(s: Schedule) -> str | None:
+        nv = vectors_per_lane(s)
+        if s.tile != s.lanes * s.vec * nv or nv not in (1, 2, 4, 8) or s.tile > MAX_FEATURES:
+            return "tile must be lanes x vec x NV with NV in 1, 2, 4, 8"
+        if team_width(s) > 32 or team_width(s) % s.unroll:
+            return (f"a team (lanes x heads_per_block) must fit a warp and hold whole steps of "
+                    f"{s.unroll} edges")
+        if s.heads_per_block not in (1, 2, 4, 8, 16):
+            return "heads_per_block must be a power of two"
+        if splits_rows != bool(s.split) or (s.split and s.reduce != "twophase"):
+            return "fused_split (only) splits rows, merging two-phase"
+        return None
+    return rules
+
+
+def _unfused_rules(s: Schedule) -> str | None:
+    if not s.split or s.tile or s.heads_per_block != 1:
+        return "unfused needs a heavy-row threshold and no tile or teams"
+    return None
+
+
 # ------------------------------------------------------------------ the families
+# plan: the layout in backends/native_attention.py's PLANS; cost: the model in the scheduler's
+# COST_MODELS["attention"].
 
 FAMILIES: dict[str, Family] = {
     "fused": Family(
-        "attention", FUSED_SOURCE, lambda s, dtype: fused_expression(s, dtype), fused_supports,
+        "attention", FUSED_SOURCE, _ROWS, fused_supports,
         "lanes: lanes per (row, head) group; vec: floats per load; tile: d held in registers "
         "(lanes x vec x NV); unroll: E edges per step; heads_per_block: heads whose groups share "
-        "the row's staged indices (a team of lanes x heads_per_block <= 32 lanes)"),
+        "the row's staged indices (a team of lanes x heads_per_block <= 32 lanes)",
+        schedules=_fused_space(VECTOR_SHAPES + SCALAR_SHAPES), half_schedules=_fused_space(HALF_SHAPES),
+        space_rules=_fused_rules(splits_rows=False), plan="rows", launches=_rows_launches,
+        wide_indices=True, variants={"additive": _fused_kernel("attention_additive_rows")}),
     "fused_split": Family(
-        "attention", FUSED_SOURCE, lambda s, dtype: fused_expression(s, dtype), fused_supports,
+        "attention", FUSED_SOURCE, _SEGMENTS, fused_supports,
         "as fused, plus: rows above `split` edges cut into `chunk`-edge chunks whose partial "
-        "softmax states are merged two-phase (reduce)"),
+        "softmax states are merged two-phase (reduce)",
+        schedules=_fused_split_space, space_rules=_fused_rules(splits_rows=True), plan="segments",
+        launches=_segments_launches, wide_indices=True,
+        variants={"additive": _fused_kernel("attention_additive_segments")}),
     "unfused": Family(
-        "attention", SOFTMAX_SOURCE, lambda s, dtype: softmax_expression(s, dtype=dtype), unfused_supports,
+        "attention", SOFTMAX_SOURCE, lambda s, dtype, index="int": softmax_expression(s, index, dtype),
+        unfused_supports,
         "the row softmax of SDDMM -> softmax -> SpMM: lanes per (row, head); rows above `split` "
         "edges (chunk = split) take a block of `threads` threads; the sub-steps are native "
         "schedules chosen at prepare",
-        cost="unfused"),
+        schedules=_unfused_space, space_rules=_unfused_rules, cost="unfused", plan="pipeline",
+        launches=_unfused_launches, wide_indices=True, substeps=("sddmm", "spmm")),
 }

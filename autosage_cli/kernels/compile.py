@@ -11,7 +11,6 @@ independent modules in parallel.
 """
 from __future__ import annotations
 
-import importlib
 import re
 import subprocess
 import tempfile
@@ -201,43 +200,33 @@ def compiled_log() -> list[CompileRecord]:
 
 # ---------------------------------------------------------------- which instantiations
 
-# Ops whose plans launch other ops' kernels: attention's unfused pipeline runs native SDDMM and SpMM.
-RUNS_KERNELS_OF = {"attention": ("sddmm", "spmm")}
-
-
 def schedule_kernels(schedule, dtype: str = "float", index: str = "int") -> tuple[KernelRef, ...]:
-    """The instantiations a plan of `schedule` launches itself: its name expression, or every
-    expression its space module's `expressions(schedule, dtype, index)` lists (a schedule with a
-    second kernel). Sub-steps run through other schedules are theirs."""
-    from .schedule import SPACE_MODULES
+    """The instantiations a plan of `schedule` launches itself: every expression its family entry
+    lists (`Family.kernels`: its name expression, or more for a schedule with a second kernel).
+    Sub-steps run through other schedules are theirs."""
+    from .schedule import family_of
 
-    listed = getattr(importlib.import_module(SPACE_MODULES[schedule.op]), "expressions", None)
-    exprs = listed(schedule, dtype, index) if callable(listed) else (schedule.name_expression(dtype),)
-    return tuple(KernelRef(schedule.source_file, e) for e in exprs)
+    return tuple(KernelRef(schedule.source_file, e)
+                 for e in family_of(schedule.family).kernels(schedule, dtype, index))
 
 
 def module_sets(ops=None, dtype: str = "float", index: str = "int") -> dict[str, tuple[str, ...]]:
     """kernel file -> every name expression of it that the plans of `ops` (None: every op) may
-    launch in `dtype` (a dtype name or its C++ type): the registry's instantiations of the file
-    (schedules whose vector is too wide for `dtype` never run in it), or the space module's
-    `file_expressions` where it has one (a file whose schedules launch more than one kernel)."""
-    from .schedule import OPS, SPACE_MODULES, registry
+    launch in `dtype` (a dtype name or its C++ type): the kernels of the registry's schedules of
+    the file (`schedule_kernels`; schedules whose vector is too wide for `dtype` never run in it)."""
+    from .schedule import family_of, known_ops, registry
 
-    chosen = list(OPS if ops is None else ops)
-    for op in list(chosen):
-        chosen += [dep for dep in RUNS_KERNELS_OF.get(op, ()) if dep not in chosen]
-    sets: dict[str, tuple[str, ...]] = {}
+    chosen = list(known_ops() if ops is None else ops)
+    for op in list(chosen):   # ops whose plans run other ops' schedules too (Family.substeps)
+        runs = dict.fromkeys(dep for s in registry(op) for dep in family_of(s.family).substeps)
+        chosen += [dep for dep in runs if dep not in chosen]
+    sets: dict[str, set[str]] = {}
     for op in chosen:
-        schedules = registry(op)   # unknown op: AutosageError
-        file_expressions = getattr(importlib.import_module(SPACE_MODULES[op]), "file_expressions", None)
-        for filename in dict.fromkeys(s.source_file for s in schedules):
-            if callable(file_expressions):
-                exprs = set(file_expressions(filename, dtype, index))
-            else:
-                exprs = {s.name_expression(dtype) for s in schedules if s.source_file == filename
-                         and vector_bytes_fit(s.vec, dtype) is None}
-            sets[filename] = tuple(sorted(exprs))
-    return sets
+        for s in registry(op):   # unknown op: AutosageError
+            exprs = sets.setdefault(s.source_file, set())
+            if vector_bytes_fit(s.vec, dtype) is None:
+                exprs.update(ref.expression for ref in schedule_kernels(s, dtype, index))
+    return {filename: tuple(sorted(exprs)) for filename, exprs in sets.items()}
 
 
 def instantiations(ops=None, dtype: str = "float", index: str = "int") -> list[KernelRef]:

@@ -11,14 +11,18 @@ a `make(**knobs)` the space passes in: a Schedule constructor with the op and fa
 What the layers above need of a family they read from its entry, by name where the code lives
 above `kernels/`: `cost` names the cost model in scheduler/estimate.py's `COST_MODELS` table (the
 cost functions need the scheduler's roofline types, so they stay there, one table for every op),
-`plan` names the launch layout in the op's native plan module (backends/native_spmm.py's
-`LAYOUTS`). A new family that walks its work like an existing one names that model and layout and
-changes neither module.
+`plan` names the launch layout in the op's native plan module (backends/native_spmm.py's and
+native_sddmm.py's `LAYOUTS`, backends/native_attention.py's `PLANS`). A new family that walks its work like an
+existing one names that model and layout and changes neither module. What else a plan needs to
+know (more kernels per schedule, 64-bit index instantiations, score variants, sub-steps run by
+other ops' schedules) is data here too, so no layer above branches on a family's name.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Optional, Sequence
+from typing import Callable, Mapping, Optional, Sequence
+
+from ..dtypes import info as dtype_info
 
 
 @dataclass(frozen=True)
@@ -40,7 +44,7 @@ class Family:
     space_rules: Optional[Callable[..., Optional[str]]] = None
     # The cost model of its walk (a name in the scheduler's COST_MODELS of its op).
     cost: str = "rows"
-    # The launch layout of its native plan (a name in the op's plan module's LAYOUTS).
+    # The launch layout of its native plan (a name in the op's plan module's LAYOUTS or PLANS).
     plan: str = "rows"
     # A warp stages each edge's (column, value) ahead of use: the index load leaves the latency
     # chain of the edge walk (the cost model's `Walker.staged`).
@@ -48,6 +52,30 @@ class Family:
     # Rows above this many nonzeros get a whole warp in a persistent plan's row lists:
     # (schedule) -> threshold, or None for no heavy rows.
     heavy_threshold: Optional[Callable[..., Optional[int]]] = None
+    # Every kernel one schedule's plan launches, its own first, in a dtype and an index type
+    # ("int" or "long long"): (schedule, dtype, index) -> name expressions. None: the name
+    # expression alone (in int indices).
+    launches: Optional[Callable[..., tuple]] = None
+    # Its kernels are instantiated for 64-bit indices too (graphs past 2^31 nonzeros).
+    wide_indices: bool = False
+    # The same schedule's kernels for another score, which the plan chooses (the schedule does
+    # not), built on first use: variant name -> (schedule, dtype, index) -> name expression.
+    variants: Optional[Mapping[str, Callable[..., str]]] = None
+    # The ops whose native schedules its plan also runs, chosen at prepare (their kernels are part
+    # of its plan's, and of its op's precompiled set): () for a plan of its own kernels only.
+    substeps: tuple[str, ...] = ()
+
+    def kernels(self, schedule, dtype: str, index: str = "int") -> tuple[str, ...]:
+        """The name expressions of every kernel a plan of `schedule` launches itself, in `dtype` (a
+        dtype name or its C++ type)."""
+        c_type = dtype_info(dtype).c_type
+        if self.launches:
+            return tuple(self.launches(schedule, c_type, index))
+        return (self.name_expression(schedule, c_type),)
+
+    def variant(self, name: str) -> Optional[Callable[..., str]]:
+        """The name expression of the kernel variant `name` (e.g. "additive"), None if it has none."""
+        return (self.variants or {}).get(name)
 
     def heavy_rows_above(self, schedule) -> Optional[int]:
         """The nonzeros above which a row of `schedule` is heavy (walked by a warp); None: no row is."""

@@ -11,9 +11,13 @@ Two kinds of module describe the schedules, and this one joins them:
     their tables, so importing this module is enough for every family to be known.
   * space modules (`spmm_space`, `sddmm_space`, `attention_space`): `SCHEDULES: tuple[Schedule,
     ...]` of one op, in a fixed order (names are cache keys), and the space rules each schedule is
-    checked against. `registry(op)` imports them when first asked. Where the families carry their
-    own schedules and rules (SpMM's, SDDMM's), the space is `family_space(table)` and the rules
-    `check_family_rules`, so a family's value lists live in its entry.
+    checked against. `registry(op)` imports them when first asked. The families carry their own
+    schedules and rules, so the space is `family_space(table)` and the rules `check_family_rules`:
+    a family's value lists live in its entry.
+
+An op whose families come with its spec (ops/: `OpSpec.families`) is not listed here: the op
+registry hands them to `register_op`, and its space is the schedules they generate. So a new op
+needs no line in this package; `known_ops()` lists the built-in ops, then those registered.
 """
 from __future__ import annotations
 
@@ -29,7 +33,7 @@ from . import attention_families, sddmm_families, spmm_families
 from .family import Family
 from ..dtypes import info as dtype_info, vector_bytes_fit
 
-OPS = ("spmm", "sddmm", "attention")
+OPS = ("spmm", "sddmm", "attention")     # the built-in ops, whose spaces are modules here
 SPACE_MODULES = {op: f"{__package__}.{op}_space" for op in OPS}
 REDUCTIONS = ("none", "atomic", "twophase")
 # Every kernel family by name. The family modules own disjoint names; a clash would be a bug.
@@ -103,7 +107,7 @@ class Schedule:
 
     def validate(self) -> None:
         """Raise ValueError if the knobs are inconsistent."""
-        if self.op not in OPS:
+        if self.op not in known_ops():
             raise ValueError(f"unknown op {self.op!r}")
         if not is_family(self.family):
             raise ValueError(f"unknown family {self.family!r} for {self.op}")
@@ -158,9 +162,16 @@ class Schedule:
         return hook(self) if hook else self.lanes
 
 
-# Families and schedules added for the length of an `extra_schedules` block (tests only).
+# Families and schedules beyond the built-in tables: those of registered ops (`register_op`), and
+# those added for the length of an `extra_schedules` block (tests only).
 _EXTRA_FAMILIES: dict[str, Family] = {}
 _EXTRA: list[Schedule] = []
+_REGISTERED_OPS: list[str] = []
+
+
+def known_ops() -> tuple[str, ...]:
+    """The built-in ops, then every op registered with its families."""
+    return OPS + tuple(_REGISTERED_OPS)
 
 
 def is_family(name: str) -> bool:
@@ -191,10 +202,42 @@ def check_family_rules(s: Schedule) -> None:
 
 
 def registry(op: str) -> tuple[Schedule, ...]:
-    if op not in OPS:
-        raise AutosageError(f"unknown op {op!r}; choose one of {', '.join(OPS)}")
-    space = importlib.import_module(SPACE_MODULES[op])
-    return tuple(space.SCHEDULES) + tuple(s for s in _EXTRA if s.op == op)
+    if op not in known_ops():
+        raise AutosageError(f"unknown op {op!r}; choose one of {', '.join(known_ops())}")
+    space = importlib.import_module(SPACE_MODULES[op]).SCHEDULES if op in SPACE_MODULES else ()
+    return tuple(space) + tuple(s for s in _EXTRA if s.op == op)
+
+
+def register_op(op: str, families: dict[str, Family]) -> None:
+    """Make `op` known with its kernel families (the op registry calls this for a spec that brings
+    its own): its space is the schedules they generate (family_space), checked by their rules."""
+    if op in known_ops():
+        raise ValueError(f"op {op!r} exists already")
+    clash = set(families) & (set(FAMILIES) | set(_EXTRA_FAMILIES))
+    if clash:
+        raise ValueError(f"families {sorted(clash)} exist already")
+    strays = [name for name, family in families.items() if family.op != op]
+    if strays:
+        raise ValueError(f"families {strays} compute another op than {op}")
+    _REGISTERED_OPS.append(op)
+    _EXTRA_FAMILIES.update(families)
+    try:
+        schedules = family_space(families)
+        for s in schedules:
+            check_family_rules(s)
+    except ValueError:
+        unregister_op(op)
+        raise
+    _EXTRA.extend(schedules)
+
+
+def unregister_op(op: str) -> None:
+    """Forget a registered op, its families and their schedules."""
+    if op in _REGISTERED_OPS:
+        _REGISTERED_OPS.remove(op)
+    for name in [n for n, f in _EXTRA_FAMILIES.items() if f.op == op]:
+        del _EXTRA_FAMILIES[name]
+    _EXTRA[:] = [s for s in _EXTRA if s.op != op]
 
 
 def space_version(op: str | None = None) -> str:
@@ -202,17 +245,17 @@ def space_version(op: str | None = None) -> str:
     when the space held other schedules may have missed a better one, so it is re-tuned."""
     import hashlib
 
-    names = sorted(s.name for o in ((op,) if op else OPS) for s in registry(o))
+    names = sorted(s.name for o in ((op,) if op else known_ops()) for s in registry(o))
     return hashlib.blake2b("\n".join(names).encode(), digest_size=6).hexdigest()
 
 
 def all_schedules() -> tuple[Schedule, ...]:
-    return tuple(s for op in OPS for s in registry(op))
+    return tuple(s for op in known_ops() for s in registry(op))
 
 
 def get(name: str) -> Schedule:
     op = name.split(".", 1)[0]
-    for schedule in registry(op) if op in OPS else ():
+    for schedule in registry(op) if op in known_ops() else ():
         if schedule.name == name:
             return schedule
     raise AutosageError(f"unknown schedule {name!r}")

@@ -18,21 +18,26 @@ from .spmm_families import lanes_used, vector_fits
 
 
 def fits_registers(s: Schedule, k: int) -> str | None:
-    if s.family == "rowgroup" and k > s.tile:
+    if k > s.tile:
         return f"K={k} exceeds the {s.tile} columns this schedule holds in registers"
     return None
 
 
 def register_chunks_used(s: Schedule, k: int) -> str | None:
-    if s.family == "rowgroup" and s.tile - s.lanes * s.vec >= k:
+    if s.tile - s.lanes * s.vec >= k:
         return f"{s.tile} register columns leave a whole chunk of {s.lanes * s.vec} idle at K={k}"
     return None
 
 
 def supports(s: Schedule, k: int, heads: int = 1) -> str | None:
-    # heads do not matter: SDDMM runs one head at a time (attention launches it per head).
-    return first_reason(vector_fits(s, k), lanes_used(s, k), fits_registers(s, k),
-                        register_chunks_used(s, k))
+    """What every SDDMM family needs. Heads do not matter: SDDMM runs one head at a time
+    (attention launches it per head)."""
+    return first_reason(vector_fits(s, k), lanes_used(s, k))
+
+
+def rowgroup_supports(s: Schedule, k: int, heads: int = 1) -> str | None:
+    """rowgroup holds X[row] in registers: K must fit its tile without a whole idle chunk."""
+    return first_reason(supports(s, k, heads), fits_registers(s, k), register_chunks_used(s, k))
 
 
 def register_chunks(s: Schedule) -> int:
@@ -111,7 +116,7 @@ def _edge_rules(s: Schedule) -> str | None:
 
 FAMILIES: dict[str, Family] = {
     "rowgroup": Family(
-        "sddmm", "sddmm_rowgroup.cu", _rowgroup_expr, supports,
+        "sddmm", "sddmm_rowgroup.cu", _rowgroup_expr, rowgroup_supports,
         "lanes: G lanes per row (or row chunk) holding X[row]; vec: floats per load; tile: K held in "
         "registers (G x V x P, so K <= tile); chunk: edges per row piece (0: whole rows); unroll: "
         "edges in flight",
@@ -123,5 +128,5 @@ FAMILIES: dict[str, Family] = {
         "lanes: G lanes per group; vec: floats per load; unroll: U consecutive edges per group; any "
         "K (loops over lanes x vec column chunks); no tile or chunk",
         schedules=_edge_space(EDGE_SHAPES), half_schedules=_edge_space(HALF_EDGE_SHAPES),
-        space_rules=_edge_rules, cost="edges"),
+        space_rules=_edge_rules, cost="edges", plan="edges"),
 }

@@ -107,10 +107,13 @@ def _warprow_expr(s: Schedule, dtype: str) -> str:
     return f"spmm_warprow<{dtype}, {s.lanes}, {s.vec}, {s.unroll}, {feature_chunks(s)}>"
 
 
-def _split_expr(s: Schedule, dtype: str) -> str:
-    light_warp = s.family == "splitwarp"
-    return (f"spmm_split<{dtype}, {s.lanes}, {s.vec}, {s.unroll}, {_cpp_bool(light_warp)}, "
-            f"{_cpp_bool(s.reduce == 'twophase')}>")
+def _split_expr(light_warp: bool):
+    """The split kernel's name expression; `light_warp`: light rows get a warp of edge slots
+    (splitwarp) rather than a group of lanes each (split)."""
+    def expression(s: Schedule, dtype: str) -> str:
+        return (f"spmm_split<{dtype}, {s.lanes}, {s.vec}, {s.unroll}, {_cpp_bool(light_warp)}, "
+                f"{_cpp_bool(s.reduce == 'twophase')}>")
+    return expression
 
 
 def _vector_expr(s: Schedule, dtype: str) -> str:
@@ -306,14 +309,14 @@ FAMILIES: dict[str, Family] = {
         _whole_warp, schedules=_warprow_space, half_schedules=_warprow_half,
         space_rules=_rules(_warprow_tile, _no_split), stages_edges=True),
     "split": Family(
-        "spmm", "spmm_split.cu", _split_expr, supports,
+        "spmm", "spmm_split.cu", _split_expr(light_warp=False), supports,
         "rows above `split` nonzeros cut into `chunk`-nonzero chunks, a warp of 32/lanes edge slots "
         "each, partials combined by `reduce`; light rows: lanes per row (32/lanes rows per warp); "
         "vec: floats per load; unroll: edges in flight",
         schedules=_split_space(SPLIT_VARIANTS), space_rules=_rules(_no_tile, _splits_rows),
         plan="split"),
     "splitwarp": Family(
-        "spmm", "spmm_split.cu", _split_expr, supports,
+        "spmm", "spmm_split.cu", _split_expr(light_warp=True), supports,
         "as split, but a warp of 32/lanes edge slots per light row too",
         _whole_warp, schedules=_split_space(SPLITWARP_VARIANTS),
         space_rules=_rules(_no_tile, _splits_rows), plan="split", stages_edges=True),

@@ -9,18 +9,52 @@ entry points every layer above uses instead of testing an op's name.
   prepare_vendor(dgraph, name, k, heads, scale, dtype)
   prepare_native(dgraph, schedule, k, heads, scale, dtype, **options)
   compulsory_bytes / gather_bytes / device_bytes              cost model and memory hooks
+  registered(spec)                                            a spec added for one block (tests)
+
+Every layer above reads the op list from here (`names()`: the CLI's op choices, the benchmark's
+cases, the compile command, the warm-up), so a new op is its spec module and one entry in `SPECS`.
+A spec that brings its kernel families (`OpSpec.families`) has them registered with the schedule
+registry (kernels.schedule.register_op) here, once.
 """
 from __future__ import annotations
+
+import contextlib
+from typing import Iterator
 
 from .. import budget, dtypes as dtype_table
 from ..backends import native   # native.prepare is looked up per call (tests may wrap it)
 from ..dtypes import DTYPES
 from ..errors import AutosageError
+from ..kernels import schedule as schedule_registry
 from . import attention, sddmm, spmm
 from .spec import OpSpec
 
 SPECS: dict[str, OpSpec] = {s.name: s for s in (spmm.SPEC, sddmm.SPEC, attention.SPEC)}
 DEFAULT_DTYPE = dtype_table.DEFAULT
+
+
+def _register_families(spec: OpSpec) -> None:
+    if spec.families is not None and spec.name not in schedule_registry.known_ops():
+        schedule_registry.register_op(spec.name, dict(spec.families))
+
+
+for _spec in SPECS.values():
+    _register_families(_spec)
+
+
+@contextlib.contextmanager
+def registered(spec: OpSpec) -> Iterator[OpSpec]:
+    """`spec` in the registry (and its families in the schedule registry) for the length of a
+    block, as if it had its entry in SPECS: used by tests to show that an op needs nothing else."""
+    if spec.name in SPECS:
+        raise ValueError(f"op {spec.name!r} exists already")
+    SPECS[spec.name] = spec
+    try:
+        _register_families(spec)
+        yield spec
+    finally:
+        SPECS.pop(spec.name, None)
+        schedule_registry.unregister_op(spec.name)
 
 
 def names() -> tuple[str, ...]:

@@ -44,5 +44,5 @@ SPEC = OpSpec(
     vendor_stream=lambda n_rows, nnz, k, heads: n_rows * k * heads,
     vendor_stages=3,                                   # SDDMM, softmax, SpMM
     baselines=("pyg",), default_vendor="vendor-unfused-default",
-    accumulates=("features", "edges"),
+    accumulates=("features", "edges"), warmup_shape=(64, 4),
 )

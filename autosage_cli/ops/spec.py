@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Mapping
 
 from .. import dtypes
+from ..kernels.family import Family
 
 INDEX_BYTES = 4     # CSR indices (int32 below 2^31 nonzeros)
 
@@ -49,6 +50,13 @@ class OpSpec:
     # (dgraph, inputs, scale, dtype) -> the float64 reference on the device, or None when it does
     # not fit there (backends/reference_device.py); None here: the host reference only
     device_reference: Callable | None = None
+    # Its kernel families (name -> kernels.family.Family), for an op whose families are not one of
+    # the built-in tables of kernels/: the registry registers them (kernels.schedule.register_op)
+    # and their schedules are the op's space. None: the built-in table of kernels/ (spmm, sddmm,
+    # attention).
+    families: Mapping[str, Family] | None = None
+    # (width, heads) of the tiny warm-up tune that compiles the CuPy kernels a tune of this op runs.
+    warmup_shape: tuple[int, int] = (64, 1)
 
     def require_dtype(self, dtype: str) -> str:
         return dtypes.require(dtype, self.dtypes, self.name)

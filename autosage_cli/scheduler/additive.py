@@ -1,7 +1,7 @@
 """The schedule of the additive (GAT) attention score, chosen without a probe.
 
-The additive score LeakyReLU(a_dst[i,h] + a_src[j,h]) runs on the fused attention families
-(backends.native_attention.prepare_additive). Its walk over a row is the dot-product walk without
+The additive score LeakyReLU(a_dst[i,h] + a_src[j,h]) runs on the attention families whose entry has
+the "additive" kernel variant, the fused ones (backends.native_attention.prepare_additive). Its walk over a row is the dot-product walk without
 the K-row loads and the dot product: the V-row loads, the online softmax and the split of long rows
 are the same, so the cost model's ranking of the fused schedules for the dot-product attention at
 the same (d, H) ranks them for this score too, and the best fused or fused_split schedule is taken
@@ -13,19 +13,24 @@ from __future__ import annotations
 from .. import dtypes
 from ..errors import AutosageError
 from ..graphs.csr import CSRGraph
-from ..kernels.attention_families import FUSED_SOURCE
+from ..kernels.attention_families import FAMILIES
 from ..kernels.schedule import Schedule, get
 
-ADDITIVE_FAMILIES = ("fused", "fused_split")   # the families of FUSED_SOURCE, named in messages
+# The families with an additive-score kernel, in table order (named in messages).
+ADDITIVE_FAMILIES = tuple(name for name, family in FAMILIES.items() if family.variant("additive"))
+
+
+def runs_additive(schedule: Schedule) -> bool:
+    return schedule.family in ADDITIVE_FAMILIES
 
 
 def additive_schedule(graph: CSRGraph, d: int, heads: int, schedule: str | None = None,
                       dtype: str = dtypes.DEFAULT) -> Schedule:
-    """`schedule` (a fused or fused_split attention schedule name), checked against (d, heads,
-    dtype); or the cost model's best of those families for this graph in `dtype`."""
+    """`schedule` (the name of a schedule of an ADDITIVE_FAMILIES family), checked against (d,
+    heads, dtype); or the cost model's best of those families for this graph in `dtype`."""
     if schedule is not None:
         chosen = get(schedule)  # AutosageError for an unknown name
-        if chosen.source_file != FUSED_SOURCE:   # exactly the fused and fused_split schedules
+        if not runs_additive(chosen):
             raise AutosageError(f"schedule {schedule!r}: the additive score runs on the attention "
                                 f"families {', '.join(ADDITIVE_FAMILIES)} only")
         reason = chosen.supports(d, heads, dtype)
@@ -38,7 +43,7 @@ def additive_schedule(graph: CSRGraph, d: int, heads: int, schedule: str | None 
 
     features = compute_features(graph, symmetry=False)
     for candidate, _ms in rank(features, "attention", d, heads, dtype=dtype):
-        if candidate.source_file == FUSED_SOURCE:
+        if runs_additive(candidate):
             return candidate
     raise AutosageError(f"no fused attention schedule runs d={d}, heads={heads} (d must be at most "
                         f"256 features per head)")

@@ -295,8 +295,24 @@ def _attention_rows(f, prof, k, s, dev, heads=1, elem=FLOAT) -> list[Launch]:
         heads_in_warp=True), elem)
 
 
+def spec_rows(op: str):
+    """The row walk of an op that has no cost models here, from its spec alone: each edge gathers
+    the spec's dense rows of width k (`gathers_per_edge`, from operands of n_cols rows), and the
+    output is written once; a new op is ranked by this until it brings models of its own."""
+    spec = op_specs.get(op)
+
+    def model(f, prof, k, s, dev, heads=1, elem=FLOAT) -> list[Launch]:
+        gathers = max(1, spec.gathers_per_edge(heads) // max(1, heads))
+        out_elements = math.prod(spec.output_shape(f, k, heads))
+        return row_launches(f, prof, k, s, dev, heads, RowWork(
+            dense_bytes=f.n_cols * k * elem * heads * gathers, gathers_per_edge=gathers,
+            row_in_bytes=0.0, out_bytes=out_elements * elem), elem)
+    return model
+
+
 # The cost models per op, by name: a family names the model of its walk (Family.cost, "rows" by
-# default), so a new family that walks its work like an existing one needs no change here.
+# default), so a new family that walks its work like an existing one needs no change here. An op
+# without an entry is ranked by `spec_rows`.
 COST_MODELS = {
     "spmm": {"rows": _spmm_rows, "edge-parallel": _vector_spmm,
              "persistent-edge-parallel": _parreduce_spmm},
@@ -309,7 +325,8 @@ def _launches(f, prof, k, s, dev, heads, elem, op) -> list[Launch]:
     """The launches of `s` running `op`, by its family's cost model. A sub-step of a composite
     schedule is costed as the op it computes (the unfused attention's SDDMM and SpMM)."""
     family = _family(s)
-    return COST_MODELS[op][family.cost if family else "rows"](f, prof, k, s, dev, heads, elem)
+    models = COST_MODELS.get(op) or {"rows": spec_rows(op)}
+    return models[family.cost if family else "rows"](f, prof, k, s, dev, heads, elem)
 
 
 def estimate_ms(features, op: str, k: int, schedule: Schedule, heads: int = 1,
@@ -317,7 +334,7 @@ def estimate_ms(features, op: str, k: int, schedule: Schedule, heads: int = 1,
                 dtype: str = dtypes.DEFAULT) -> float:
     """Predicted time (ms) of `schedule` running `op` at width k (d for attention) with `heads`
     on `dtype` operands (dense, value and output bytes in its element size)."""
-    if op not in COST_MODELS:
+    if op not in op_specs.names():
         raise ValueError(f"unknown op {op!r}")
     prof = profile or DegreeProfile(features)
     elem = dtypes.itemsize(dtype)

@@ -33,7 +33,12 @@ class GpuMeasurer:
         return op_specs.vendor_names(op)
 
     def inputs(self, dgraph, op: str, k: int, heads: int, seed: int, dtype: str = dtypes.DEFAULT) -> tuple:
-        return op_specs.make_inputs(op, dgraph, k, heads, seed, dtype)
+        """The op's random device inputs, made by the time this returns (the probe's inputs phase
+        ends here, not in the first launch that waits for them)."""
+        import cupy
+        made = op_specs.make_inputs(op, dgraph, k, heads, seed, dtype)
+        cupy.cuda.get_current_stream().synchronize()
+        return made
 
     def prepare_native(self, dgraph, schedule, k: int, heads: int, scale=None, dtype: str = dtypes.DEFAULT):
         return op_specs.prepare_native(dgraph, schedule, k, heads, scale, dtype)
@@ -48,13 +53,21 @@ class GpuMeasurer:
 
     def run(self, plan, inputs):
         """One launch into a NaN-poisoned output (so an untouched output cannot pass), synced."""
+        return self.run_timed(plan, inputs)[0]
+
+    def run_timed(self, plan, inputs) -> tuple:
+        """`run`, and the CUDA-event ms of that one (cold) launch: (output, ms). The probe screens
+        a vendor that is far behind on this launch alone (screen.COLD_SCREEN_RATIO)."""
         import cupy
         from ..backends import timing
         out = plan.alloc_out()
         timing.poison(out)
+        start, end = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record()
         plan.run(inputs, out)
-        cupy.cuda.get_current_stream().synchronize()
-        return out
+        end.record()
+        end.synchronize()
+        return out, float(cupy.cuda.get_elapsed_time(start, end))
 
     def reference(self, op: str, dgraph, inputs, scale=None, dtype: str = dtypes.DEFAULT):
         """The float64 reference of the inputs as stored in `dtype`, on the device: the judge when

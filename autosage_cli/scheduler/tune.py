@@ -13,7 +13,7 @@ from .. import cache as cache_mod, dtypes, ops as op_specs
 from ..errors import AutosageError
 from ..graphs.csr import replayable_source
 from ..kernels import schedule as schedule_mod
-from . import estimate, policy, probe, roofline, sample
+from . import estimate, phases, policy, probe, roofline, sample
 from .measure import GpuMeasurer
 from .plans import plan_for, resolve_schedule  # noqa: F401  (a decision to a plan; API and replay)
 from .select import DEFAULT_GUARDRAIL, Decision, decide
@@ -21,7 +21,7 @@ from .select import DEFAULT_GUARDRAIL, Decision, decide
 DEFAULT_TOP_K = 12      # the most candidates a probe times; the budget may allow fewer (policy.py)
 # Bumped when the way a decision is reached changes (sampling, screening, confirmation): a decision
 # cached under another policy is re-tuned, with a message saying so.
-POLICY_VERSION = 2
+POLICY_VERSION = 3
 
 
 def validate_options(op: str, k: int, heads: int = 1, top_k: int = DEFAULT_TOP_K,
@@ -48,9 +48,10 @@ class TuneResult:
     candidates: list[dict]          # every ranked native schedule: estimate, probe ms, error, status
     vendor: list[dict]              # every vendor algorithm on the probe graph
     timings: dict                   # fingerprint_ms, features_ms, estimate_ms, sample_ms, compile_ms,
-                                    # probe_ms (without compile_ms), probe_gpu_ms, tune_ms (total
-                                    # less fingerprint and features), total_ms; a cache hit:
-                                    # lookup_ms, total_ms
+                                    # probe_ms (without compile_ms), probe_gpu_ms, its split
+                                    # probe_<phase>_ms (phases.PHASES, then probe_other_ms),
+                                    # tune_ms (total less fingerprint and features), total_ms;
+                                    # a cache hit: lookup_ms, total_ms
     entry: dict                     # the cache entry (stored, or found)
     key_id: str | None = None
     cache_path: str | None = None
@@ -102,8 +103,17 @@ def recall(graph, op: str, k: int, heads: int = 1, *, cache, top_k: int = DEFAUL
 
 
 def _compute_features(graph):
+    """The features the cost model reads. It never reads `symmetric`, whose exact check transposes
+    the graph (1.6-2.1 s of 2 cores on a symmetric 115M-nonzero graph, 0.16-0.25 s without it)."""
     from ..features import compute_features
-    return compute_features(graph)
+    return compute_features(graph, symmetry=False)
+
+
+def features_version() -> str:
+    """What remembered features (graphs.memo) must have been computed by to stand in for the
+    tune's own: this features code, with the tune's options."""
+    from ..features import code_version
+    return f"{code_version()}:symmetry=False"
 
 
 def _environment():
@@ -180,9 +190,11 @@ def tune(graph, op: str, k: int, heads: int = 1, *, cache=None, top_k: int = DEF
     say(pplan.why)
 
     t = time.perf_counter()
-    outcome = _run_probe(graph, device_graph, (op, k, heads, dtype), pplan, vendor_names, target,
-                         budget_ms, measure, seed, say)
-    probe_ms = (time.perf_counter() - t) * 1e3 - outcome.compile_ms
+    clock = phases.PhaseClock()
+    with clock.timing_imports():    # a vendor's first use of torch or nvmath is timed as imports
+        outcome = _run_probe(graph, device_graph, (op, k, heads, dtype), pplan, vendor_names, target,
+                             budget_ms, measure, seed, say, clock)
+    split = _probe_split(outcome, clock, (time.perf_counter() - t) * 1e3)
 
     if outcome.overrun_ms > 0:
         messages.append(_overrun_note(budget_ms, outcome.overrun_ms))
@@ -197,9 +209,7 @@ def tune(graph, op: str, k: int, heads: int = 1, *, cache=None, top_k: int = DEF
     # tune_ms: the tuning itself, without hashing the graph and computing its features, which a
     # caller that has them (the benchmark: once per graph) does not pay per tune.
     timings = {"fingerprint_ms": fingerprint_ms, "features_ms": features_ms, "estimate_ms": estimate_ms,
-               "sample_ms": outcome.sample_ms, "compile_ms": outcome.compile_ms, "probe_ms": probe_ms,
-               "probe_gpu_ms": outcome.spent_ms,
-               "tune_ms": total_ms - fingerprint_ms - features_ms, "total_ms": total_ms}
+               **split, "tune_ms": total_ms - fingerprint_ms - features_ms, "total_ms": total_ms}
     entry = {
         "graph": {"fingerprint": graph.fingerprint, "source": dict(graph.source),
                   "n_rows": graph.n_rows, "n_cols": graph.n_cols, "nnz": graph.nnz},
@@ -214,6 +224,14 @@ def tune(graph, op: str, k: int, heads: int = 1, *, cache=None, top_k: int = DEF
         records = [dict(r, role="native") for r in candidates if r.get("status") != "skipped"]
         entry = cache.store(key, entry, probe_records=records + [dict(r, role="vendor") for r in vendor])
     return TuneResult(decision, False, candidates, vendor, timings, entry, key.id, cache_path, messages)
+
+
+def _probe_split(outcome, clock, wall_ms: float) -> dict:
+    """The probe's timings: sampling, compiling, the rest (probe_ms), the GPU time the budget
+    counted and the rest's phases (phases.PhaseClock.timings)."""
+    probe_ms = wall_ms - outcome.compile_ms
+    return {"sample_ms": outcome.sample_ms, "compile_ms": outcome.compile_ms, "probe_ms": probe_ms,
+            "probe_gpu_ms": outcome.spent_ms, **clock.timings(probe_ms - outcome.sample_ms)}
 
 
 def _features(graph, features, say) -> tuple[object, float]:
@@ -298,19 +316,21 @@ class _Outcome:
 
 
 def _run_probe(graph, device_graph, case, pplan, vendor_names, target, budget_ms, measure,
-               seed, say) -> _Outcome:
+               seed, say, clock) -> _Outcome:
     """Run the probe `pplan` describes for `case` (op, k, heads, dtype): the candidates on the whole
     graph, or on a sample and then its best `pplan.confirm` natives with every vendor on the whole
-    graph."""
+    graph. `clock` (phases.PhaseClock) collects where the time went, uploads included."""
     op, k, heads, dtype = case
     whole = {"graph": "full", "rows": graph.n_rows, "nnz": graph.nnz, "why": pplan.why}
     dgraph = device_graph
 
     def on_whole(cands, budget):
         nonlocal dgraph
-        dgraph = dgraph if dgraph is not None else measure.to_device(graph)
+        if dgraph is None:
+            with clock.phase("upload"):
+                dgraph = measure.to_device(graph)
         return probe.probe_candidates(dgraph, op, k, heads, cands, vendor_names, budget, measure=measure,
-                                      seed=seed, progress=say, where="full", dtype=dtype)
+                                      seed=seed, progress=say, where="full", dtype=dtype, clock=clock)
 
     if pplan.where == "full":
         r = on_whole(pplan.candidates, budget_ms)
@@ -323,9 +343,11 @@ def _run_probe(graph, device_graph, case, pplan, vendor_names, target, budget_ms
     s_info = probe_graph.source["sample"]
     info = {"graph": "sample", **{f: s_info[f] for f in ("rows", "nnz", "target_nnz", "window", "seed")},
             "why": pplan.why}
-    rs = probe.probe_candidates(measure.to_device(probe_graph), op, k, heads, pplan.candidates, vendor_names,
+    with clock.phase("upload"):
+        sample_dgraph = measure.to_device(probe_graph)
+    rs = probe.probe_candidates(sample_dgraph, op, k, heads, pplan.candidates, vendor_names,
                                 budget_ms, measure=measure, seed=seed, progress=say, where="sample",
-                                dtype=dtype)
+                                dtype=dtype, clock=clock)
     best = sorted((r for r in rs.natives if r.ok), key=lambda r: r.ms)[:pplan.confirm]
     if not best or not pplan.confirm:
         return _Outcome(rs.natives, rs.vendors, [], rs.reference, rs.spent_ms,

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import time
 
-# (width, heads) of the warm-up tune per op.
-SHAPES = {"spmm": (64, 1), "sddmm": (64, 1), "attention": (64, 4)}
+from .. import ops as op_specs
+
 TINY = ("erdos-renyi", {"n": 2048, "p": 8 / 2048})
 EVERY_CANDIDATE = 10_000     # top-k: probe every supported schedule
 BUDGET_MS = 1.0              # timing repeats beyond the minimum are not the point here
@@ -26,7 +26,7 @@ def warm_up(ops, progress=None) -> dict[str, float]:
     graph = generate(TINY[0], TINY[1], seed=0)
     seconds = {}
     for op in ops:
-        k, heads = SHAPES[op]
+        k, heads = op_specs.get(op).warmup_shape
         t0 = time.perf_counter()
         tune_mod.tune(graph, op, k, heads, cache=None, top_k=EVERY_CANDIDATE, budget_ms=BUDGET_MS,
                       progress=progress)

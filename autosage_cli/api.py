@@ -8,7 +8,14 @@ A: a `CSRGraph`, any SciPy sparse matrix (canonicalised: duplicates summed, colu
 `cupyx.scipy.sparse.csr_matrix` (copied to the host and canonicalised). Passing a CSRGraph is
 cheapest for repeated calls: its fingerprint is computed once. Dense inputs: CuPy arrays or anything
 with `__dlpack__` on a CUDA device (torch tensors), C-contiguous, row-major, all of one dtype the op
-accepts (its spec's `dtypes`: float32 today); the plan, the cache key and the tuning follow it:
+accepts (its spec's `dtypes`: float32, float16, bfloat16); the plan, the cache key and the tuning
+follow it. The 2-byte types load and store 2 bytes and sum in float32. float16: CuPy float16 arrays
+or torch.float16 tensors. bfloat16: torch.bfloat16 tensors (read in place through their data
+pointer: CuPy has no bfloat16 type), or CuPy uint16 arrays holding bfloat16 bit patterns, which
+need `dtype="bfloat16"` (a uint16 array without it is refused: it could be anything). `dtype`,
+when given, must be every input's type; it never converts. Host arrays are refused in every type.
+The result is in the inputs' type; a bfloat16 result is a uint16 CuPy array of bit patterns
+(`torch.from_dlpack(out).view(torch.bfloat16)` makes it a tensor without a copy):
   spmm       B (n_cols, K)                       -> (n_rows, K)
   sddmm      X (n_rows, K), Y (n_cols, K)        -> (nnz,)   in the graph's canonical edge order
   attention  Q (n_rows, H, d), K, V (n_cols, H, d) -> (n_rows, H, d)
@@ -16,7 +23,8 @@ accepts (its spec's `dtypes`: float32 today); the plan, the cache key and the tu
 e.g. "cusparse-alg2"), or None: look the input up in the decision cache and tune on a miss
 (`scheduler.tune.lookup_or_tune`; `cache` is a path or a `cache.DecisionCache`, None the default
 file; `tune=False` never probes: a cached decision or else the default vendor entry,
-cusparse-default / cusparse-sddmm / vendor-unfused-default). The result is a new CuPy array.
+cusparse-default / cusparse-sddmm / vendor-unfused-default, or the first other vendor entry
+that runs the dtype when it refuses it). The result is a new CuPy array.
 
 Device graphs and prepared plans are memoized in a small LRU keyed by (fingerprint, op, K, heads,
 schedule, scale), so repeated calls do not prepare again; `clear_memo()` frees them.
@@ -28,7 +36,7 @@ import threading
 from collections import OrderedDict
 
 from . import dtypes, ops as op_specs
-from .errors import AutosageError
+from .errors import AutosageError, one_line
 from .graphs.csr import CSRGraph, canonical_csr
 
 _GRAPH_SLOTS = 2
@@ -65,13 +73,39 @@ def _dtype_name(x) -> str:
     return str(getattr(x, "dtype", "?")).replace("torch.", "")
 
 
-def check_dense(name: str, x, shape: tuple, op: str) -> str:
+def _has(x, attribute: str) -> bool:
+    """hasattr that also survives a property raising something other than AttributeError (a torch
+    tensor that requires grad raises RuntimeError for __cuda_array_interface__)."""
+    try:
+        return hasattr(x, attribute)
+    except Exception:
+        return True
+
+
+def _element_type(name: str, x, dtype: str | None) -> str:
+    """The element type `x` holds: its own dtype name, except that a uint16 array holds bfloat16
+    bit patterns when (and only when) the caller says dtype="bfloat16"."""
+    own = _dtype_name(x)
+    if own == "uint16":
+        if dtype != "bfloat16":
+            raise AutosageError(f'{name}: a uint16 array is read as bfloat16 bit patterns only with '
+                                f'dtype="bfloat16" (CuPy has no bfloat16 type); pass it, or give '
+                                f'float32/float16 values')
+        return "bfloat16"
+    if dtype is not None and own != dtype:
+        raise AutosageError(f"{name}: dtype {own} is not the dtype={dtype!r} asked for; "
+                            f"convert it first (autosage never converts inputs)")
+    return own
+
+
+def check_dense(name: str, x, shape: tuple, op: str, dtype: str | None = None) -> str:
     """Validate a dense input before touching the GPU: type, device, shape, and a dtype `op`
-    accepts, which is returned. `shape` entries of None match any size (and must be >= 1)."""
-    if not (hasattr(x, "__cuda_array_interface__") or hasattr(x, "__dlpack__")):
+    accepts, which is returned (`dtype`: the caller's declared type, see `_element_type`).
+    `shape` entries of None match any size (and must be >= 1)."""
+    if not (_has(x, "__cuda_array_interface__") or _has(x, "__dlpack__")):
         raise AutosageError(f"{name}: expected a CUDA array (CuPy, or a tensor with __dlpack__), "
                             f"got {type(x).__name__}")
-    if hasattr(x, "__dlpack_device__") and not hasattr(x, "__cuda_array_interface__"):
+    if _has(x, "__dlpack_device__") and not _has(x, "__cuda_array_interface__"):
         device_type = int(x.__dlpack_device__()[0])
         if device_type not in (_DLPACK_CUDA, _DLPACK_CUDA_MANAGED):
             where = "host" if device_type == _DLPACK_CPU else f"DLPack device type {device_type}"
@@ -84,12 +118,22 @@ def check_dense(name: str, x, shape: tuple, op: str) -> str:
         raise AutosageError(f"{name}: expected shape {pretty}, got {got}")
     if any(g < 1 for g in got[1:]):
         raise AutosageError(f"{name}: feature dimensions must be >= 1, got shape {got}")
-    dtype = _dtype_name(x)
+    element = _element_type(name, x, dtype)
     supported = op_specs.get(op).dtypes
-    if dtype not in supported:
-        raise AutosageError(f"{name}: dtype {dtype} is not supported for {op}; autosage takes "
+    if element not in supported:
+        raise AutosageError(f"{name}: dtype {element} is not supported for {op}; autosage takes "
                             f"{', '.join(supported)} (convert with .astype / .to)")
-    return dtype
+    return element
+
+
+def _check_dtype_argument(dtype, op: str) -> str | None:
+    """The `dtype` argument as a name (a string, a NumPy or torch dtype, a NumPy scalar type),
+    checked."""
+    if dtype is None:
+        return None
+    spelled = dtype if isinstance(dtype, str) else getattr(dtype, "__name__", None) or str(dtype)
+    name = dtypes.info(spelled.replace("torch.", "")).name
+    return dtypes.require(name, op_specs.get(op).dtypes, op)
 
 
 def common_dtype(named_dtypes) -> str:
@@ -102,12 +146,34 @@ def common_dtype(named_dtypes) -> str:
     return dtype
 
 
-def to_cupy(name: str, x):
-    """Zero-copy CuPy view of a validated CUDA array; it must be C-contiguous."""
+def _bfloat16_view(name: str, x):
+    """A uint16 CuPy view of a bfloat16 device tensor, zero-copy. CuPy has no bfloat16 dtype, so a
+    torch tensor is read through its data pointer (kept alive as the memory's owner); another
+    DLPack producer goes through DLPack, for CuPy builds that take bfloat16 there."""
+    import cupy
+
+    if not callable(getattr(x, "data_ptr", None)):
+        try:
+            return cupy.from_dlpack(x).view(cupy.uint16)
+        except Exception as exc:
+            raise AutosageError(f"{name}: cannot share a bfloat16 array with CuPy: {exc}") from None
+    if not x.is_contiguous():
+        raise AutosageError(f"{name}: expected a C-contiguous (row-major) array; "
+                            f"make it contiguous first (.contiguous())")
+    shape = tuple(int(s) for s in x.shape)
+    memory = cupy.cuda.UnownedMemory(int(x.data_ptr()), 2 * math.prod(shape), x, x.device.index)
+    return cupy.ndarray(shape, cupy.uint16, cupy.cuda.MemoryPointer(memory, 0))
+
+
+def to_cupy(name: str, x, dtype: str | None = None):
+    """Zero-copy CuPy view of a validated CUDA array; it must be C-contiguous. `dtype` "bfloat16":
+    the view holds the bit patterns (uint16)."""
     import cupy
 
     if isinstance(x, cupy.ndarray):
         arr = x
+    elif dtype == "bfloat16" and _dtype_name(x) != "uint16":
+        arr = _bfloat16_view(name, x)
     else:
         try:
             arr = cupy.from_dlpack(x)
@@ -116,6 +182,8 @@ def to_cupy(name: str, x):
     if not arr.flags.c_contiguous:
         raise AutosageError(f"{name}: expected a C-contiguous (row-major) array; "
                             f"make it contiguous first (cupy.ascontiguousarray / .contiguous())")
+    if dtype == "bfloat16" and arr.dtype != cupy.uint16:   # a CuPy build with a bfloat16 dtype
+        arr = arr.view(cupy.uint16)
     return arr
 
 
@@ -193,7 +261,24 @@ def _prepare_tuned(graph: CSRGraph, dgraph, op: str, k: int, heads: int, scale, 
     entry = store.find(cache_mod.make_key(graph, op, k, dtype, heads)).entry
     if entry is not None:
         return tuner.plan_for(dgraph, entry["decision"], k, heads, scale, dtype=dtype)
-    return op_specs.prepare_vendor(dgraph, op_specs.untuned_vendor(op), k, heads, scale, dtype)
+    return _untuned_vendor_plan(dgraph, op, k, heads, scale, dtype)
+
+
+def _untuned_vendor_plan(dgraph, op: str, k: int, heads: int, scale, dtype: str):
+    """The op's default vendor entry, else the first other one that runs `dtype` (cusparseSDDMM,
+    the SDDMM default, refuses bfloat16). Running out of memory or a CUDA fault is not a refusal."""
+    from .errors import OutOfMemory, is_sticky_cuda_fault, resource_error
+
+    first = op_specs.untuned_vendor(op)
+    refusals = []
+    for name in [first] + [n for n in op_specs.vendor_names(op) if n != first]:
+        try:
+            return op_specs.prepare_vendor(dgraph, name, k, heads, scale, dtype)
+        except Exception as exc:
+            if isinstance(resource_error(exc), OutOfMemory) or is_sticky_cuda_fault(exc):
+                raise
+            refusals.append(f"{name}: {one_line(exc, 200)}")
+    raise AutosageError(f"no vendor {op} runs {dtype} here and tuning is off ({'; '.join(refusals)})")
 
 
 def prepare_plan(graph: CSRGraph, dgraph, op: str, k: int, heads: int = 1, *, schedule=None,
@@ -240,13 +325,14 @@ def clear_memo() -> None:
         _graphs.clear()
 
 
-def _run(graph: CSRGraph, op: str, k: int, heads: int, named_inputs, schedule, scale, cache, tune):
+def _run(graph: CSRGraph, op: str, k: int, heads: int, named_inputs, schedule, scale, cache, tune,
+         dtype: str | None):
     from .capability import require_gpu
 
-    dtype = common_dtype([(name, _dtype_name(x)) for name, x in named_inputs])
+    dtype = common_dtype([(name, _element_type(name, x, dtype)) for name, x in named_inputs])
     resolved = resolve_schedule(op, schedule, k, heads)  # bad names fail before the GPU is asked
     require_gpu(f"autosage_cli.{op}")
-    inputs = tuple(to_cupy(name, x) for name, x in named_inputs)
+    inputs = tuple(to_cupy(name, x, dtype) for name, x in named_inputs)
     plan = _plan(graph, op, k, heads, resolved, scale, cache, tune, dtype)
     out = plan.alloc_out()
     plan.run(inputs, out)
@@ -254,32 +340,37 @@ def _run(graph: CSRGraph, op: str, k: int, heads: int, named_inputs, schedule, s
 
 
 # ---------------------------------------------------------------------------------------- ops
-def spmm(A, B, schedule=None, *, cache=None, tune: bool = True):
-    """C = A @ B (row-major, B's dtype: float32 today). Returns a CuPy (n_rows, K) array."""
+def spmm(A, B, schedule=None, *, cache=None, tune: bool = True, dtype=None):
+    """C = A @ B (row-major, in B's dtype; `dtype`: see the module docstring). Returns a CuPy
+    (n_rows, K) array."""
     graph = as_graph(A)
-    check_dense("B", B, (graph.n_cols, None), "spmm")
+    dtype = _check_dtype_argument(dtype, "spmm")
+    check_dense("B", B, (graph.n_cols, None), "spmm", dtype)
     k = int(B.shape[1])
-    return _run(graph, "spmm", k, 1, [("B", B)], schedule, None, cache, tune)
+    return _run(graph, "spmm", k, 1, [("B", B)], schedule, None, cache, tune, dtype)
 
 
-def sddmm(A, X, Y, schedule=None, *, cache=None, tune: bool = True):
+def sddmm(A, X, Y, schedule=None, *, cache=None, tune: bool = True, dtype=None):
     """out[e] = a_e * <X[i], Y[j]> for every edge e = (i, j) of A, in canonical edge order.
-    Returns a CuPy (nnz,) array."""
+    Returns a CuPy (nnz,) array in the inputs' dtype."""
     graph = as_graph(A)
-    check_dense("X", X, (graph.n_rows, None), "sddmm")
+    dtype = _check_dtype_argument(dtype, "sddmm")
+    check_dense("X", X, (graph.n_rows, None), "sddmm", dtype)
     k = int(X.shape[1])
-    check_dense("Y", Y, (graph.n_cols, k), "sddmm")
-    return _run(graph, "sddmm", k, 1, [("X", X), ("Y", Y)], schedule, None, cache, tune)
+    check_dense("Y", Y, (graph.n_cols, k), "sddmm", dtype)
+    return _run(graph, "sddmm", k, 1, [("X", X), ("Y", Y)], schedule, None, cache, tune, dtype)
 
 
-def attention(A, Q, K, V, scale=None, schedule=None, *, cache=None, tune: bool = True):
+def attention(A, Q, K, V, scale=None, schedule=None, *, cache=None, tune: bool = True, dtype=None):
     """Per head h and row i: O[i,h] = sum over edges (i, j) of softmax_j(scale * <Q[i,h], K[j,h]>)
-    V[j,h]; rows without edges give zeros; scale defaults to 1/sqrt(d). Returns (n_rows, H, d)."""
+    V[j,h]; rows without edges give zeros; scale defaults to 1/sqrt(d). Returns (n_rows, H, d) in
+    the inputs' dtype (max, sum and exponentials in float32 inside)."""
     graph = as_graph(A)
-    check_dense("Q", Q, (graph.n_rows, None, None), "attention")
+    dtype = _check_dtype_argument(dtype, "attention")
+    check_dense("Q", Q, (graph.n_rows, None, None), "attention", dtype)
     heads, d = int(Q.shape[1]), int(Q.shape[2])
-    check_dense("K", K, (graph.n_cols, heads, d), "attention")
-    check_dense("V", V, (graph.n_cols, heads, d), "attention")
+    check_dense("K", K, (graph.n_cols, heads, d), "attention", dtype)
+    check_dense("V", V, (graph.n_cols, heads, d), "attention", dtype)
     value = _check_scale(scale)
     return _run(graph, "attention", d, heads, [("Q", Q), ("K", K), ("V", V)], schedule, value,
-                cache, tune)
+                cache, tune, dtype)

@@ -56,6 +56,7 @@ NOT_RUN = {
     "autosage bench --suite training --out results/train": "needs torch and PyG on the GPU; "
                                                            "tests/test_training_suite.py runs the suite",
     "autosage bench --suite training --dataset cora --ops train-gat --repeat 5": "as above",
+    "autosage bench --suite training --dtypes float32,bfloat16": "as above",
 }
 
 

@@ -151,3 +151,96 @@ def test_torch_cpu_tensor_is_rejected_as_host(graph):
     torch = pytest.importorskip("torch")
     with pytest.raises(AutosageError, match="expected a CUDA array, got a host torch.Tensor"):
         api.spmm(graph, torch.ones(4, 8))
+
+
+# ------------------------------------------------------------------ the 2-byte types
+def test_a_uint16_array_is_refused_without_the_bfloat16_declaration(graph):
+    with pytest.raises(AutosageError, match=r'B: a uint16 array is read as bfloat16 bit patterns only with dtype="bfloat16"'):
+        api.spmm(graph, FakeCudaArray((4, 8), "uint16"))
+    with pytest.raises(AutosageError, match=r'Y: a uint16 array is read as bfloat16.*only with dtype="bfloat16"'):
+        api.sddmm(graph, FakeCudaArray((6, 8), "float16"), FakeCudaArray((4, 8), "uint16"), dtype="float16")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_a_declared_dtype_never_converts(graph, dtype):
+    with pytest.raises(AutosageError, match=f"B: dtype {dtype} is not the dtype='bfloat16' asked for"):
+        api.spmm(graph, FakeCudaArray((4, 8), dtype), dtype="bfloat16")
+
+
+@pytest.mark.parametrize("dtype,match", [
+    ("float64", "unknown dtype 'float64'; known: float32, float16, bfloat16"),
+    ("bf16", "unknown dtype 'bf16'; known: float32, float16, bfloat16"),
+])
+def test_a_bad_dtype_argument_is_one_line(graph, dtype, match):
+    with pytest.raises(AutosageError, match=match):
+        api.spmm(graph, FakeCudaArray((4, 8)), dtype=dtype)
+
+
+@pytest.mark.parametrize("declared", ["bfloat16", None])
+def test_mixed_input_dtypes_name_both(graph, declared):
+    q = FakeCudaArray((6, 2, 8), "float16")
+    k = FakeCudaArray((4, 2, 8), "uint16" if declared else "float32")
+    v = FakeCudaArray((4, 2, 8), "float16")
+    match = ("Q: dtype float16 is not the dtype='bfloat16'" if declared
+             else "K: dtype float32 differs from Q's float16; give every input the same dtype")
+    with pytest.raises(AutosageError, match=match):
+        api.attention(graph, q, k, v, dtype=declared)
+
+
+@pytest.mark.skipif(gpu_available(), reason="checks the no-GPU error")
+@pytest.mark.parametrize("b,declared", [
+    (FakeCudaArray((4, 8), "uint16"), "bfloat16"),
+    (FakeCudaArray((4, 8), "float16"), None),
+    (FakeCudaArray((4, 8), "float16"), np.float16),
+])
+def test_half_inputs_pass_every_check_before_the_gpu(graph, b, declared):
+    with pytest.raises(NoGPUError, match="needs a CUDA GPU"):
+        api.spmm(graph, b, schedule="cusparse-alg1", dtype=declared)
+
+
+def test_element_types_of_torch_and_ml_dtypes_inputs():
+    torch = pytest.importorskip("torch")
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    assert api._element_type("B", torch.ones(2, dtype=torch.bfloat16), None) == "bfloat16"
+    assert api._element_type("B", torch.ones(2, dtype=torch.float16), "float16") == "float16"
+    assert api._element_type("B", np.ones(2, dtype=ml_dtypes.bfloat16), None) == "bfloat16"
+    assert api._check_dtype_argument(torch.bfloat16, "sddmm") == "bfloat16"
+    with pytest.raises(AutosageError, match="expected a CUDA array, got a host torch.Tensor"):
+        api.spmm(canonical_csr(sp.eye(4, format="csr")),
+                 torch.ones(4, 8, dtype=torch.bfloat16, requires_grad=True))
+
+
+def test_untuned_calls_fall_back_to_a_vendor_that_runs_the_type(monkeypatch):
+    """tune=False and nothing cached: the default vendor entry, else the first other one that takes
+    the dtype (cusparseSDDMM refuses bfloat16); running out of memory is not a refusal."""
+    from autosage_cli import ops
+
+    names = ["v-second", "v-default", "v-third"]
+    monkeypatch.setattr(ops, "vendor_names", lambda op: list(names))
+    monkeypatch.setattr(ops, "untuned_vendor", lambda op: "v-default")
+    prepared = []
+
+    def prepare(dgraph, name, k, heads, scale, dtype):
+        prepared.append(name)
+        if name == "v-default":
+            raise ValueError("cuSPARSE status CUSPARSE_STATUS_NOT_SUPPORTED for bfloat16")
+        return f"plan {name}"
+
+    monkeypatch.setattr(ops, "prepare_vendor", prepare)
+    assert api._untuned_vendor_plan(None, "sddmm", 8, 1, None, "bfloat16") == "plan v-second"
+    assert prepared == ["v-default", "v-second"]
+
+    def refuse_all(dgraph, name, k, heads, scale, dtype):
+        raise ValueError(f"{name} refuses {dtype}")
+
+    monkeypatch.setattr(ops, "prepare_vendor", refuse_all)
+    with pytest.raises(AutosageError, match=r"no vendor sddmm runs bfloat16 here and tuning is off "
+                                            r"\(v-default: ValueError: v-default refuses bfloat16; v-second"):
+        api._untuned_vendor_plan(None, "sddmm", 8, 1, None, "bfloat16")
+
+    def out_of_memory(dgraph, name, k, heads, scale, dtype):
+        raise MemoryError("no room")
+
+    monkeypatch.setattr(ops, "prepare_vendor", out_of_memory)
+    with pytest.raises(MemoryError):
+        api._untuned_vendor_plan(None, "spmm", 8, 1, None, "float16")

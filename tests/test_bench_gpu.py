@@ -47,7 +47,9 @@ def check_rows(rows) -> None:
         assert r.status == "ok", (r.backend, r.schedule, r.status, r.error)
         assert math.isfinite(r.ms_median) and r.ms_median > 0, (r.backend, r.schedule)
         assert math.isfinite(r.rel_error) and r.rel_error <= 1e-4, (r.backend, r.schedule, r.rel_error)
-        assert r.ms_p20 <= r.ms_median <= r.ms_p80 and r.repeats >= 10
+        # a vendor beyond 3x the fastest keeps its one screening launch, and says so
+        screened = r.repeats == 1 and r.reason.startswith("screened: one launch")
+        assert r.ms_p20 <= r.ms_median <= r.ms_p80 and (r.repeats >= 10 or screened)
         assert math.isfinite(r.speedup_vs_best_vendor) and r.best_vendor
         assert r.gpu and r.copy_tbps > 0 and r.compulsory_bytes > 0
 

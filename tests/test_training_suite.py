@@ -144,3 +144,31 @@ def test_gpu_run_on_cora_trains_every_model_like_pyg(tmp_path):
     for r in ours:
         assert r.status == "ok" and r.ms_median > 0 and r.best_vendor == "pyg", r.error
         assert r.rel_error < 1e-3, (r.op, r.loss_last)
+
+
+def test_dtypes_make_one_case_per_type_and_a_bad_one_is_one_line():
+    import json
+
+    result = run_cli("bench", "--suite", "training", "--dataset", "cora", "--ops", "gcn",
+                     "--dtypes", "float32,bfloat16", "--dry-run", "--json")
+    assert result.exit_code == 0, result.stderr
+    cases = json.loads(result.stdout)["cases"]
+    assert [(c["op"], c["dtype"]) for c in cases] == [("train-gcn", "float32"), ("train-gcn", "bfloat16")]
+    bad = run_cli("bench", "--suite", "training", "--dtypes", "bf16", "--dry-run")
+    assert bad.exit_code == 2 and bad.stderr.strip().splitlines() == [
+        "Error: unknown dtype 'bf16'; known: float32, float16, bfloat16"]
+
+
+@pytest.mark.slow
+def test_cpu_smoke_run_in_bfloat16(tmp_path):
+    params = {"root": "datasets", "seed": 0, "cache_path": str(tmp_path / "d.json"), "dtypes": ("bfloat16",)}
+    rows = bench_training.run_graphs([resolve_graph("cora")], ("gat",), 3, params,
+                                     {"gpu": "cpu"}, tmp_path, [], device="cpu")
+    assert [(r.op, r.backend, r.dtype) for r in rows] == [
+        ("train-gat", b, "bfloat16") for b in ("pyg", "autosage")]
+    for pyg, ours in zip(rows[::2], rows[1::2]):
+        assert pyg.status == ours.status == "ok", (pyg.error, ours.error)
+        assert math.isfinite(ours.loss_last) and ours.rel_error < 0.05   # both trained in bfloat16
+    got = {t.name: t for t in targets.training_targets(rows)}
+    assert got["GAT training epoch vs PyG"].measured and "cora bfloat16" in got["GAT training epoch vs PyG"].detail
+    assert not got["Training loss equal to PyG's after the same steps (relative)"].measured

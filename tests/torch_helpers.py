@@ -61,3 +61,37 @@ def dense_additive_attention(A: torch.Tensor, a_dst, a_src, V, negative_slope: f
     scores = torch.nn.functional.leaky_relu(a_dst.T[:, :, None] + a_src.T[:, None, :], negative_slope)
     probs = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1).nan_to_num(0.0)
     return torch.einsum("hij,jhd->ihd", probs, V)
+
+
+def rel_err(a: torch.Tensor, ref: torch.Tensor) -> float:
+    """||a - ref|| / ||ref|| in float64 (the measure of docs/MEASUREMENT.md)."""
+    a, ref = a.detach().double().cpu(), ref.detach().double().cpu()
+    return float((a - ref).norm() / ref.norm().clamp_min(1e-300))
+
+
+def layer_errors(ours, theirs, x: torch.Tensor, edges: torch.Tensor, dtype: torch.dtype, seed: int = 1,
+                 ours_graph=None) -> dict:
+    """Run `ours` and `theirs` (PyG's layer of the same name, same weights) in `dtype`, and PyG's in
+    float64 as the reference, on x and edges on x's device: {"ours": {...}, "pyg": {...}}, each the
+    relative errors of the output ("out"), x's gradient ("x") and every parameter's gradient (by
+    name) against the float64 run, for one upstream gradient."""
+    import copy
+
+    reference = copy.deepcopy(theirs).double()
+    upstream = None
+    runs = {}
+    for label, layer, kind in (("ref", reference, torch.float64), ("ours", copy.deepcopy(ours).to(dtype), dtype),
+                               ("pyg", copy.deepcopy(theirs).to(dtype), dtype)):
+        xi = x.detach().to(kind).requires_grad_()
+        out = layer(xi, ours_graph if label == "ours" and ours_graph is not None else edges)
+        if upstream is None:
+            gen = torch.Generator().manual_seed(seed)
+            upstream = torch.randn(out.shape, generator=gen, dtype=torch.float64).to(out.device)
+        (out.double() * upstream).sum().backward()
+        runs[label] = {"out": out, "x": xi.grad, **{n: p.grad for n, p in layer.named_parameters()}}
+    # a gradient that is zero in exact arithmetic (TransformerConv's key bias: the softmax ignores
+    # a per-row shift) has no relative error to speak of
+    scale = float(runs["ref"]["out"].detach().double().norm())
+    keys = [k for k, t in runs["ref"].items() if float(t.detach().double().norm()) > 1e-9 * scale]
+    return {label: {key: rel_err(runs[label][key], runs["ref"][key]) for key in keys}
+            for label in ("ours", "pyg")}

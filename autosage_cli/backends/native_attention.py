@@ -14,9 +14,11 @@ layout its family entry names (`Family.plan`, a key of `PLANS`):
                (backends/attention_unfused.py).
 A's values are ignored unless `use_values=True`, which adds them to the scores as a per-edge bias.
 In float16/bfloat16 (`dtype`) Q, K, V and out are of that type; scores, max, sum and exp are float32.
-`prepare_additive(dgraph, schedule, d, heads, negative_slope)` runs a schedule whose family has the
-"additive" kernel variant (fused, fused_split; `ADDITIVE_PLANS`) with the additive (GAT) score LeakyReLU(a_dst[i,h] + a_src[j,h]) instead: inputs (a_dst, a_src, V),
-and optionally writes each row's softmax statistics (`run(inputs, out, stats)`); float32 only.
+`prepare_additive(dgraph, schedule, d, heads, negative_slope, dtype)` runs a schedule whose family
+has the "additive" kernel variant (fused, fused_split; `ADDITIVE_PLANS`) with the additive (GAT)
+score LeakyReLU(a_dst[i,h] + a_src[j,h]) instead: inputs (a_dst, a_src, V), and optionally writes
+each row's softmax statistics (`run(inputs, out, stats)`); V and out in the plan's dtype, a_dst,
+a_src and the statistics float32 in every type.
 Derived row lists are kept in `dgraph.derived`, so plans of one graph share them.
 """
 from __future__ import annotations
@@ -146,12 +148,14 @@ class AdditiveScore:
     a_src (n_cols, H), V (n_cols, H, d); s_ij = LeakyReLU(a_dst[i,h] + a_src[j,h]) with
     `negative_slope`, no scale and no bias (A's values are ignored). `run(inputs, out, stats)`
     also writes each row's softmax statistics when given `stats`, a float32 (n_rows, H, 2) array:
-    (max of s over the row, sum of e^(s - max)); -inf and 0 for a row without edges."""
+    (max of s over the row, sum of e^(s - max)); -inf and 0 for a row without edges. V and out are
+    of the plan's dtype; a_dst, a_src and stats float32 in every dtype (the kernel reads them so)."""
     score = "additive"
 
-    def __init__(self, dgraph: DeviceGraph, schedule: Schedule, d: int, heads: int, negative_slope: float):
+    def __init__(self, dgraph: DeviceGraph, schedule: Schedule, d: int, heads: int, negative_slope: float,
+                 dtype: str = dtypes.DEFAULT):
         self.negative_slope = negative_slope
-        super().__init__(dgraph, schedule, d, heads, 1.0, False)
+        super().__init__(dgraph, schedule, d, heads, 1.0, False, dtype)
         self.provider += ", additive score"
 
     def expression(self, index: str) -> str:
@@ -162,19 +166,20 @@ class AdditiveScore:
         layout would otherwise be read as garbage."""
         if len(inputs) != 3:
             raise ValueError(f"additive attention takes (a_dst, a_src, V), got {len(inputs)} inputs")
-        g, h, d = self.graph, self.heads, self.k
-        shapes = [("a_dst", (g.n_rows, h), 1), ("a_src", (g.n_cols, h), 1),
-                  ("V", (g.n_cols, h, d), self.sched.vec), ("out", (g.n_rows, h, d), self.sched.vec)]
+        g, h, d, vec = self.graph, self.heads, self.k, self.sched.vec
+        value = dtypes.storage_dtype(self.dtype)
+        shapes = [("a_dst", (g.n_rows, h), 1, "float32"), ("a_src", (g.n_cols, h), 1, "float32"),
+                  ("V", (g.n_cols, h, d), vec, value), ("out", (g.n_rows, h, d), vec, value)]
         arrays = [*inputs, out]
         if stats is not None:
-            shapes.append(("stats", (g.n_rows, h, 2), 2))
+            shapes.append(("stats", (g.n_rows, h, 2), 2, "float32"))
             arrays.append(stats)
-        for (name, shape, vec), arr in zip(shapes, arrays):
-            if tuple(arr.shape) != shape or arr.dtype != np.float32 or not arr.flags.c_contiguous:
-                raise ValueError(f"{name}: expected a C-contiguous float32 array of shape {shape}, "
+        for (name, shape, vec, stored), arr in zip(shapes, arrays):
+            if tuple(arr.shape) != shape or arr.dtype != np.dtype(stored) or not arr.flags.c_contiguous:
+                raise ValueError(f"{name}: expected a C-contiguous {stored} array of shape {shape}, "
                                  f"got {arr.dtype} {tuple(arr.shape)}")
-            if arr.data.ptr % (4 * vec):
-                raise ValueError(f"{name}: {4 * vec}-byte aligned base pointer needed")
+            if arr.data.ptr % (arr.dtype.itemsize * vec):
+                raise ValueError(f"{name}: {arr.dtype.itemsize * vec}-byte aligned base pointer needed")
         return (*inputs, np.uint64(0) if stats is None else stats)
 
 
@@ -220,16 +225,17 @@ ADDITIVE_PLANS = {"rows": FusedAdditivePlan, "segments": SplitAdditivePlan}
 
 
 def prepare_additive(dgraph: DeviceGraph, schedule: Schedule, d: int, heads: int = 1,
-                     negative_slope: float = 0.2) -> Plan:
-    """A native plan of the additive (GAT) score for a schedule whose family has that variant."""
+                     negative_slope: float = 0.2, dtype: str = dtypes.DEFAULT) -> Plan:
+    """A native plan of the additive (GAT) score for a schedule whose family has that variant, V
+    and the output in `dtype`."""
     family = FAMILIES.get(schedule.family)
     if family is None or family.variant("additive") is None:
         raise ValueError(f"{schedule.name}: the additive score runs on the fused families only")
-    _check_supported(schedule, d, heads)
+    _check_supported(schedule, d, heads, dtype)
     slope = float(negative_slope)
     if not np.isfinite(slope):
         raise ValueError(f"negative_slope must be finite, got {negative_slope}")
-    return ADDITIVE_PLANS[family.plan](dgraph, schedule, d, heads, slope)
+    return ADDITIVE_PLANS[family.plan](dgraph, schedule, d, heads, slope, dtype)
 
 
 def _check_supported(schedule: Schedule, k: int, heads: int, dtype: str = dtypes.DEFAULT) -> None:

@@ -21,6 +21,29 @@ from .suites import Case
 # and the oracle's larger budget buys the rest of its repeats.
 ORACLE_BUDGET_MS = 20_000.0
 
+# The rows' own timing, as the probe spends its budget (scheduler/probe.py): every plan's first
+# timed launch follows its verification run, which is its warm-up; the run's repeats and warm-ups
+# are cut to fit PLAN_BUDGET_MS (never below MIN_REPEATS) for autosage's rows, the natives, the
+# baselines and the fastest vendor, and to OTHER_VENDOR_BUDGET_MS for the other vendors (they are
+# not the bar anything is compared with). A vendor more than VENDOR_SCREEN_RATIO x the fastest
+# after its first timed launch keeps that one launch, and its row says so. A case whose launches
+# take milliseconds is timed exactly as before; one whose vendor composition takes hundreds of ms
+# per launch (attention in bfloat16 on 100M edges: the gather-dot SDDMM) costs seconds, not minutes.
+PLAN_BUDGET_MS = 3000.0
+OTHER_VENDOR_BUDGET_MS = 1000.0
+VENDOR_SCREEN_RATIO = 3.0
+MIN_REPEATS = 3
+
+
+def timing_batch(first_ms: float, repeat: int, warmup: int, budget_ms: float) -> tuple[int, int]:
+    """(repeats, warm-ups) of a plan whose first timed launch took `first_ms`: the run's when all
+    of them fit `budget_ms`, else one warm-up and as many repeats as fit the rest (at least
+    min(MIN_REPEATS, repeat))."""
+    if not math.isfinite(first_ms) or first_ms * (repeat + warmup) <= budget_ms:
+        return repeat, warmup
+    fit = int((budget_ms - first_ms) // max(first_ms, 1e-6))
+    return max(min(MIN_REPEATS, repeat), min(repeat, fit)), 1
+
 
 @dataclass
 class Measured:
@@ -36,6 +59,7 @@ class Measured:
     error: str = ""
     provider: str = ""
     out: object = None
+    reason: str = ""       # why it was timed less than the run's repeats (a screened vendor)
 
 
 def _float(value) -> float:
@@ -63,8 +87,10 @@ class CaseRunner:
 
     def measure(self, plan, backend: str | None = None, verify: bool = True,
                 repeat: int | None = None) -> Measured:
-        """Verify against the reference, then time (only if it verified); `repeat` overrides the
-        run's repeats (the exhaustive screen times one launch)."""
+        """Verify against the reference, then time (only if it verified): one launch right after
+        the verification run (its warm-up), then the run's repeats within PLAN_BUDGET_MS
+        (`timing_batch`); `repeat`=1 keeps the one launch (the exhaustive screen). Without
+        `verify` the output is kept in `out` (the vendors', for the reference rule)."""
         name = backend or str(getattr(plan, "backend", ""))
         schedule = getattr(plan, "schedule", name)
         m = Measured(name, str(getattr(schedule, "name", schedule)), "ok",
@@ -80,14 +106,18 @@ class CaseRunner:
                 if failure:
                     m.status, m.error = "wrong", failure
                     return m
-            o = self.opts
-            stats = self.tk.time(plan, self.inputs, out, repeat or o.repeat, 1 if repeat else o.warmup,
-                                 flush_l2=o.flush_l2)
-            m.ms, m.repeats = (stats.median_ms, stats.p20_ms, stats.p80_ms), int(stats.repeats)
+            self._time(m, plan, out, 1, 0)
+            if repeat != 1:
+                self._time(m, plan, out, *timing_batch(m.ms[0], repeat or self.opts.repeat,
+                                                       self.opts.warmup, PLAN_BUDGET_MS))
             m.out = out if not verify else None
         except Exception as exc:
             m.status, m.error = "failed", f"run: {one_line(exc, 300)}"
         return m
+
+    def _time(self, m: Measured, plan, out, repeat: int, warmup: int) -> None:
+        stats = self.tk.time(plan, self.inputs, out, repeat, warmup, flush_l2=self.opts.flush_l2)
+        m.ms, m.repeats = (stats.median_ms, stats.p20_ms, stats.p80_ms), int(stats.repeats)
 
     # ---- the case
     def run(self) -> list[Row]:
@@ -110,15 +140,19 @@ class CaseRunner:
         return rows
 
     def _vendors(self) -> list[Measured]:
-        """Every vendor entry run and timed; then the measurer's reference rule picks the case's
-        reference among their outputs (the float64 reference when none agree), gives each its
-        error against it and marks those that disagree "wrong"."""
+        """Every vendor entry run and screened with one timed launch; then the measurer's reference
+        rule picks the case's reference among their outputs (the float64 reference when none
+        agree), gives each its error against it and marks those that disagree "wrong"; then the
+        vendors that verified are timed again (`_time_vendors`)."""
         c = self.case
         results: list[Measured] = []
+        plans: dict = {}
         for name in self.tk.vendor_names(c.op):
             plan, failed = self._prepare(name, name, lambda: self.tk.prepare_vendor(self.dgraph, name, c.k, c.heads,
                                                                                    dtype=c.dtype))
-            results.append(failed or self.measure(plan, backend=name, verify=False))
+            results.append(failed or self.measure(plan, backend=name, verify=False, repeat=1))
+            if results[-1].status == "ok":
+                plans[name] = plan
             del plan
         ok = [m for m in results if m.status == "ok"]
         try:
@@ -132,9 +166,31 @@ class CaseRunner:
             m.rel_error = pick.errors.get(m.backend, math.nan)
             if m.backend in pick.disagree:
                 m.status, m.error = "wrong", pick.disagree[m.backend]
+        self._time_vendors([m for m in ok if m.status == "ok"], plans)
         for m in results:
             m.out = None
         return results
+
+    def _time_vendors(self, screened: list[Measured], plans: dict) -> None:
+        """The fastest verified vendor after its screening launch gets the run's repeats within
+        PLAN_BUDGET_MS, those within VENDOR_SCREEN_RATIO of it within OTHER_VENDOR_BUDGET_MS; the
+        rest keep their one launch, with the reason. Each plan is freed once timed; the one whose
+        output became the reference is timed into an output of its own."""
+        fastest = best_vendor(screened, lambda m: m.ms[0])
+        for m in screened:
+            plan = plans.pop(m.backend)
+            out = plan.alloc_out() if m.out is self.reference else m.out
+            ratio = m.ms[0] / fastest.ms[0] if fastest.ms[0] > 0 else 1.0
+            if ratio > VENDOR_SCREEN_RATIO:
+                m.reason = f"screened: one launch, {ratio:.2f}x the fastest vendor"
+                continue
+            budget = PLAN_BUDGET_MS if m is fastest else OTHER_VENDOR_BUDGET_MS
+            try:
+                self._time(m, plan, out, *timing_batch(m.ms[0], self.opts.repeat, self.opts.warmup, budget))
+            except Exception as exc:
+                m.status, m.error = "failed", f"run: {one_line(exc, 300)}"
+            del plan
+        plans.clear()
 
     def _decision_backend(self, decision) -> tuple[str, str]:
         backend = str(getattr(decision, "backend", ""))
@@ -251,7 +307,7 @@ class CaseRunner:
                    effective_tbps=effective_tbps(nbytes, m.ms[0]), copy_tbps=ctx.copy_tbps,
                    commit=ctx.commit, gpu=ctx.gpu, timestamp=now_iso(), status=m.status, error=m.error,
                    provider=m.provider, n_cols=g.n_cols, gather_bytes=spec.gather_bytes(g.nnz, c.k, c.heads, c.dtype),
-                   repeats=m.repeats, flush_l2=self.opts.flush_l2, seed=self.opts.seed)
+                   repeats=m.repeats, flush_l2=self.opts.flush_l2, seed=self.opts.seed, reason=m.reason)
 
     def _fill_speedups(self, rows: list[Row], vendors: list[Measured]) -> None:
         ok = [m for m in vendors if m.status == "ok"]

@@ -307,21 +307,23 @@ def training_targets(rows: list[Row]) -> list[Target]:
         if not ours:
             continue
         ours_all += ours
-        pyg = {r.graph: r for r in rows if r.op == op and r.backend == "pyg"}
+        pyg = {(r.graph, r.dtype): r for r in rows if r.op == op and r.backend == "pyg"}
         ratios, gaps = [], []
         for r in ours:
-            theirs = pyg.get(r.graph)
+            theirs = pyg.get((r.graph, r.dtype))
             if theirs is not None and theirs.status == "skipped" and r.status == "ok":
                 gaps.append(f"PyG cannot run {r.graph}: {theirs.error}")
                 ratios.append(math.inf if op == "train-gat" else math.nan)
             else:
                 ratios.append(r.speedup_vs_best_vendor if r.status == "ok" else 0.0)
-        detail = ", ".join(f"{r.graph} {x:.2f}x" for r, x in zip(ours, ratios) if math.isfinite(x))
+        detail = ", ".join(f"{r.graph}{'' if r.dtype == 'float32' else ' ' + r.dtype} {x:.2f}x"
+                           for r, x in zip(ours, ratios) if math.isfinite(x))
         measured = [x for x in ratios if not math.isnan(x)]
         out.append(Target(f"{name} training epoch vs PyG", min(measured, default=math.nan), floor,
                           "; ".join(filter(None, [detail, *gaps])) or "no rows", bool(measured)))
     if ours_all:
-        diffs = [(r.rel_error, r) for r in ours_all if math.isfinite(r.rel_error)]
+        # float32 runs only: in a 2-byte type the two libraries round differently at every step
+        diffs = [(r.rel_error, r) for r in ours_all if math.isfinite(r.rel_error) and r.dtype == "float32"]
         worst = max(diffs, key=lambda d: d[0], default=None)
         out.append(Target("Training loss equal to PyG's after the same steps (relative)",
                           worst[0] if worst else math.nan, LOSS_TOLERANCE,

@@ -10,7 +10,9 @@ caches). Ours carries PyG's median as its baseline (best_vendor `pyg`, best_vend
 speedup_vs_best_vendor) and, as rel_error, the relative difference of the two last losses.
 loss_first and loss_last are each library's losses at its first and last step. A PyG run that
 cannot run (out of memory) is a `skipped` row whose error says why and how much memory it asked
-for. The kernel options (--widths, --heads, --oracle, ...) do not apply and are refused.
+for. `--dtypes` (default float32) runs every model once per type, both libraries' models,
+parameters and features in it (the `dtype` column). The kernel options (--widths, --heads,
+--oracle, ...) do not apply and are refused.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from pathlib import Path
 
 import click
 
+from .. import dtypes as dtype_table
 from ..bench import report
 from ..bench.rows import Row
 from ..bench.suites import TRAINING as SUITE, resolve_graph
@@ -50,9 +53,9 @@ def parse_models(text: str | None) -> tuple[str, ...]:
     return models
 
 
-def check_options(params: dict) -> tuple[tuple[str, ...], int, list]:
-    """(models, steps, graph specs) from the bench options; AutosageError on anything that does not
-    apply to this suite or is missing (torch, PyG)."""
+def check_options(params: dict) -> tuple[tuple[str, ...], int, list, tuple[str, ...]]:
+    """(models, steps, graph specs, dtypes) from the bench options; AutosageError on anything that
+    does not apply to this suite or is missing (torch, PyG)."""
     for name in KERNEL_OPTIONS:
         if params.get(name) not in (None, False, ()):
             raise AutosageError(f"--{name.replace('_', '-')} does not apply to --suite training")
@@ -65,15 +68,17 @@ def check_options(params: dict) -> tuple[tuple[str, ...], int, list]:
         raise AutosageError(f"--repeat for --suite training counts epochs, {WARMUP} of them untimed: "
                             f"it must be > {WARMUP}, got {steps}")
     specs = [resolve_graph(name) for name in (params.get("datasets") or GRAPHS)]
-    return parse_models(params.get("ops")), steps, specs
+    listed = params.get("dtype_list")
+    names = dtype_table.parse_list(listed) if listed is not None else (dtype_table.DEFAULT,)
+    return parse_models(params.get("ops")), steps, specs, names
 
 
-def _rows_of(spec, graph, model: str, ours, theirs, stamp: dict) -> list[Row]:
+def _rows_of(spec, graph, model: str, ours, theirs, stamp: dict, dtype: str = "float32") -> list[Row]:
     from ..torch.training import width
 
     k, heads = width(model)
     base = dict(graph=spec.label, n_rows=graph.n_rows, n_cols=graph.n_cols, nnz=graph.nnz,
-                op=f"train-{model}", k=k, heads=heads, dtype="float32", **stamp)
+                op=f"train-{model}", k=k, heads=heads, dtype=dtype, **stamp)
     rows = []
     for run in (theirs, ours):
         med, p20, p80 = run.stats()
@@ -92,7 +97,7 @@ def _rows_of(spec, graph, model: str, ours, theirs, stamp: dict) -> list[Row]:
     return rows
 
 
-def _dry_run(specs, models, params: dict) -> None:
+def _dry_run(specs, models, params: dict, names=(dtype_table.DEFAULT,)) -> None:
     from ..budget import graph_host_bytes
     from ..graphs import synthetic
     from ..torch import training
@@ -106,11 +111,12 @@ def _dry_run(specs, models, params: dict) -> None:
             g = spec.load(params["root"], params["seed"])   # a file or dataset: validated in full
             (n, nnz), exact = (g.n_rows, g.nnz), True
         n_in, n_out = training.FEATURES.get(spec.label, training.OTHER_FEATURES)
-        for m in models:
-            k, heads = training.width(m)
-            cases.append(PlannedCase(spec.label, n, n, nnz, f"train-{m}", k, heads,
-                                     graph_host_bytes(n, n, nnz),
-                                     training.device_bytes(m, n, nnz, n_in, n_out), exact))
+        for name in names:
+            for m in models:
+                k, heads = training.width(m)
+                cases.append(PlannedCase(spec.label, n, n, nnz, f"train-{m}", k, heads,
+                                         graph_host_bytes(n, n, nnz),
+                                         training.device_bytes(m, n, nnz, n_in, n_out), exact, name))
     show(cases, "autosage bench --suite training", params.get("as_json", False),
          {"suite": SUITE, "out": params.get("out_dir") or "results/<date>-<gpu name>"})
 
@@ -119,11 +125,11 @@ def run(params: dict, command: str, default_out, prior_run, render) -> None:
     """The suite, from the bench command's options (`params`, and `command`, its line for the
     README); `default_out(gpu)`, `prior_run(dir)` and `render(rows, out, as_json)` are the bench
     command's own."""
-    models, steps, specs = check_options(params)
+    models, steps, specs, names = check_options(params)
     out_dir = params.get("out_dir")
     prior = prior_run(Path(out_dir)) if out_dir is not None else None
     if params.get("dry_run"):
-        return _dry_run(specs, models, params)
+        return _dry_run(specs, models, params, names)
     require_gpu("autosage bench --suite training", "--dry-run validates the run without one")
     from ..torch.training import require_torch_cuda
 
@@ -136,7 +142,7 @@ def run(params: dict, command: str, default_out, prior_run, render) -> None:
                     "seed": params["seed"], "repeat": steps, "environment": env}]
     stamp = {"commit": str(env.get("commit", "")), "gpu": gpu, "timestamp": now_iso(),
              "seed": params["seed"]}
-    new_rows = run_graphs(specs, models, steps, params, stamp, out, old_rows)
+    new_rows = run_graphs(specs, models, steps, {**params, "dtypes": names}, stamp, out, old_rows)
     all_rows = report.merge_rows(old_rows, new_rows)
     report.write_run_dir(out, all_rows, env, runs)
     render(all_rows, out, params.get("as_json", False))
@@ -144,9 +150,13 @@ def run(params: dict, command: str, default_out, prior_run, render) -> None:
 
 def run_graphs(specs, models, steps: int, params: dict, stamp: dict, out: Path, old_rows,
                device: str = "cuda") -> list[Row]:
-    """Every model on every graph, rows written to results.csv after each model (`device` cpu: a
-    smoke run of the same path, for tests)."""
+    """Every model on every graph in every dtype of params["dtypes"] (default float32), rows
+    written to results.csv after each model (`device` cpu: a smoke run of the same path, for
+    tests)."""
     from ..torch import training
+    from ..torch.cuda import VALUE_TYPES
+
+    by_name = {name: t for t, name in VALUE_TYPES.items()}
 
     out.mkdir(parents=True, exist_ok=True)
     rows: list[Row] = []
@@ -158,12 +168,14 @@ def run_graphs(specs, models, steps: int, params: dict, stamp: dict, out: Path, 
         del csr
         click.echo(f"{spec.label}: {graph.n_rows:,} nodes, {graph.nnz:,} edges "
                    f"({time.perf_counter() - t0:.1f} s)", err=True)
-        for model, ours, theirs in training.bench_graph(spec.label, graph, models, steps=steps,
-                                                        warmup=WARMUP, seed=params["seed"]):
-            new = _rows_of(spec, graph, model, ours, theirs, stamp)
-            rows += new
-            report.write_csv(report.merge_rows(old_rows, rows), out / "results.csv")
-            click.echo(_progress_line(new), err=True)
+        for name in params.get("dtypes") or (dtype_table.DEFAULT,):
+            for model, ours, theirs in training.bench_graph(spec.label, graph, models, steps=steps,
+                                                            warmup=WARMUP, seed=params["seed"],
+                                                            dtype=by_name[name]):
+                new = _rows_of(spec, graph, model, ours, theirs, stamp, name)
+                rows += new
+                report.write_csv(report.merge_rows(old_rows, rows), out / "results.csv")
+                click.echo(_progress_line(new), err=True)
         del graph
         training.free_memory()
     return rows
@@ -171,7 +183,8 @@ def run_graphs(specs, models, steps: int, params: dict, stamp: dict, out: Path, 
 
 def _progress_line(rows: list[Row]) -> str:
     pyg, mine = rows
-    what = f"  {mine.graph} {mine.op}: ours {mine.ms_median:.1f} ms/epoch [{mine.status}]"
+    kind = "" if mine.dtype == dtype_table.DEFAULT else f" {mine.dtype}"
+    what = f"  {mine.graph} {mine.op}{kind}: ours {mine.ms_median:.1f} ms/epoch [{mine.status}]"
     if pyg.status != "ok":
         return f"{what}; PyG {pyg.status}: {pyg.error}"
     return (f"{what}, PyG ({pyg.schedule}) {pyg.ms_median:.1f} ms -> {mine.speedup_vs_best_vendor:.2f}x; "

@@ -114,6 +114,13 @@ def reference(op: str, csr, inputs, scale: float | None = None, **options):
     return get(op).reference(csr, inputs, scale, **options)
 
 
+def device_reference(op: str, dgraph, inputs, scale: float | None = None, dtype: str = DEFAULT_DTYPE):
+    """The float64 result of `op` computed on the device from CuPy `inputs` stored as `dtype`, or
+    None when the op has no device reference or it does not fit in device memory."""
+    compute = get(op).device_reference
+    return None if compute is None else compute(dgraph, inputs, scale, dtype)
+
+
 # ------------------------------------------------------------------ plans
 
 def vendor_names(op: str) -> list[str]:

@@ -4,6 +4,8 @@ zeros. Q: n_rows x H x d; K, V: n_cols x H x d; out: n_rows x H x d. Vendors: cu
 row softmax and each cuSPARSE SpMM algorithm; baseline: PyG."""
 from __future__ import annotations
 
+import math
+
 from .. import dtypes
 from ..backends import attention_vendor
 from ..backends.base import HeadsOutPlan
@@ -23,9 +25,17 @@ def _reference(csr, inputs, scale=None, **options):
     return attention_reference(csr, inputs, scale, **options)
 
 
+def _device_reference(dgraph, inputs, scale=None, dtype: str = dtypes.DEFAULT):
+    from ..backends import reference_device as device   # CuPy, imported when a reference is made
+    return device.reference(device.attention, dgraph, inputs, scale, dtype,
+                            out_elements=math.prod(inputs[0].shape),
+                            per_edge=2 * int(inputs[0].shape[1]) + 1)   # scores, a gathered row term
+
+
 SPEC = OpSpec(
     name="attention", dtypes=("float32", "float16", "bfloat16"), operands=("Q", "K", "V"), multi_head=True,
     input_shapes=_input_shapes, output_shape=HeadsOutPlan.out_shape, reference=_reference,
+    device_reference=_device_reference,
     gathers_per_edge=lambda heads: 2 * heads,          # K and V rows
     scores_per_edge=lambda heads: 2 * heads,           # scores, then probabilities
     vendor_names=attention_vendor.vendor_names,

@@ -22,9 +22,16 @@ def _reference(csr, inputs, scale=None, **options):
     return sddmm_reference(csr, inputs, scale, **options)
 
 
+def _device_reference(dgraph, inputs, scale=None, dtype: str = dtypes.DEFAULT):
+    from ..backends import reference_device as device   # CuPy, imported when a reference is made
+    return device.reference(device.sddmm, dgraph, inputs, scale, dtype, out_elements=dgraph.nnz,
+                            per_edge=2)
+
+
 SPEC = OpSpec(
     name="sddmm", dtypes=("float32", "float16", "bfloat16"), operands=("X", "Y"), multi_head=False,
     input_shapes=_input_shapes, output_shape=EdgesOutPlan.out_shape, reference=_reference,
+    device_reference=_device_reference,
     gathers_per_edge=lambda heads: 1, scores_per_edge=lambda heads: 0,
     vendor_names=sddmm_vendor_names,
     guardrail_vendor_names=lambda: sddmm_vendor_names(guardrail=True),

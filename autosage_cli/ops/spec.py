@@ -50,6 +50,9 @@ class OpSpec:
     # The vendor entries a tune's guardrail measures, when fewer than vendor_names (None: all of
     # them); the benchmark times every vendor entry whatever this says.
     guardrail_vendor_names: Callable[[], list] | None = None
+    # (dgraph, inputs, scale, dtype) -> the float64 reference on the device, or None when it does
+    # not fit there (backends/reference_device.py); None here: the host reference only
+    device_reference: Callable | None = None
     # Its kernel families (name -> kernels.family.Family), for an op whose families are not one of
     # the built-in tables of kernels/: the registry registers them (kernels.schedule.register_op)
     # and their schedules are the op's space. None: the built-in table of kernels/ (spmm, sddmm,

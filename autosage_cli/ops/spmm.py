@@ -20,9 +20,16 @@ def _reference(csr, inputs, scale=None, **options):
     return spmm_reference(csr, inputs, scale, **options)
 
 
+def _device_reference(dgraph, inputs, scale=None, dtype: str = dtypes.DEFAULT):
+    from ..backends import reference_device as device   # CuPy, imported when a reference is made
+    return device.reference(device.spmm, dgraph, inputs, scale, dtype,
+                            out_elements=dgraph.n_rows * int(inputs[0].shape[1]), per_edge=1)
+
+
 SPEC = OpSpec(
     name="spmm", dtypes=("float32", "float16", "bfloat16"), operands=("B",), multi_head=False,
     input_shapes=_input_shapes, output_shape=RowsOutPlan.out_shape, reference=_reference,
+    device_reference=_device_reference,
     gathers_per_edge=lambda heads: 1, scores_per_edge=lambda heads: 0,
     vendor_names=lambda: list(SPMM_NAMES), is_vendor=lambda name: name in SPMM_NAMES,
     prepare_vendor=_prepare_vendor,

@@ -10,6 +10,7 @@ a fixed schedule can be asked for by name instead.
 """
 from __future__ import annotations
 
+from .. import dtypes
 from ..errors import AutosageError
 from ..graphs.csr import CSRGraph
 from ..kernels.attention_families import FAMILIES
@@ -23,23 +24,25 @@ def runs_additive(schedule: Schedule) -> bool:
     return schedule.family in ADDITIVE_FAMILIES
 
 
-def additive_schedule(graph: CSRGraph, d: int, heads: int, schedule: str | None = None) -> Schedule:
+def additive_schedule(graph: CSRGraph, d: int, heads: int, schedule: str | None = None,
+                      dtype: str = dtypes.DEFAULT) -> Schedule:
     """`schedule` (the name of a schedule of an ADDITIVE_FAMILIES family), checked against (d,
-    heads); or the cost model's best of those families for this graph."""
+    heads, dtype); or the cost model's best of those families for this graph in `dtype`."""
     if schedule is not None:
         chosen = get(schedule)  # AutosageError for an unknown name
         if not runs_additive(chosen):
             raise AutosageError(f"schedule {schedule!r}: the additive score runs on the attention "
                                 f"families {', '.join(ADDITIVE_FAMILIES)} only")
-        reason = chosen.supports(d, heads)
+        reason = chosen.supports(d, heads, dtype)
         if reason is not None:
-            raise AutosageError(f"schedule {schedule!r} cannot run d={d}, heads={heads}: {reason}")
+            raise AutosageError(f"schedule {schedule!r} cannot run d={d}, heads={heads} in {dtype}: "
+                                f"{reason}")
         return chosen
     from ..features import compute_features
     from .estimate import rank
 
     features = compute_features(graph, symmetry=False)
-    for candidate, _ms in rank(features, "attention", d, heads):
+    for candidate, _ms in rank(features, "attention", d, heads, dtype=dtype):
         if runs_additive(candidate):
             return candidate
     raise AutosageError(f"no fused attention schedule runs d={d}, heads={heads} (d must be at most "
@@ -47,9 +50,10 @@ def additive_schedule(graph: CSRGraph, d: int, heads: int, schedule: str | None 
 
 
 def prepare_additive_plan(graph: CSRGraph, dgraph, d: int, heads: int, negative_slope: float,
-                          schedule: str | None = None):
-    """A prepared additive-score plan on `dgraph` (the device copy of `graph`)."""
+                          schedule: str | None = None, dtype: str = dtypes.DEFAULT):
+    """A prepared additive-score plan on `dgraph` (the device copy of `graph`), V and the output
+    in `dtype`."""
     from ..backends.native_attention import prepare_additive
 
-    return prepare_additive(dgraph, additive_schedule(graph, d, heads, schedule), d, heads,
-                            negative_slope)
+    return prepare_additive(dgraph, additive_schedule(graph, d, heads, schedule, dtype), d, heads,
+                            negative_slope, dtype)

@@ -12,6 +12,13 @@ from `graph.schedules`, else the decision cache, tuning on a miss (`graph.tune`,
 Two device graphs may exist: "weighted" (the graph's weights: SpMM, which also takes per-call
 values) and "pattern" (all ones: SDDMM and attention, whose kernels must not scale by weights).
 A graph without weights has one.
+
+Value types: float32, float16 and bfloat16 operands run plans of that type (the plan key carries
+it): the kernels load and store the type and sum in float32, and outputs are allocated in it.
+bfloat16 tensors reach CuPy as int16 DLPack views re-read as uint16 (CuPy has no bfloat16 type;
+the kernels take the bit patterns). Per-call SpMM values are rounded to the operands' type, as the
+kernels read edge values of the plan's type; the additive score's per-node terms (a_dst, a_src)
+and its row statistics are float32 whatever the type (n x H numbers, read once per edge as scalars).
 """
 from __future__ import annotations
 
@@ -64,10 +71,22 @@ def release_pool() -> None:
     cupy.get_default_memory_pool().free_all_blocks()
 
 
-def operand(name: str, t: torch.Tensor) -> torch.Tensor:
-    """A float32, C-contiguous, 16-byte aligned tensor (copied only when it is not one)."""
-    if t.dtype != torch.float32:
-        raise AutosageError(f"{name}: the CUDA ops take float32, got {str(t.dtype).replace('torch.', '')}")
+VALUE_TYPES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
+
+
+def dtype_name(t: torch.Tensor) -> str:
+    """autosage's name of an operand's value type ("bfloat16"; `operand` has checked it)."""
+    return VALUE_TYPES[t.dtype]
+
+
+def operand(name: str, t: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """A C-contiguous, 16-byte aligned tensor of an accepted value type, or of `dtype` (rounded
+    to it) when given; copied only when it is not one already."""
+    if dtype is not None and t.dtype != dtype:
+        t = t.detach().to(dtype)
+    if t.dtype not in VALUE_TYPES:
+        raise AutosageError(f"{name}: the CUDA ops take {', '.join(VALUE_TYPES.values())}, "
+                            f"got {str(t.dtype).replace('torch.', '')}")
     t = t.detach()
     if not t.is_contiguous() or t.data_ptr() % _ALIGN:
         t = t.clone(memory_format=torch.contiguous_format)
@@ -77,6 +96,8 @@ def operand(name: str, t: torch.Tensor) -> torch.Tensor:
 def _cupy(t: torch.Tensor):
     import cupy
 
+    if t.dtype == torch.bfloat16:   # CuPy has no bfloat16: share the bits as uint16
+        return cupy.from_dlpack(t.view(torch.int16)).view(cupy.uint16)
     return cupy.from_dlpack(t)
 
 
@@ -100,44 +121,45 @@ def device_graph(graph: Graph, weighted: bool, device: torch.device):
 
 
 def plan(graph: Graph, op: str, k: int, device: torch.device, *, heads: int = 1, scale=None,
-         weighted: bool = False):
-    """The prepared plan for (op, k, heads, scale) on `graph`, made (and tuned if needed) once."""
+         weighted: bool = False, dtype: str = "float32"):
+    """The prepared plan for (op, k, heads, scale, dtype) on `graph`, made (and tuned if needed)
+    once."""
     from .. import api
 
-    key = ("plan", op, k, heads, scale, weighted and graph.weight is not None, device.index)
+    key = ("plan", op, k, heads, scale, weighted and graph.weight is not None, device.index, dtype)
     if key not in graph.gpu:
         dgraph = device_graph(graph, weighted, device)
         graph.gpu[key] = api.prepare_plan(dgraph.host, dgraph, op, k, heads,
                                           schedule=graph.schedules.get(op), scale=scale,
-                                          cache=graph.cache, tune=graph.tune)
+                                          cache=graph.cache, tune=graph.tune, dtype=dtype)
     return graph.gpu[key]
 
 
 def spmm(graph: Graph, values, B: torch.Tensor) -> torch.Tensor:
     B = operand("B", B)
     k = int(B.shape[1])
-    out = torch.empty((graph.n_rows, k), dtype=torch.float32, device=B.device)
+    out = torch.empty((graph.n_rows, k), dtype=B.dtype, device=B.device)
     if graph.nnz == 0:
         return out.zero_()
     with _on_torch_stream(B.device):
-        p = plan(graph, "spmm", k, B.device, weighted=True)
+        p = plan(graph, "spmm", k, B.device, weighted=True, dtype=dtype_name(B))
         if values is None:
             p.run((_cupy(B),), _cupy(out))
         else:
             run_values = getattr(p, "run_values", None)
             if run_values is None:
                 raise AutosageError(f"SpMM plan {p.schedule} cannot take per-call edge values")
-            run_values(_cupy(operand("values", values)), _cupy(B), _cupy(out))
+            run_values(_cupy(operand("values", values, B.dtype)), _cupy(B), _cupy(out))
     return out
 
 
 def sddmm(graph: Graph, X: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:
-    X, Y = operand("X", X), operand("Y", Y)
-    out = torch.empty(graph.nnz, dtype=torch.float32, device=X.device)
+    X, Y = operand("X", X), operand("Y", Y, X.dtype)
+    out = torch.empty(graph.nnz, dtype=X.dtype, device=X.device)
     if graph.nnz == 0:
         return out
     with _on_torch_stream(X.device):
-        p = plan(graph, "sddmm", int(X.shape[1]), X.device)
+        p = plan(graph, "sddmm", int(X.shape[1]), X.device, dtype=dtype_name(X))
         p.run((_cupy(X), _cupy(Y)), _cupy(out))
     return out
 
@@ -147,7 +169,7 @@ def _fused_attention(graph: Graph, inputs: tuple, make_plan, stats: torch.Tensor
     d), and into `stats` (the additive plans' row statistics) when given."""
     V = inputs[-1]
     heads, d = int(V.shape[1]), int(V.shape[2])
-    out = torch.empty((graph.n_rows, heads, d), dtype=torch.float32, device=V.device)
+    out = torch.empty((graph.n_rows, heads, d), dtype=V.dtype, device=V.device)
     if graph.nnz == 0:
         return out.zero_()
     with _on_torch_stream(V.device):
@@ -157,31 +179,39 @@ def _fused_attention(graph: Graph, inputs: tuple, make_plan, stats: torch.Tensor
 
 
 def attention(graph: Graph, Q, K, V, scale: float) -> torch.Tensor:
-    inputs = (operand("Q", Q), operand("K", K), operand("V", V))
+    Q = operand("Q", Q)
+    inputs = (Q, operand("K", K, Q.dtype), operand("V", V, Q.dtype))
+    name = dtype_name(Q)
     return _fused_attention(graph, inputs, lambda heads, d: plan(graph, "attention", d, V.device,
-                                                                 heads=heads, scale=float(scale)))
+                                                                 heads=heads, scale=float(scale),
+                                                                 dtype=name))
 
 
-def additive_plan(graph: Graph, d: int, heads: int, negative_slope: float, device: torch.device):
-    """The additive-score (GAT) plan for (d, heads, slope) on `graph`, made once: a fixed schedule
-    from graph.schedules["attention-additive"], else the cost model's best fused schedule
-    (scheduler.additive: not probed)."""
+def additive_plan(graph: Graph, d: int, heads: int, negative_slope: float, device: torch.device,
+                  dtype: str = "float32"):
+    """The additive-score (GAT) plan for (d, heads, slope, dtype of V) on `graph`, made once: a
+    fixed schedule from graph.schedules["attention-additive"], else the cost model's best fused
+    schedule (scheduler.additive: not probed)."""
     from ..scheduler.additive import prepare_additive_plan
 
-    key = ("plan", "attention-additive", d, heads, negative_slope, device.index)
+    key = ("plan", "attention-additive", d, heads, negative_slope, device.index, dtype)
     if key not in graph.gpu:
         dgraph = device_graph(graph, False, device)
         graph.gpu[key] = prepare_additive_plan(dgraph.host, dgraph, d, heads, negative_slope,
-                                               graph.schedules.get("attention-additive"))
+                                               graph.schedules.get("attention-additive"), dtype)
     return graph.gpu[key]
 
 
 def additive_attention(graph: Graph, a_dst, a_src, V, negative_slope: float):
-    """(O, row max, row sum): the output and each (row, head)'s softmax statistics."""
-    inputs = (operand("a_dst", a_dst), operand("a_src", a_src), operand("V", V))
+    """(O, row max, row sum): the output (in V's type) and each (row, head)'s softmax statistics
+    (float32, as a_dst and a_src are read)."""
+    V = operand("V", V)
+    name = dtype_name(V)
+    inputs = (operand("a_dst", a_dst, torch.float32), operand("a_src", a_src, torch.float32), V)
     stats = torch.empty((graph.n_rows, V.shape[1], 2), dtype=torch.float32, device=V.device)
     stats[..., 0], stats[..., 1] = float("-inf"), 0.0   # rows without edges (and no edges at all)
     out = _fused_attention(graph, inputs, lambda heads, d: additive_plan(graph, d, heads,
-                                                                         float(negative_slope), V.device),
+                                                                         float(negative_slope), V.device,
+                                                                         name),
                            stats)
     return out, stats[..., 0], stats[..., 1]

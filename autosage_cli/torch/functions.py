@@ -32,6 +32,13 @@ own input, since its structure differs):
 Every op works under torch.no_grad() and torch.inference_mode(), and is hidden from torch.compile
 (torch.compiler.disable): a compiled model breaks its graph cleanly around each call.
 
+Value types: float32, float16 and bfloat16, every operand of one op in one type (the additive
+score's a_dst and a_src may also be float32 next to a 2-byte V, as autocast leaves them). Outputs
+and gradients are in the inputs' type; the kernels sum in float32, and backward keeps its per-edge
+softmax arithmetic (scores, P, dP, dS) in float32, rounding P and dS to the type only as the SpMM's
+edge values, as the forward kernels do. Under torch.autocast the layers' linear maps produce the
+half type and the ops run in it; the ops themselves never cast their operands.
+
 Edge order: `edge_weight` inputs and `sddmm` outputs follow the order in which the graph's edges
 were given (edge_index columns, a CSR's stored order); Graph.to_canonical / to_user map them.
 """
@@ -45,6 +52,7 @@ from torch.autograd.function import once_differentiable
 from ..errors import AutosageError
 from . import kernels
 from .graph import Graph
+from .kernels import widened
 
 
 def _heads(T: torch.Tensor, h: int) -> torch.Tensor:
@@ -77,7 +85,7 @@ class SpMMFunction(torch.autograd.Function):
         if ctx.needs_input_grad[2]:
             d_B = _spmm_t(g, values, dC)
         if ctx.needs_input_grad[1]:
-            d_values = kernels.sddmm(g, dC, B.contiguous())
+            d_values = kernels.sddmm(g, dC, B.contiguous()).to(values.dtype)
         return None, d_values, d_B
 
 
@@ -111,7 +119,14 @@ def _softmax_backward(g: Graph, probs, V, O, dO, need_v: bool, need_scores: bool
     if not need_scores:
         return d_V, None
     d_scores = torch.stack([kernels.sddmm(g, _heads(dO, h), _heads(V, h)) for h in range(heads)], 1)
-    row_dot = (dO * O).sum(-1)                                    # (n_rows, H) = sum_e P_e dP_e
+    if d_scores.dtype in kernels.TWO_BYTE:
+        # sum_e P_e dP_e from the rounded dP itself, so that dS sums to zero over each row as the
+        # exact gradient does (<dO_i, O_i> would leave the rounding of dP in every row sum: the
+        # additive score's a_dst gradient, a row sum of dS, lost a digit to it in bfloat16)
+        d_scores = widened(d_scores)
+        row_dot = probs.new_zeros((g.n_rows, heads)).index_add_(0, row, probs * d_scores)
+    else:
+        row_dot = (dO * O).sum(-1)                                # (n_rows, H) = sum_e P_e dP_e
     return d_V, d_scores.sub_(row_dot.index_select(0, row)).mul_(probs)
 
 
@@ -119,7 +134,7 @@ def _attention_backward(g: Graph, saved: tuple, dO, scale: float, needs: tuple):
     """(dQ, dK, dV), None where not needed; probabilities recomputed (see the module docstring)."""
     Q, K, V, O = saved
     heads = Q.shape[1]
-    scores = torch.stack([kernels.sddmm(g, _heads(Q, h), _heads(K, h)) for h in range(heads)], 1)
+    scores = widened(torch.stack([kernels.sddmm(g, _heads(Q, h), _heads(K, h)) for h in range(heads)], 1))
     probs = kernels.edge_softmax(g, scores.mul_(scale))
     del scores
     d_V, d_scores = _softmax_backward(g, probs, V, O, dO, needs[2], needs[0] or needs[1])
@@ -180,7 +195,8 @@ def _additive_backward(g: Graph, saved: tuple, dO, slope: float, needs: tuple):
     d_x.addcmul_(d_x, negative, value=slope - 1.0)                  # dS -> dx, in place
     d_dst = d_x.new_zeros(a_dst.shape).index_add_(0, g.on("row", dev), d_x) if needs[0] else None
     d_src = d_x.new_zeros(a_src.shape).index_add_(0, g.on("col", dev), d_x) if needs[1] else None
-    return d_dst, d_src, d_V
+    return (None if d_dst is None else d_dst.to(a_dst.dtype),
+            None if d_src is None else d_src.to(a_src.dtype), d_V)
 
 
 AdditiveAttentionFunction = _fused_attention_function(
@@ -190,7 +206,9 @@ AdditiveAttentionFunction = _fused_attention_function(
 
 
 # ------------------------------------------------------------------------------------ checks
-def _check(name: str, t, dims: int, rows: int, like: torch.Tensor | None = None) -> None:
+def _check(name: str, t, dims: int, rows: int, like: torch.Tensor | None = None,
+           also: torch.dtype | None = None) -> None:
+    """Type, shape and (with `like`) the device and dtype of `like`, or the dtype `also`."""
     if not isinstance(t, torch.Tensor):
         raise AutosageError(f"{name}: expected a torch tensor, got {type(t).__name__}")
     if t.dim() != dims or t.shape[0] != rows:
@@ -199,8 +217,9 @@ def _check(name: str, t, dims: int, rows: int, like: torch.Tensor | None = None)
         raise AutosageError(f"{name}: feature dimensions must be >= 1, got shape {tuple(t.shape)}")
     if not t.dtype.is_floating_point:
         raise AutosageError(f"{name}: expected a floating-point tensor, got {t.dtype}")
-    if like is not None and (t.device != like.device or t.dtype != like.dtype):
-        raise AutosageError(f"{name}: expected {like.dtype} on {like.device}, got {t.dtype} on {t.device}")
+    if like is not None and (t.device != like.device or t.dtype not in (like.dtype, also)):
+        wanted = like.dtype if also in (None, like.dtype) else f"{like.dtype} or {also}"
+        raise AutosageError(f"{name}: expected {wanted} on {like.device}, got {t.dtype} on {t.device}")
 
 
 def _edge_values(g: Graph, edge_weight, like: torch.Tensor):
@@ -268,8 +287,9 @@ def additive_attention(graph, a_dst: torch.Tensor, a_src: torch.Tensor, V: torch
     the source's. The graph's weights are not used; duplicate edges are refused."""
     g = Graph.coerce(graph)
     _check("V", V, 3, g.n_cols)
-    _check("a_dst", a_dst, 2, g.n_rows, like=V)
-    _check("a_src", a_src, 2, g.n_cols, like=V)
+    wide = torch.float32 if V.dtype in kernels.TWO_BYTE else None   # autocast's per-node terms
+    _check("a_dst", a_dst, 2, g.n_rows, like=V, also=wide)
+    _check("a_src", a_src, 2, g.n_cols, like=V, also=wide)
     if a_dst.shape[1] != V.shape[1] or a_src.shape[1] != V.shape[1]:
         raise AutosageError(f"a_dst and a_src need one score per head ({V.shape[1]}), got shapes "
                             f"{tuple(a_dst.shape)}, {tuple(a_src.shape)}")

@@ -9,10 +9,11 @@
                               returns (O, row max, row sum): the softmax statistics backward uses
   edge_softmax(graph, S)      softmax of S (nnz, H) over each row's edges
 
-CUDA tensors run autosage's tuned plans (autosage_cli.torch.cuda: float32, zero-copy). Any other
-device runs the reference below: plain torch (index_select / index_add), exact in float64, so the
-autograd plumbing, the graph handle and the layers are testable without a GPU and the CUDA path
-has a float64 reference to be checked against.
+CUDA tensors run autosage's tuned plans (autosage_cli.torch.cuda: float32, float16 and bfloat16,
+zero-copy). Any other device runs the reference below: plain torch (index_select / index_add),
+exact in float64, so the autograd plumbing, the graph handle and the layers are testable without a
+GPU and the CUDA path has a float64 reference to be checked against. As the kernels do, the
+reference computes 2-byte inputs in float32 and rounds only its outputs to their type.
 """
 from __future__ import annotations
 
@@ -22,8 +23,17 @@ from ..kernels.attention_space import MAX_FEATURES
 from .graph import Graph
 
 
+TWO_BYTE = (torch.float16, torch.bfloat16)
+
+
 def _is_cuda(t: torch.Tensor) -> bool:
     return t.device.type == "cuda"
+
+
+def widened(t: torch.Tensor) -> torch.Tensor:
+    """`t` in float32 when it is of a 2-byte type (a copy), else `t` itself: where per-edge
+    softmax arithmetic and reference sums happen, as the kernels keep theirs in float32."""
+    return t.float() if t.dtype in TWO_BYTE else t
 
 
 def spmm(graph: Graph, values: torch.Tensor | None, B: torch.Tensor) -> torch.Tensor:
@@ -31,13 +41,13 @@ def spmm(graph: Graph, values: torch.Tensor | None, B: torch.Tensor) -> torch.Te
         from . import cuda
 
         return cuda.spmm(graph, values, B)
-    dev = B.device
+    dev, wide = B.device, widened(B)
     row, col = graph.on("row", dev), graph.on("col", dev)
     vals = values if values is not None else graph.on("weight", dev)
-    msg = B.index_select(0, col)
+    msg = wide.index_select(0, col)
     if vals is not None:
-        msg = msg * vals.to(B.dtype).unsqueeze(-1)
-    return B.new_zeros((graph.n_rows, B.shape[1])).index_add_(0, row, msg)
+        msg = msg * vals.to(B.dtype).to(wide.dtype).unsqueeze(-1)   # values as the kernels read them
+    return wide.new_zeros((graph.n_rows, B.shape[1])).index_add_(0, row, msg).to(B.dtype)
 
 
 def sddmm(graph: Graph, X: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:
@@ -47,7 +57,7 @@ def sddmm(graph: Graph, X: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:
         return cuda.sddmm(graph, X, Y)
     dev = X.device
     row, col = graph.on("row", dev), graph.on("col", dev)
-    return (X.index_select(0, row) * Y.index_select(0, col)).sum(-1)
+    return (widened(X).index_select(0, row) * widened(Y).index_select(0, col)).sum(-1).to(X.dtype)
 
 
 def edge_softmax(graph: Graph, scores: torch.Tensor) -> torch.Tensor:
@@ -80,14 +90,15 @@ def attention(graph: Graph, Q, K, V, scale: float) -> torch.Tensor:
         return cuda.attention(graph, Q, K, V, scale)
     dev = Q.device
     row, col = graph.on("row", dev), graph.on("col", dev)
-    scores = (Q.index_select(0, row) * K.index_select(0, col)).sum(-1) * scale   # (nnz, H)
-    return _softmax_aggregate(graph, scores, V)
+    scores = (widened(Q).index_select(0, row) * widened(K).index_select(0, col)).sum(-1) * scale
+    return _softmax_aggregate(graph, scores, widened(V)).to(V.dtype)          # scores: (nnz, H)
 
 
 def additive_scores(graph: Graph, a_dst, a_src) -> torch.Tensor:
     """(nnz, H) pre-activation scores a_dst[i] + a_src[j] of every edge (i, j), canonical order."""
     dev = a_dst.device
-    return a_dst.index_select(0, graph.on("row", dev)) + a_src.index_select(0, graph.on("col", dev))
+    return (widened(a_dst).index_select(0, graph.on("row", dev))
+            + widened(a_src).index_select(0, graph.on("col", dev)))
 
 
 def additive_attention(graph: Graph, a_dst, a_src, V, negative_slope: float):
@@ -100,7 +111,7 @@ def additive_attention(graph: Graph, a_dst, a_src, V, negative_slope: float):
         return cuda.additive_attention(graph, a_dst, a_src, V, negative_slope)
     scores = torch.nn.functional.leaky_relu_(additive_scores(graph, a_dst, a_src), negative_slope)
     probs, row_max, row_sum = softmax_with_stats(graph, scores)
-    return _aggregate(graph, probs, V), row_max, row_sum
+    return _aggregate(graph, probs, widened(V)).to(V.dtype), row_max, row_sum
 
 
 def _softmax_aggregate(graph: Graph, scores: torch.Tensor, V: torch.Tensor) -> torch.Tensor:

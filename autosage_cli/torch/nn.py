@@ -1,6 +1,8 @@
 """GNN layers in PyG's idiom, on autosage's ops: same constructor arguments, parameter names and
 outputs as torch_geometric.nn's layer of the same name (so `ours.load_state_dict(pyg.state_dict())`
-gives the same function), fp32-equal.
+gives the same function), fp32-equal. Inputs and parameters may be float16 or bfloat16 (the
+layer `.to(dtype)`, or torch.autocast): outputs and gradients come in that type, the sparse kernels
+summing in float32 (see autosage_cli.torch.functions).
 
 `forward(x, graph)` takes a `Graph` (fastest: its normalised graphs, transposes and plans are
 built once and kept), or an `edge_index` (2, E) of source -> target edges, or a torch sparse CSR
@@ -92,8 +94,10 @@ class GCNConv(nn.Module):
             improved = self.improved and g.user_weight is not None
             out = spmm(gcn_graph(g, add_self_loops=self.add_self_loops, improved=improved), h)
         else:
+            # the normalisation in float32 at least: a 2-byte degree sum would round every step
             target, values = gcn_values(g, edge_weight.to(h.device), add_self_loops=self.add_self_loops,
-                                        fill=2.0 if self.improved else 1.0, dtype=h.dtype)
+                                        fill=2.0 if self.improved else 1.0,
+                                        dtype=torch.promote_types(h.dtype, torch.float32))
             out = SpMMFunction.apply(target, values, h)
         return out if self.bias is None else out + self.bias
 

@@ -7,7 +7,9 @@ Models (the widths the benchmark fixes):
   transformer  TransformerConv 8 heads x 8, then 1 head (only when asked for)
 Per graph, random features and labels come from one seed. PyG's model is built first (seeded) and
 ours gets its weights (load_state_dict), so both start equal and, computing the same functions,
-train along the same path. An epoch is forward + cross-entropy + backward + Adam step (lr 0.01),
+train along the same path. In float16 or bfloat16 (`dtype`) both models, their parameters and the
+features are in that type (PyG's sparse adjacency too), so each library trains as it runs in the
+type; the losses then agree only up to the type's rounding. An epoch is forward + cross-entropy + backward + Adam step (lr 0.01),
 timed with CUDA events (the wall clock on a CPU). `steps` epochs in all; the first `warmup` are not
 timed (tuning, kernel builds and PyG's caches happen there) and the loss of the last one is what
 the two libraries are compared on.
@@ -165,9 +167,10 @@ def free_memory() -> None:
 
 def run_ours(model_name: str, dims, graph: Graph, x, labels, init_state, steps: int, warmup: int) -> Run:
     """Our model on its own handle of `graph` (the same index tensors, none of the derived graphs,
-    transposes and plans of an earlier model), all of which are freed before PyG runs."""
+    transposes and plans of an earlier model), all of which are freed before PyG runs; in x's
+    device and dtype."""
     own = Graph(graph.rowptr, graph.row, graph.col, graph.weight, graph.shape, cache=graph.cache)
-    model = build(autosage_layers, model_name, *dims).to(x.device)
+    model = build(autosage_layers, model_name, *dims).to(device=x.device, dtype=x.dtype)
     model.load_state_dict(init_state)
     try:
         run = train(model, own, x, labels, steps, warmup)
@@ -186,7 +189,7 @@ def run_pyg(model_name: str, dims, inputs: dict, x, labels, init_state, steps: i
 
     failures = []
     for mode in PYG_MODES[model_name]:
-        model = build(pyg, model_name, *dims, pyg_mode=mode).to(x.device)
+        model = build(pyg, model_name, *dims, pyg_mode=mode).to(device=x.device, dtype=x.dtype)
         model.load_state_dict(init_state)
         try:
             run = train(model, inputs[mode], x, labels, steps, warmup)
@@ -218,24 +221,26 @@ def training_graph(csr: CSRGraph, device, cache=None) -> Graph:
     return Graph.from_coo(row[keep].to(device), col[keep].to(device), None, csr.shape, cache=cache)
 
 
-def pyg_inputs(graph: Graph) -> dict:
+def pyg_inputs(graph: Graph, dtype: torch.dtype = torch.float32) -> dict:
     """PyG's graph input per mode: the adjacency as a torch sparse CSR tensor (rows = targets,
-    PyG's adj_t), and the edge_index (source, target)."""
-    ones = torch.ones(graph.nnz, device=graph.device)
+    PyG's adj_t) with values in `dtype`, and the edge_index (source, target)."""
+    ones = torch.ones(graph.nnz, device=graph.device, dtype=dtype)
     adj_t = torch.sparse_csr_tensor(graph.rowptr, graph.col, ones, graph.shape)
     return {"sparse-csr": adj_t, "edge-index": torch.stack([graph.col, graph.row])}
 
 
-def bench_graph(name: str, graph: Graph, models, *, steps: int, warmup: int, seed: int):
-    """Yield (model, ours, PyG) Runs for every model on one graph, same data and initial weights."""
+def bench_graph(name: str, graph: Graph, models, *, steps: int, warmup: int, seed: int,
+                dtype: torch.dtype = torch.float32):
+    """Yield (model, ours, PyG) Runs for every model on one graph, same data and initial weights,
+    everything in `dtype` (the features drawn in float32 and rounded, as the weights are)."""
     import torch_geometric.nn as pyg
 
     device = graph.device
     n_in, n_out = FEATURES.get(name, OTHER_FEATURES)
     gen = torch.Generator(device=device).manual_seed(seed)
-    x = torch.randn(graph.n_rows, n_in, device=device, generator=gen)
+    x = torch.randn(graph.n_rows, n_in, device=device, generator=gen).to(dtype)
     labels = torch.randint(0, n_out, (graph.n_rows,), device=device, generator=gen)
-    inputs = pyg_inputs(graph)
+    inputs = pyg_inputs(graph, dtype)
     for model_name in models:
         torch.manual_seed(seed)
         init_state = build(pyg, model_name, n_in, n_out).state_dict()

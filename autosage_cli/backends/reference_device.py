@@ -6,13 +6,17 @@ sums to the type and cannot be (scheduler/measure.py). On the host it costs the 
 and a single-threaded walk of every edge: about 1 s per million edges at d = 64, so minutes on a
 100M-edge graph, once in the tuner's probe and once more in the benchmark's case. Here it is the
 same arithmetic in float64 on the GPU, in seconds:
-  spmm       C[i] = sum_e a_e B[j]                         (scatter-add over edge chunks)
-  sddmm      out[e] = a_e <X[i], Y[j]>
+  spmm       C[i] = sum_e a_e B[j]                         (helper module: a thread per (row,
+                                                           feature), edges in CSR order)
+  sddmm      out[e] = a_e <X[i], Y[j]>                     (helper module: a thread per edge)
   attention  per head, s_e = scale <Q[i], K[j]>; p = the row softmax of s (the row maximum first);
-             O[i] = sum_e p_e V[j]; rows without edges give zeros; A's values unused
+             O[i] = sum_e p_e V[j]; rows without edges give zeros; A's values unused (helper
+             module: a thread per (row, head))
 Inputs are read as stored (bfloat16 as its bit patterns, exactly widened) and A's values rounded
-to the type as the plans read them (value_arrays.graph_values), as the host reference does. Sums
-are float64 atomics in no fixed order: their rounding (~1e-16) is far below any bound.
+to the type as the plans read them (value_arrays.graph_values), as the host reference does. On the device
+the helper module (kernels/util.py) sums each output in CSR order, in float64; the array-module
+path (NumPy in the CPU tests, CuPy for non-contiguous inputs) sums with float64 atomics in no fixed
+order, whose rounding (~1e-16) is far below any bound.
 
 `reference(compute, dgraph, inputs, scale, dtype, ...)` returns None when the work would not fit
 in the free device memory (or fails short of a CUDA fault); the caller then computes the host
@@ -90,19 +94,43 @@ def _aggregate(weights, dense, rows, cols, n_rows: int, xp):
     return out
 
 
+def _helper_kernels(xp, arrays) -> bool:
+    """Whether autosage's helper module computes the reference (kernels/util.py: a float64 walk
+    of each row or edge, no CuPy kernel to compile on a first run): on the device, for
+    C-contiguous inputs."""
+    return xp is not np and all(a.flags.c_contiguous for a in arrays)
+
+
 def spmm(dgraph, inputs, scale, dtype: str, xp):
+    if _helper_kernels(xp, inputs):
+        from ..kernels import util
+        from .value_arrays import graph_values
+
+        return util.reference_spmm(dgraph.indptr, dgraph.indices, graph_values(dgraph, dtype), inputs[0])
     rows, cols = _edges(dgraph, xp)
     return _aggregate(_edge_values(dgraph, dtype, xp), _wide(inputs[0], dtype, xp), rows, cols,
                       dgraph.n_rows, xp)
 
 
 def sddmm(dgraph, inputs, scale, dtype: str, xp):
+    if _helper_kernels(xp, inputs):
+        from ..kernels import util
+        from .value_arrays import graph_values
+
+        return util.reference_sddmm(dgraph.edge_rows(), dgraph.indices, graph_values(dgraph, dtype),
+                                    *inputs)
     rows, cols = _edges(dgraph, xp)
     x, y = (_wide(a, dtype, xp) for a in inputs)
     return _edge_values(dgraph, dtype, xp) * _dots(x, y, rows, cols, xp)
 
 
 def attention(dgraph, inputs, scale, dtype: str, xp):
+    if _helper_kernels(xp, inputs):
+        from ..kernels import util
+
+        d = inputs[0].shape[-1]
+        return util.reference_attention(dgraph.indptr, dgraph.indices, *inputs,
+                                        scale if scale is not None else 1.0 / math.sqrt(d))
     q, k, v = (_wide(a, dtype, xp) for a in inputs)
     rows, cols = _edges(dgraph, xp)
     add, maximum = _scatter(xp)

@@ -15,6 +15,8 @@ Every call enqueues on CuPy's current stream; the functions returning a number s
   edge_rows(indptr, nnz, out)             the row id of every edge
   gather_rows(src, ld, rows, k, dst)      dst[i] = src[rows[i]] in float32
   multiply(a, b), row_sums(x, out), scale_edges(out, values)
+  reference_spmm, reference_sddmm, reference_attention
+                                          float64 results of the ops (the device reference)
   scale_bias, scatter_max, sub_row_exp, scatter_add, normalize_heads, divide_rows
                                           the vendor attention's softmax steps
   spin(ns)                                a one-thread wait before a timed launch
@@ -52,6 +54,8 @@ def _expressions() -> tuple[str, ...]:
                   f"autosage_sub_row_exp<{i}>", f"autosage_scatter_add<{i}>"]
         exprs += [f"autosage_gather_rows<{c}, {i}>" for c in CODECS]
         exprs += [f"autosage_divide_rows<{c}, {i}>" for c in ("F16", "BF16")]
+        exprs += [f"autosage_reference_{op}<{c}, {i}>" for op in ("spmm", "sddmm", "attention")
+                  for c in CODECS]
     return tuple(exprs)
 
 
@@ -201,6 +205,42 @@ def row_sums(x, out):
 def scale_edges(out, values):
     """out *= values elementwise, in out's type (one rounding)."""
     _launch(f"autosage_scale_edges<{codec(out)}>", out.size, (out, values, np.int64(out.size)))
+    return out
+
+
+# ------------------------------------------------------------------ float64 references
+
+def reference_spmm(indptr, indices, values, B):
+    """C = A(values) @ B in float64, (n_rows, k): values and B read in their stored type."""
+    import cupy
+
+    n_rows, k = indptr.size - 1, B.shape[-1]
+    out = cupy.empty((n_rows, k), dtype=cupy.float64)
+    _launch(f"autosage_reference_spmm<{codec(B)}, {index_type(indptr)}>", n_rows * k,
+            (indptr, indices, values, B, np.int64(n_rows), np.int32(k), out))
+    return out
+
+
+def reference_sddmm(rows, indices, values, X, Y):
+    """out[e] = a_e <X[rows e], Y[indices e]> in float64: values, X and Y read in their stored type."""
+    import cupy
+
+    nnz, k = indices.size, X.shape[-1]
+    out = cupy.empty(nnz, dtype=cupy.float64)
+    _launch(f"autosage_reference_sddmm<{codec(X)}, {index_type(indices)}>", nnz,
+            (rows, indices, values, X, Y, np.int64(nnz), np.int32(k), out))
+    return out
+
+
+def reference_attention(indptr, indices, Q, K, V, scale: float):
+    """The attention of (Q, K, V) (n, H, d) on the pattern in float64, (n_rows, H, d): the row
+    softmax of scale <Q[i, h], K[j, h]>, rows without edges zero; inputs read in their stored type."""
+    import cupy
+
+    n_rows, heads, d = indptr.size - 1, Q.shape[1], Q.shape[2]
+    out = cupy.empty((n_rows, heads, d), dtype=cupy.float64)
+    _launch(f"autosage_reference_attention<{codec(Q)}, {index_type(indptr)}>", n_rows * heads,
+            (indptr, indices, Q, K, V, np.int64(n_rows), np.int32(heads), np.int32(d), np.float64(scale), out))
     return out
 
 

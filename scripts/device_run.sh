@@ -28,7 +28,7 @@ RESULTS=${RESULTS:-results/h200-run}
 for step in ${STEPS:-tests first_run bench}; do
   echo "== $step (at $(( $(date +%s) - start )) s, $(left) s left)"
   case $step in
-    tests) timeout "$(cap 330)" python3 -m pytest -q -m gpu -n 8 -p no:cacheprovider -o addopts="" -rfE \
+    tests) timeout "$(cap ${TEST_CAP:-330})" python3 -m pytest -q -m gpu -n 8 -p no:cacheprovider -o addopts="" -rfE \
                ${TEST_ARGS:-} 2>&1 | tee "$OUT/test-gpu.log" | tail -n 45 ;;
     first_run) PROFILE=1 timeout "$(cap 150)" scripts/first_run.sh "$OUT/first_run.csv" 2>"$OUT/first_run.log";
                tail -n 5 "$OUT/first_run.log"; cat "$OUT/first_run.csv" ;;

@@ -48,7 +48,7 @@ def test_compiles_every_instantiation_of_the_ops_for_sm90_without_a_gpu(fake_nvr
     r = run_cli("compile", "--op", "sddmm", "--json")
     assert r.exit_code == 0, r.stderr
     doc = json.loads(r.stdout)
-    refs = [util.MODULE] + kcompile.instantiations(["sddmm"])   # the helper module first
+    refs = list(util.MODULES.values()) + kcompile.instantiations(["sddmm"])   # every helper group first
     assert sorted(ref for ref, _ in built) == sorted(refs) and {a for _, a in built} == {"90"}
     assert doc["kernels"] == len(refs) and doc["failed"] == 0 and doc["arch"] == "sm_90"
     assert doc["on_device"] is False
@@ -68,13 +68,14 @@ def test_attention_brings_the_kernels_its_pipeline_runs_and_arch_is_normalized(f
 
 def test_a_kernel_that_fails_is_named_and_the_exit_code_says_so(fake_nvrtc):
     built, broken, _ = fake_nvrtc
-    refs = [util.MODULE] + kcompile.instantiations(["spmm"])
-    broken.add(refs[3].expression)
+    refs = list(util.MODULES.values()) + kcompile.instantiations(["spmm"])
+    bad = kcompile.instantiations(["spmm"])[3]
+    broken.add(bad.expression)
     r = run_cli("compile", "--op", "spmm")
     assert r.exit_code == 2
-    assert f"failed: {refs[3].source_file} {refs[3].expression}: RuntimeError: CompileException" in r.stderr
+    assert f"failed: {bad.source_file} {bad.expression}: RuntimeError: CompileException" in r.stderr
     assert r.stderr.strip().splitlines()[-1] == (f"Error: 1 of {len(refs)} kernels failed to compile "
-                                                  f"(first: {refs[3].expression})")
+                                                  f"(first: {bad.expression})")
     assert len(built) == len(refs) - 1                   # the others still compiled
 
 

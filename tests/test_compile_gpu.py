@@ -29,7 +29,7 @@ g = load_graph(dataset="cora", root=sys.argv[4])
 r = tune.tune(g, op, k, heads, cache=None, top_k=3)
 probed = [c for c in r.candidates if c["status"] != "skipped"]
 expected = sorted({tuple(x) for c in probed for x in native.kernel_refs(sched.get(c["name"]), k, "int")}
-                  | {tuple(util.MODULE)})   # and the helper module inputs and checks run on
+                  | {tuple(m) for m in util.tune_modules(op, "float32", "int")})   # + the helper groups it runs
 print(json.dumps({"built": sorted({tuple(rec.ref) for rec in kc.compiled_log()}),
                   "expected": [list(x) for x in expected], "candidates": probed, "timings": r.timings,
                   "module_ms": sum(rec.ms for rec in kc.compiled_log())}))
@@ -53,7 +53,7 @@ def cache_files(path: Path) -> set[str]:
 @pytest.mark.parametrize("op, k, heads", [("spmm", 64, 1), ("sddmm", 32, 1), ("attention", 64, 4)])
 def test_a_first_tune_compiles_only_the_probed_candidates_in_parallel(tmp_path, op, k, heads):
     first = run_fresh(tmp_path, op, str(k), str(heads), str(DATASETS), script=TUNE_SCRIPT)
-    assert first["built"] == first["expected"]          # nothing beyond the probed candidates (+ helper)
+    assert first["built"] == first["expected"]          # nothing beyond the probed candidates (+ helpers)
     cands = first["candidates"]
     assert len(cands) == 3 and all(c["compile_ms"] > 0 for c in cands)
     assert any(c["status"] == "ok" for c in cands), cands   # thread-built kernels ran and verified
@@ -79,7 +79,7 @@ def test_a_cache_compiled_without_the_gpu_is_the_one_the_gpu_finds(tmp_path):
     found = run_fresh(tmp_path, script="""
         import json
         from autosage_cli.kernels import compile as kc, util
-        records = kc.compile_kernels([util.MODULE] + kc.instantiations(["sddmm"]))
+        records = kc.compile_kernels(list(util.MODULES.values()) + kc.instantiations(["sddmm"]))
         print(json.dumps({"errors": [r.error for r in records.values() if r.error],
                           "n": len(records), "ms": sum(r.ms for r in records.values())}))
     """)

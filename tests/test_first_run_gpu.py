@@ -1,8 +1,8 @@
-"""A first tune in a new process compiles only what autosage itself needs: its helper module
-(cuda/util.cu) and the probed candidates' modules, no CuPy-generated kernel (every CuPy elementwise,
-reduction, random or fill kernel is an NVRTC compile the first time a machine runs it). Each case
-runs `autosage tune` in a fresh process on an empty CUPY_CACHE_DIR and counts what it wrote there.
-Also: the helper kernels against NumPy. Run on the H200 (`make test-gpu`)."""
+"""A first tune in a new process compiles only what autosage itself needs: the groups of its helper
+kernels (cuda/util.cu) the tune launches and the probed candidates' modules, no CuPy-generated
+kernel (every CuPy elementwise, reduction, random or fill kernel is an NVRTC compile the first time
+a machine runs it). Each case runs `autosage tune` in a fresh process on an empty CUPY_CACHE_DIR
+and counts what it wrote there. Also: the helper kernels against NumPy. Run on the H200 (`make test-gpu`)."""
 from __future__ import annotations
 
 import importlib.util
@@ -34,14 +34,14 @@ def tune_fresh(cache_dir: Path, *args: str) -> dict:
     return json.loads(proc.stdout)
 
 
-def modules_needed(doc: dict, k: int, dtype: str) -> int:
-    """1 (the helper module) + every module of the candidates the tune probed."""
+def modules_needed(doc: dict, op: str, k: int, dtype: str) -> int:
+    """The helper groups a tune of op in dtype launches + every module of the candidates it probed."""
     from autosage_cli.backends import native
-    from autosage_cli.kernels import schedule as sched
+    from autosage_cli.kernels import schedule as sched, util
 
     probed = [c["name"] for c in doc["candidates"] if c.get("status") != "skipped"]
     refs = {r for name in probed for r in native.kernel_refs(sched.get(name), k, "int", dtype)}
-    return 1 + len(refs)
+    return len(util.tune_groups(op, dtype, "int")) + len(refs)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
@@ -53,8 +53,8 @@ def test_a_first_tune_compiles_no_kernel_autosage_does_not_need(tmp_path, op, k,
                      "--width", str(k), "--heads", str(heads), "--dtype", dtype)
     assert not doc["cache_hit"] and doc["candidates"]
     written = cache_files(kernels)
-    assert 1 <= len(written) <= modules_needed(doc, k, dtype), (len(written), sorted(written))
-    assert doc["timings"]["compile_ms"] > 0          # the helper and candidates' build, apart
+    assert 1 <= len(written) <= modules_needed(doc, op, k, dtype), (len(written), sorted(written))
+    assert doc["timings"]["compile_ms"] > 0          # the helpers' and candidates' build, apart
     assert any(c.get("status") == "ok" for c in doc["candidates"]), doc["candidates"]
 
 

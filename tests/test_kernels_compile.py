@@ -73,7 +73,7 @@ def expressions_by_file() -> dict[str, set[str]]:
                 for ref in kcompile.schedule_kernels(s, dtype, index):
                     files.setdefault(ref.source_file, set()).add(ref.expression)
     files["attention_fused.cu"] |= additive_expressions()
-    files[util.SOURCE] = set(util.EXPRESSIONS)   # the helper module: one module of every kernel
+    files[util.SOURCE] = set(util.EXPRESSIONS)   # every group of the helper kernels
     return files
 
 

@@ -78,9 +78,10 @@ def test_precompile_then_every_kernel_lookup_hits_a_compiled_module(recorder):
 
 
 def test_precompile_builds_the_extra_modules_with_the_kernels(recorder):
-    seconds = kcompile.precompile(["sddmm"], extra=(util.MODULE,))
-    assert util.SOURCE in seconds and util.MODULE in recorder.built
-    assert sorted(recorder.built) == sorted([util.MODULE] + kcompile.instantiations(["sddmm"]))
+    helpers = list(util.MODULES.values())
+    seconds = kcompile.precompile(["sddmm"], extra=helpers)
+    assert util.SOURCE in seconds and set(helpers) <= set(recorder.built)
+    assert sorted(recorder.built) == sorted(helpers + kcompile.instantiations(["sddmm"]))
 
 
 def test_precompile_of_one_op_compiles_only_what_its_plans_launch(recorder):
@@ -99,9 +100,9 @@ def test_compile_plans_builds_exactly_the_candidates_kernels(recorder):
     outcome = native.compile_plans(int32_graph(), picks, 64)
     assert set(outcome) == {s.name for s in picks}
     assert all(ms >= 0 and error is None for ms, error in outcome.values())
-    # ...and autosage's helper module, which the probe's inputs and verification launch
+    # ...and the helper groups an SpMM tune launches (inputs, poisoning, verification), no other
     assert sorted(recorder.built) == sorted({KernelRef(s.source_file, s.name_expression("float"))
-                                             for s in picks} | {util.MODULE})
+                                             for s in picks} | {util.MODULES["core"], util.MODULES["values/F32"]})
     assert len(recorder.built) < len(kcompile.instantiations(["spmm"])) / 10
 
 
@@ -116,22 +117,23 @@ def test_attention_candidates_bring_their_second_kernels_and_sub_steps(recorder)
     for step in substep_schedules(unfused, 64):
         assert KernelRef(step.source_file, step.name_expression("float")) in built
     expected = {r for s in by_family.values() for r in native.kernel_refs(s, 64)}
-    assert built == expected | {util.MODULE}
+    assert built == expected | set(util.tune_modules("attention", "float32", "int"))
 
 
 def test_int64_graphs_get_long_long_attention_kernels_and_no_int32_only_ones(recorder):
     s = next(x for x in sched.candidates("attention", 64, 1) if x.family == "fused")
     spmm = sched.candidates("spmm", 64)[0]
     outcome = native.compile_plans(SimpleNamespace(indices=np.zeros(2, dtype=np.int64)), [s, spmm], 64)
-    assert recorder.built == [util.MODULE,
-                              KernelRef(s.source_file, attention_space.fused_expression(s, "float", "long long"))]
+    fused = KernelRef(s.source_file, attention_space.fused_expression(s, "float", "long long"))
+    assert sorted(recorder.built) == sorted([*util.tune_modules("attention", "float32", "long long"), fused])
     assert set(outcome) == {s.name}                     # native.prepare refuses SpMM on int64 indices
 
 
 def test_a_schedule_that_cannot_run_is_not_compiled(recorder):
     wide = next(s for s in sched.registry("spmm") if s.supports(1) is not None)
     assert native.compile_plans(int32_graph(), [wide], 1) == {}
-    assert recorder.built == [util.MODULE]                # only the helper module every probe needs
+    # only the helper groups a probe needs
+    assert sorted(recorder.built) == sorted(util.tune_modules("spmm", "float32"))
 
 
 def test_a_compile_failure_is_reported_per_schedule_and_remembered(monkeypatch):

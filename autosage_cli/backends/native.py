@@ -8,8 +8,9 @@ here with that reason, before anything is compiled; so is an int64-index graph (
 int32).
 
 `compile_plans(dgraph, schedules, k, heads)` builds, in parallel, the kernels the plans of several
-schedules will launch and autosage's helper module (the tuner calls it before it makes its inputs
-and prepares its candidates one by one), and
+schedules will launch and the groups of autosage's helper kernels a tune of their op launches
+(kernels/util.py; the tuner calls it before it makes its inputs and prepares its candidates one by
+one), and
 `kernel_refs` lists them for one schedule.
 """
 from __future__ import annotations
@@ -82,9 +83,10 @@ def compile_plans(dgraph: DeviceGraph, schedules, k: int, heads: int = 1,
     index = index_type(dgraph)
     wanted = {s.name: kernel_refs(s, k, index, dtype) for s in schedules
               if s.supports(k, heads, dtype) is None and (index == "int" or takes_wide_indices(s))}
-    # the helper module (inputs, poisoning, verification) builds on the same pool; its time is in
-    # the wall time of this call, not in any candidate's
-    records = kcompile.compile_kernels([util.MODULE] + [r for refs in wanted.values() for r in refs])
+    # the helper kernels the tune launches (inputs, poisoning, verification, its vendors' steps)
+    # build on the same pool; their time is in the wall time of this call, not in any candidate's
+    helpers = [m for op in dict.fromkeys(s.op for s in schedules) for m in util.tune_modules(op, dtype, index)]
+    records = kcompile.compile_kernels(helpers + [r for refs in wanted.values() for r in refs])
     outcome = {}
     for name, refs in wanted.items():
         errors = [f"{r.expression}: {records[r].error}" for r in refs if records[r].error]

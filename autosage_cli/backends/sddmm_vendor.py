@@ -174,7 +174,8 @@ class VendorSDDMM:
 
         def gathered(src, ld, ids, width):   # float32 rows of the sample, on the host
             dst = cupy.empty((ids.size, width), dtype=cupy.float32)
-            return util.gather_rows(src, ld, cupy.asarray(ids), width, dst).get().astype(np.float64)
+            ids = cupy.asarray(ids, dtype=g.indices.dtype)   # the graph's index type: its helper group
+            return util.gather_rows(src, ld, ids, width, dst).get().astype(np.float64)
 
         # float64 sums of the inputs as rounded to the type
         want = (gathered(X, self.ldx, rows, k) * gathered(Y, self.ldy, cols, k)).sum(axis=1)

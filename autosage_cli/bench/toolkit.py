@@ -63,11 +63,11 @@ class GpuToolkit(GpuMeasurer):
         return list(self._schedule.candidates(op, k, heads, dtype))
 
     def precompile(self, ops, dtype="float32"):
-        """Compile every kernel file the ops' plans may launch in `dtype`, and the helper module
-        every case's inputs, checks and timing run on: {file: seconds}."""
+        """Compile every kernel file the ops' plans may launch in `dtype`, and every group of the
+        helper kernels the cases' inputs, checks, vendors and timing run on: {file: seconds}."""
         from ..kernels import util
 
-        return self._compile.precompile(ops, dtype=dtype, extra=(util.MODULE,))
+        return self._compile.precompile(ops, dtype=dtype, extra=tuple(util.MODULES.values()))
 
     def graph_features(self, graph):
         """(features, ms): the graph's features and fingerprint, computed once per graph (both are

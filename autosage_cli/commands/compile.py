@@ -68,8 +68,9 @@ def command(ops, dtype, arch, workers, kernels_only, as_json):
     from ..kernels import util
 
     chosen = parse_ops(ops)
-    # autosage's helper module (inputs, poisoning, verification) too: every tune launches it
-    refs = [util.MODULE] + kcompile.instantiations(chosen, c_type(dtype, chosen))
+    # every group of autosage's helper kernels too (inputs, poisoning, verification, the vendors'
+    # steps, the float64 references): a tune of any op, type or index type finds them compiled
+    refs = list(util.MODULES.values()) + kcompile.instantiations(chosen, c_type(dtype, chosen))
     if workers is not None and workers < 1:
         raise AutosageError(f"--workers must be >= 1, got {workers}")
     target = aot.normalize_arch(arch) if arch else None

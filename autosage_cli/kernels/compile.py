@@ -60,7 +60,7 @@ def module_source(filename: str) -> str:
 
 class KernelRef(NamedTuple):
     """One module: its file under cuda/ and its NVRTC name expression (a kernel instantiation), or
-    several, one per line (a helper module compiled once with every kernel it holds)."""
+    several, one per line (a group of helper kernels compiled as one module: kernels/util.py)."""
     source_file: str
     expression: str
 
@@ -190,8 +190,9 @@ def get_function(filename: str, name_expression: str):
 
 
 def get_module_functions(ref: KernelRef) -> dict:
-    """{expression: kernel} of a module of several expressions (built on first use)."""
-    return _memo.get(ref)
+    """{expression: kernel} of a module of one or several expressions (built on first use)."""
+    built = _memo.get(ref)
+    return built if isinstance(built, dict) else {ref.expression: built}
 
 
 def compile_kernels(refs: Iterable[KernelRef], workers: int | None = None,
@@ -249,7 +250,7 @@ def instantiations(ops=None, dtype: str = "float", index: str = "int") -> list[K
 def precompile(ops=None, workers: int | None = None, dtype: str = "float32",
                extra: Iterable[KernelRef] = ()) -> dict[str, float]:
     """Build every module the plans of `ops` (None: every op) may launch in `dtype`, and the modules
-    of `extra` (the helper module: kernels/util.py), in parallel, so that
+    of `extra` (the helper kernels' groups: kernels/util.py), in parallel, so that
     timing code that calls it first does not charge compilation to what it times. Returns kernel
     file -> seconds spent on its modules (about 0 for modules built before in this process).
     Raises RuntimeError naming the first failure if any module fails (the failure is remembered:

@@ -1,6 +1,8 @@
-"""The helper kernels of cuda/util.cu, one module compiled once (kernels.compile, the same path and
-source hash as every kernel), in place of CuPy's elementwise, reduction, random and fill kernels
-on the tuning path: each of those is an NVRTC compile the first time a machine runs it.
+"""The helper kernels of cuda/util.cu, in place of CuPy's elementwise, reduction, random and fill
+kernels on the tuning path: each of those is an NVRTC compile the first time a machine runs it.
+They are compiled in groups (`GROUPS`: one module each, through kernels.compile, the same path and
+source hash as every kernel), each on first use, and ahead of a tune only the groups it launches
+(`tune_groups(op, dtype, index)`); `autosage compile` builds every group (`MODULES`).
 
 Arrays are CuPy arrays, C-contiguous unless said otherwise; element types are read from their
 dtype: float32, float64, float16, and uint16 (bfloat16 bit patterns, backends/value_arrays.py).
@@ -25,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dtypes import to_storage
+from ..dtypes import info as dtype_info, storage_dtype, to_storage
 from .compile import KernelRef, get_module_functions
 
 SOURCE = "util.cu"
@@ -35,38 +37,80 @@ MAX_BLOCKS = 1 << 16          # grid-stride loops: more blocks than this add not
 CODECS = ("F32", "F16", "BF16")           # the value types of operands and outputs
 INDEX = ("int", "long long")
 _CODEC_OF = {"float32": "F32", "float64": "F64", "float16": "F16", "uint16": "BF16"}
+REFERENCE_OPS = ("spmm", "sddmm", "attention")   # the ops with a float64 device reference
 
 
-def _expressions() -> tuple[str, ...]:
-    """Every name expression the wrappers below launch."""
-    exprs = ["autosage_fill_u32", "autosage_fill_u16", "autosage_count_not_equal", "autosage_multiply",
-             "autosage_scale_bias", "autosage_normalize_heads", "autosage_spin"]
-    exprs += [f"autosage_uniform<{c}>" for c in CODECS]
-    exprs += [f"autosage_convert<F32, {c}>" for c in ("F16", "BF16")]
-    exprs += [f"autosage_convert<{c}, F32>" for c in ("F16", "BF16")]
-    exprs += [f"autosage_squared_sums<{c}, {r}>" for c in CODECS for r in (c, "F64")]
-    exprs += ["autosage_squared_sums<F64, F64>"]
-    exprs += [f"autosage_count_nan<{c}>" for c in CODECS]
-    exprs += [f"autosage_row_sums<{c}>" for c in CODECS]
-    exprs += [f"autosage_scale_edges<{c}>" for c in CODECS]
+def _groups() -> dict[str, tuple[str, ...]]:
+    """Group name -> the name expressions compiled together as one module. A group holds the kernels
+    of one purpose in one value codec and one index type, so a tune compiles only the groups it
+    launches: NVRTC's time grows with the instantiations in a module, and the float64 references
+    alone cost more than everything a float32 tune runs. A group is named by its purpose, then the
+    codec and the index type its kernels take (a purpose's plain float32 kernels: its name alone)."""
+    groups = {"core": ("autosage_fill_u32", "autosage_fill_u16", "autosage_count_not_equal", "autosage_spin")}
+    for c in CODECS:   # inputs, poisoning checks, verification sums, conversions from and to float32
+        convert = (f"autosage_convert<F32, {c}>", f"autosage_convert<{c}, F32>") if c != "F32" else ()
+        groups[f"values/{c}"] = (f"autosage_uniform<{c}>", f"autosage_count_nan<{c}>",
+                                 f"autosage_squared_sums<{c}, {c}>", f"autosage_squared_sums<{c}, F64>") + convert
+    groups["values/F64"] = ("autosage_squared_sums<F64, F64>",)
+    groups["sddmm_vendor"] = ("autosage_multiply",)
+    for c in CODECS:
+        groups[f"sddmm_vendor/{c}"] = (f"autosage_row_sums<{c}>", f"autosage_scale_edges<{c}>")
+    groups["softmax"] = ("autosage_scale_bias", "autosage_normalize_heads")
     for i in INDEX:
-        exprs += [f"autosage_edge_rows<{i}>", f"autosage_scatter_max<{i}>",
-                  f"autosage_sub_row_exp<{i}>", f"autosage_scatter_add<{i}>"]
-        exprs += [f"autosage_gather_rows<{c}, {i}>" for c in CODECS]
-        exprs += [f"autosage_divide_rows<{c}, {i}>" for c in ("F16", "BF16")]
-        exprs += [f"autosage_reference_{op}<{c}, {i}>" for op in ("spmm", "sddmm", "attention")
-                  for c in CODECS]
-    return tuple(exprs)
+        groups[f"edges/{i}"] = (f"autosage_edge_rows<{i}>",)
+        groups[f"softmax/{i}"] = (f"autosage_scatter_max<{i}>", f"autosage_sub_row_exp<{i}>",
+                                  f"autosage_scatter_add<{i}>")
+        for c in CODECS:
+            groups[f"gather/{c}/{i}"] = (f"autosage_gather_rows<{c}, {i}>",)
+            if c != "F32":
+                groups[f"softmax/{c}/{i}"] = (f"autosage_divide_rows<{c}, {i}>",)
+            for op in REFERENCE_OPS:
+                groups[f"reference/{op}/{c}/{i}"] = (f"autosage_reference_{op}<{c}, {i}>",)
+    return groups
 
 
-EXPRESSIONS = _expressions()
-# The one module: every expression in one compile (kernels.compile builds a KernelRef whose
-# expression holds several, one per line, as one module).
-MODULE = KernelRef(SOURCE, "\n".join(EXPRESSIONS))
+GROUPS = _groups()
+EXPRESSIONS = tuple(e for exprs in GROUPS.values() for e in exprs)
+# One module per group (kernels.compile builds a KernelRef whose expression holds several, one per
+# line, as one module), compiled on first use or ahead of time; every module of the file.
+MODULES = {name: KernelRef(SOURCE, "\n".join(exprs)) for name, exprs in GROUPS.items()}
+_GROUP_OF = {e: name for name, exprs in GROUPS.items() for e in exprs}
+
+# The groups a tune of an op launches, as templates filled with the tune's codec {c}, index type
+# {i} and op; a name no group has (softmax/F32/int: float32 needs no rounding step) is skipped.
+# Every tune makes inputs, poisons outputs, verifies and times: core and values. The SDDMM
+# vendors (gather-dot, and the check of a library provider) and the attention vendor, whose
+# SDDMM is one of them, gather rows per edge; attention adds its softmax steps.
+TUNE_GROUPS = ("core", "values/{c}")
+_SDDMM_VENDOR = ("edges/{i}", "gather/{c}/{i}", "sddmm_vendor", "sddmm_vendor/{c}")
+OP_GROUPS = {"sddmm": _SDDMM_VENDOR,
+             "attention": _SDDMM_VENDOR + ("softmax", "softmax/{i}", "softmax/{c}/{i}")}
+# The float64 device reference runs in every 2-byte tune (backends/reference_device.py); in
+# float32 only when the vendors disagree, so it then compiles on first use.
+TWO_BYTE_GROUPS = ("reference/{op}/{c}/{i}",)
+
+
+def tune_groups(op: str, dtype: str, index: str = "int") -> tuple[str, ...]:
+    """The groups a tune of `op` in `dtype` (a name or its C++ type) on a graph of `index` ("int"
+    or "long long") launches: what the tuner compiles ahead, beside its candidates."""
+    if index not in INDEX:
+        raise ValueError(f"index type {index!r} is not one of {INDEX}")
+    t = dtype_info(dtype)
+    c = _CODEC_OF[np.dtype(storage_dtype(t.name)).name]
+    templates = TUNE_GROUPS + OP_GROUPS.get(op, ()) + (TWO_BYTE_GROUPS if t.itemsize == 2 else ())
+    names = (template.format(c=c, i=index, op=op) for template in templates)
+    return tuple(name for name in dict.fromkeys(names) if name in GROUPS)
+
+
+def tune_modules(op: str, dtype: str, index: str = "int") -> tuple[KernelRef, ...]:
+    """The modules of `tune_groups(op, dtype, index)`."""
+    return tuple(MODULES[name] for name in tune_groups(op, dtype, index))
 
 
 def _fn(expression: str):
-    return get_module_functions(MODULE)[expression]
+    """The kernel of a name expression, its group's module built on first use (KeyError for an
+    expression no group has: callers fall back on that)."""
+    return get_module_functions(MODULES[_GROUP_OF[expression]])[expression]
 
 
 def codec(arr) -> str:

@@ -73,7 +73,8 @@ def expressions_by_file() -> dict[str, set[str]]:
                 for ref in kcompile.schedule_kernels(s, dtype, index):
                     files.setdefault(ref.source_file, set()).add(ref.expression)
     files["attention_fused.cu"] |= additive_expressions()
-    files[util.SOURCE] = set(util.EXPRESSIONS)   # every group of the helper kernels
+    for ref in util.MODULES.values():   # every group of the helper kernels
+        files.setdefault(ref.source_file, set()).update(ref.expressions)
     return files
 
 

@@ -1,4 +1,4 @@
-"""The helper kernels of cuda/util.cu, in place of CuPy's elementwise, reduction, random and fill
+"""The helper kernels of cuda/util*.cu, in place of CuPy's elementwise, reduction, random and fill
 kernels on the tuning path: each of those is an NVRTC compile the first time a machine runs it.
 They are compiled in groups (`GROUPS`: one module each, through kernels.compile, the same path and
 source hash as every kernel), each on first use, and ahead of a tune only the groups it launches
@@ -30,7 +30,13 @@ import numpy as np
 from ..dtypes import info as dtype_info, storage_dtype, to_storage
 from .compile import KernelRef, get_module_functions
 
-SOURCE = "util.cu"
+# The file of each group's purpose (a group's name starts with its purpose). A module compiles every
+# plain (non-template) kernel of its file whatever its name expressions ask, so each family of
+# groups has a file of its own: a module parses and compiles only its own family's code.
+PURPOSE_FILES = {"core": "util.cu", "values": "util_values.cu", "edges": "util_edges.cu",
+                 "gather": "util_edges.cu", "sddmm_vendor": "util_sddmm.cu", "softmax": "util_softmax.cu",
+                 "reference": "util_reference.cu"}
+SOURCES = tuple(dict.fromkeys(PURPOSE_FILES.values()))
 THREADS = 256
 MAX_BLOCKS = 1 << 16          # grid-stride loops: more blocks than this add nothing
 
@@ -72,8 +78,9 @@ def _groups() -> dict[str, tuple[str, ...]]:
 GROUPS = _groups()
 EXPRESSIONS = tuple(e for exprs in GROUPS.values() for e in exprs)
 # One module per group (kernels.compile builds a KernelRef whose expression holds several, one per
-# line, as one module), compiled on first use or ahead of time; every module of the file.
-MODULES = {name: KernelRef(SOURCE, "\n".join(exprs)) for name, exprs in GROUPS.items()}
+# line, as one module), compiled on first use or ahead of time.
+MODULES = {name: KernelRef(PURPOSE_FILES[name.partition("/")[0]], "\n".join(exprs))
+           for name, exprs in GROUPS.items()}
 _GROUP_OF = {e: name for name, exprs in GROUPS.items() for e in exprs}
 
 # The groups a tune of an op launches, as templates filled with the tune's codec {c}, index type

@@ -1,0 +1,63 @@
+// util_reference.cu: the float64 device reference of each op (backends/reference_device.py).
+#include "util.cuh"
+
+// out[i, j] = sum over row i's edges e of a_e B[col e, j], in float64; a thread per (row, j),
+// the row's edges in CSR order (a fixed order: the same sums in every run).
+template <class C, typename I>
+__global__ void autosage_reference_spmm(const I* indptr, const I* indices, const typename C::T* values,
+                                        const typename C::T* B, long long n_rows, int k, double* out) {
+    for (long long t = first_index(); t < n_rows * k; t += grid_stride()) {
+        const long long i = t / k, j = t - i * k;
+        double acc = 0.0;
+        for (long long e = indptr[i]; e < (long long)indptr[i + 1]; ++e)
+            acc += (double)C::load(values[e]) * (double)C::load(B[(long long)indices[e] * k + j]);
+        out[t] = acc;
+    }
+}
+
+// out[e] = a_e <X[row e], Y[col e]> in float64; a thread per edge.
+template <class C, typename I>
+__global__ void autosage_reference_sddmm(const I* rows, const I* indices, const typename C::T* values,
+                                         const typename C::T* X, const typename C::T* Y, long long nnz,
+                                         int k, double* out) {
+    for (long long e = first_index(); e < nnz; e += grid_stride()) {
+        const typename C::T* x = X + (long long)rows[e] * k;
+        const typename C::T* y = Y + (long long)indices[e] * k;
+        double acc = 0.0;
+        for (int j = 0; j < k; ++j) acc += (double)C::load(x[j]) * (double)C::load(y[j]);
+        out[e] = (double)C::load(values[e]) * acc;
+    }
+}
+
+// O[i, h] = sum over row i's edges of softmax_e(scale <Q[i, h], K[col e, h]>) V[col e, h] in
+// float64 (the row maximum first; A's values unused); a thread per (row, head), which walks the row
+// three times: the maximum, the sum of exponentials, then the weighted rows of V. Rows without
+// edges give zeros.
+template <class C, typename I>
+__global__ void autosage_reference_attention(const I* indptr, const I* indices, const typename C::T* Q,
+                                             const typename C::T* K, const typename C::T* V,
+                                             long long n_rows, int heads, int d, double scale,
+                                             double* out) {
+    for (long long t = first_index(); t < n_rows * heads; t += grid_stride()) {
+        const long long i = t / heads, h = t - i * heads;
+        const long long begin = indptr[i], end = indptr[i + 1];
+        const typename C::T* q = Q + t * d;
+        double* o = out + t * d;
+        for (int j = 0; j < d; ++j) o[j] = 0.0;
+        double row_max = __longlong_as_double(0xfff0000000000000ull), row_sum = 0.0;   // -inf
+        for (int pass = 0; pass < 3; ++pass) {
+            for (long long e = begin; e < end; ++e) {
+                const long long at = ((long long)indices[e] * heads + h) * d;
+                double s = 0.0;
+                for (int j = 0; j < d; ++j) s += (double)C::load(q[j]) * (double)C::load(K[at + j]);
+                s *= scale;
+                if (pass == 0) row_max = fmax(row_max, s);
+                else if (pass == 1) row_sum += exp(s - row_max);
+                else {
+                    const double p = exp(s - row_max) / row_sum;
+                    for (int j = 0; j < d; ++j) o[j] += p * (double)C::load(V[at + j]);
+                }
+            }
+        }
+    }
+}

@@ -111,8 +111,9 @@ def probe_candidates(dgraph, op: str, k: int, heads: int, candidates, vendor_nam
     t0 = time.perf_counter()
     budget = Budget(budget_ms)
     tol = op_specs.case_tolerance(op, dtype, k, int(dgraph.host.row_degrees().max(initial=0)))
-    # Kernels first: the helper module the inputs, poisoning and verification launch compiles on
-    # the same thread pool as the candidates' modules (kernels.compile), not before them.
+    # Kernels first: the groups of helper kernels this tune launches (inputs, poisoning,
+    # verification, its vendors' steps: kernels/util.py tune_groups) compile on the same thread
+    # pool as the candidates' modules (kernels.compile), not before them.
     compiled, compile_ms = _compile_candidates(measure, dgraph, candidates, k, heads, dtype, say)
     with clock.phase("inputs"):
         inputs = measure.inputs(dgraph, op, k, heads, seed, dtype)

@@ -2,7 +2,7 @@
 
 What a tune launches besides the candidates' kernels (random inputs, NaN poisoning of outputs, the
 vendor compositions' elementwise steps, error norms, work lists, the timing spin) runs in
-autosage's helper module (kernels/util.py), which `autosage compile` builds with the rest, so the
+autosage's helper kernels (kernels/util.py), which `autosage compile` builds with the rest, so the
 kernels alone leave a later first tune nothing to compile. `warm_up` tunes a tiny graph once per
 op, probing every schedule that supports the width: every module just built is loaded and run
 once, and anything a tune still compiles beyond them (a CuPy kernel on some path, compiled on

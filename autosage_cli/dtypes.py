@@ -29,6 +29,7 @@ class DType:
     itemsize: int        # bytes per element
     storage: str         # the NumPy/CuPy dtype arrays of it are stored in
     unit_roundoff: float  # 2^-p, p significand bits: the largest relative error of one rounding
+    max_finite: float     # the largest finite value: a graph value beyond it becomes inf
 
     @property
     def max_vec(self) -> int:
@@ -37,9 +38,9 @@ class DType:
 
 
 DTYPES: dict[str, DType] = {
-    "float32": DType("float32", "float", 4, "float32", 2.0 ** -24),
-    "float16": DType("float16", "__half", 2, "float16", 2.0 ** -11),
-    "bfloat16": DType("bfloat16", "__nv_bfloat16", 2, "uint16", 2.0 ** -8),
+    "float32": DType("float32", "float", 4, "float32", 2.0 ** -24, 3.4028234663852886e38),
+    "float16": DType("float16", "__half", 2, "float16", 2.0 ** -11, 65504.0),
+    "bfloat16": DType("bfloat16", "__nv_bfloat16", 2, "uint16", 2.0 ** -8, 3.3895313892515355e38),
 }
 _BY_C_TYPE = {d.c_type: d for d in DTYPES.values()}
 
@@ -68,6 +69,20 @@ def itemsize(dtype: str) -> int:
 def storage_dtype(dtype: str) -> str:
     """The NumPy/CuPy dtype an array of `dtype` is stored in: "float32", "float16", "uint16"."""
     return info(dtype).storage
+
+
+def check_range(values, dtype: str, what: str) -> None:
+    """A one-line AutosageError when a value of `values` (a host array, or None: all ones) is beyond
+    `dtype`'s largest finite value: rounded, it would be inf, and every result of it inf or NaN."""
+    if values is None or not len(values):
+        return
+    import numpy as np
+
+    t = info(dtype)
+    largest = float(np.max(np.abs(values)))
+    if largest > t.max_finite:
+        raise AutosageError(f"{what} has values up to {largest:.4g}, beyond {t.name}'s largest finite value "
+                            f"{t.max_finite:.6g}; choose another --dtype (bfloat16 or float32)")
 
 
 def require(dtype: str, supported, what: str) -> str:

@@ -205,3 +205,27 @@ def test_the_cost_model_moves_two_byte_elements():
     attention = Schedule("attention", "fused", lanes=8, vec=8, tile=64, unroll=2)
     assert [x for x, _ in rank(UNIFORM_1M, "attention", 64, 4, schedules=[attention])] == []
     assert [x for x, _ in rank(UNIFORM_1M, "attention", 64, 4, schedules=[attention], dtype="float16")] == [attention]
+
+
+def test_values_beyond_a_types_range_are_refused_in_one_line_before_the_gpu(tmp_path):
+    """bcsstk16's stiffness entries reach 2.1e9: in float16 they would be inf and every result
+    NaN, so SpMM and SDDMM refuse the type; attention never reads the values and runs."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from autosage_cli import ops
+    from autosage_cli.graphs.load import load_graph
+
+    g = load_graph(Path(__file__).resolve().parents[1] / "datasets" / "bcsstk16.mtx.gz")
+    with pytest.raises(AutosageError, match="beyond float16's largest finite value 65504"):
+        ops.check_graph_values("spmm", g, "float16")
+    for op, dtype in (("spmm", "bfloat16"), ("sddmm", "float32"), ("attention", "float16")):
+        ops.check_graph_values(op, g, dtype)
+    done = subprocess.run([sys.executable, "-m", "autosage_cli.cli", "tune", "datasets/bcsstk16.mtx.gz",
+                           "--op", "sddmm", "--width", "8", "--dtype", "float16", "--dry-run",
+                           "--cache", str(tmp_path / "d.json")],
+                          capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode == 2
+    assert done.stderr.strip().startswith("Error: datasets/bcsstk16.mtx.gz has values up to 2.148e+09")
+    assert len(done.stderr.strip().splitlines()) == 1

@@ -128,6 +128,7 @@ def command(graph, dataset, root, k, op, heads, dtype, cache_path, top_k, budget
     with err.status(f"loading {graph or dataset}…", spinner="dots"):   # no line left behind
         g = load_input_graph(graph, dataset, root)
     memo.remember(graph, dataset, g)
+    op_specs.check_graph_values(op, g, dtype, graph or dataset)
     planned = _planned_case(g, graph or dataset, op, k, heads, full, dtype)
     if dry_run:
         dry_run_mod.report([planned], "autosage tune", as_json,

@@ -72,6 +72,13 @@ def require_dtype(op: str, dtype: str) -> str:
     return get(op).require_dtype(dtype)
 
 
+def check_graph_values(op: str, graph, dtype: str, label: str = "the graph") -> None:
+    """A one-line error before any GPU work when `op` reads the graph's values and one of them is
+    beyond what `dtype` can hold (bcsstk16's stiffness entries reach 2.1e9; float16 stops at 65504)."""
+    if get(op).reads_values:
+        dtype_table.check_range(graph.values, dtype, label)
+
+
 def supported_dtypes(ops=None) -> tuple[str, ...]:
     """The dtypes at least one of `ops` (default: every op) accepts, in table order."""
     wanted = [get(op) for op in (ops or SPECS)]

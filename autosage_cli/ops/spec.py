@@ -60,6 +60,8 @@ class OpSpec:
     families: Mapping[str, Family] | None = None
     # (width, heads) of the tiny warm-up tune that compiles the CuPy kernels a tune of this op runs.
     warmup_shape: tuple[int, int] = (64, 1)
+    # Whether the op multiplies by the graph's values (SpMM, SDDMM); attention's scores ignore them.
+    reads_values: bool = True
 
     def require_dtype(self, dtype: str) -> str:
         return dtypes.require(dtype, self.dtypes, self.name)

@@ -1,8 +1,6 @@
-"""Tuning, end to end: cache lookup -> features -> estimate (rank) -> probe top-k on a
-degree-preserving sample -> guardrail -> store. A cache hit runs no probe and says so.
-
-`plan_for` turns a decision (fresh or cached) into a runnable Plan without probing; the API and
-`autosage replay` use it.
+"""Tuning, end to end: cache lookup -> features -> estimate (rank) -> probe top-k on a degree-
+preserving sample -> guardrail -> store. A cache hit runs no probe and says so. `plan_for` turns a
+decision (fresh or cached) into a runnable Plan without probing; the API and `autosage replay` use it.
 """
 from __future__ import annotations
 
@@ -173,6 +171,7 @@ def tune(graph, op: str, k: int, heads: int = 1, *, cache=None, top_k: int = DEF
     if hit is not None:
         return hit
 
+    op_specs.check_graph_values(op, graph, dtype)
     features, features_ms = _features(graph, features, say)
 
     t = time.perf_counter()

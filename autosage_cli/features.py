@@ -20,7 +20,6 @@ import hashlib
 import math
 
 import numpy as np
-import scipy.sparse as sp
 
 from .graphs.csr import INT32_LIMIT, CSRGraph, default_workers, parallel_map
 from .graphs.edges import row_chunks
@@ -159,6 +158,8 @@ def transpose_matches(graph: CSRGraph, degrees: np.ndarray, *, workers: int | No
         blocks = min(4 * workers, max(1, nnz // (4 * n)), max(1, nnz // MIN_BLOCK_NNZ))
     indptr, indices = graph.indptr, graph.indices
     ranges = _row_blocks(indptr, n, nnz, max(1, int(blocks)))
+    import scipy.sparse as sp   # only the exact symmetry check transposes; a tune skips it
+
     ones = np.ones(max(int(indptr[b]) - int(indptr[a]) for a, b in ranges), dtype=np.int8)
 
     def transpose(span):

@@ -54,3 +54,17 @@ def test_the_gen_help_still_lists_the_presets_and_kinds():
     # words joined again where the help wrapped them at a hyphen ("power-\nlaw")
     text = " ".join(CliRunner().invoke(cli, ["gen", "--help"]).output.split()).replace("- ", "-")
     assert all(name in text for name in PRESETS) and all(name in text for name in KINDS)
+
+
+def test_a_tune_of_a_generated_graph_imports_no_heavy_library_up_to_the_gpu(tmp_path):
+    """Reading and validating a dataset preset and planning its tune (the CLI stops at the GPU
+    check here, or runs --dry-run) needs neither pandas nor scipy: only the text and .npz readers
+    and the exact symmetry check import them."""
+    body = ("import contextlib, io\nfrom autosage_cli.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
+            "    try:\n"
+            f"        main(['tune', '--dataset', 'er-200k', '--width', '8', '--dry-run', '--cache', "
+            f"{str(tmp_path / 'd.json')!r}])\n"
+            "    except SystemExit as exc:\n"
+            "        assert exc.code in (0, None), exc.code")
+    assert heavy_modules_after(body) == []

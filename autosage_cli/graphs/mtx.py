@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import scipy.sparse as sp
 
 from .. import budget
 from ..errors import AutosageError, exception_text
@@ -122,6 +121,7 @@ def read_header(path: Path, parse_errors: tuple) -> Header:
 
 def read_entries(path: Path, h: Header) -> sp.coo_matrix:
     import pandas as pd  # its C parser is the fast path; importing it costs ~0.3 s a cache hit never needs
+    import scipy.sparse as sp   # likewise: a graph read from another format never needs either
     """The entries exactly as stored (no mirroring), in file order, 0-based."""
     width = 2 if h.field == "pattern" else 3
     try:
@@ -211,6 +211,8 @@ def entry_line(path: Path, index: int) -> int:
 def mirrored(matrix: sp.coo_matrix, symmetry: str, path: Path) -> sp.coo_matrix:
     """Check that a symmetric / skew-symmetric / hermitian file stores only its lower triangle, then
     add the upper triangle (negated for skew-symmetric; a real hermitian matrix is symmetric)."""
+    import scipy.sparse as sp
+
     rows, cols, data = matrix.row, matrix.col, matrix.data
     misplaced = rows <= cols if symmetry == "skew-symmetric" else rows < cols
     if misplaced.any():

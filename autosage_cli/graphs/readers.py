@@ -10,8 +10,6 @@ import zlib
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
-import scipy.sparse as sp
 
 from .. import budget
 from ..errors import AutosageError, exception_text
@@ -31,7 +29,7 @@ EDGE_PARSE_BYTES = 64
 
 # Exceptions a parser may raise on a bad file (MemoryError and KeyboardInterrupt are not among them).
 PARSE_ERRORS = (ValueError, IndexError, KeyError, TypeError, OverflowError, EOFError, OSError, zlib.error,
-                UnicodeDecodeError, zipfile.BadZipFile, pd.errors.ParserError, pd.errors.EmptyDataError)
+                UnicodeDecodeError, zipfile.BadZipFile)   # pandas' ParserError and EmptyDataError are ValueErrors
 # zipfile also raises RuntimeError (an encrypted member) and NotImplementedError (a compression
 # method it does not know) on a damaged archive.
 NPZ_ERRORS = PARSE_ERRORS + (RuntimeError, NotImplementedError)
@@ -63,6 +61,8 @@ def read_npz(path: Path, source: dict) -> CSRGraph:
     """A SciPy sparse matrix saved with scipy.sparse.save_npz (any format: coo, csr, csc…)."""
     try:
         _check_npz_budget(path)
+        import scipy.sparse as sp   # imported where an .npz is read: a tune of other files never needs it
+
         matrix = sp.load_npz(str(path))
     except NPZ_ERRORS as exc:
         raise AutosageError(f"{path}: not a SciPy sparse .npz file: {exception_text(exc)}") from None
@@ -92,7 +92,9 @@ def _canonical(path: Path, matrix, source: dict) -> CSRGraph:
         raise AutosageError(f"{path}: {exc}") from None
 
 
-def _integer_ids(path: Path, column: pd.Series, what: str) -> np.ndarray:
+def _integer_ids(path: Path, column, what: str) -> np.ndarray:
+    import pandas as pd
+
     """A column of node ids as int64, or an error naming the first bad entry (counted from 1 over
     the non-comment lines)."""
     if not pd.api.types.is_numeric_dtype(column.dtype):
@@ -132,6 +134,9 @@ def read_edge_list(path: Path, source: dict) -> CSRGraph:
     Two columns: a pattern graph (value 1.0, repeated edges merged). Three: the third column is the
     value and repeated edges are summed, as in Matrix Market. pandas' C parser infers int64 columns;
     a column that comes back as text holds a non-numeric entry, which is then located and named."""
+    import pandas as pd            # imported where an edge list is parsed
+    import scipy.sparse as sp
+
     _check_edge_list_budget(path)
     try:
         frame = pd.read_csv(path, sep=r"\s+", comment="#", header=None, engine="c")

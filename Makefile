@@ -1,7 +1,7 @@
 PYTHON ?= python3
 PYTEST ?= $(PYTHON) -m pytest
 
-.PHONY: install test test-gpu bench bench-kernels bench-full clean
+.PHONY: install test test-gpu test-readme-gpu bench bench-kernels bench-full clean
 
 install:
 	$(PYTHON) -m pip install -e '.[test]'
@@ -10,9 +10,14 @@ install:
 test:
 	$(PYTEST) -q -m "not gpu" -n 2 --dist loadfile
 
-# GPU suite: run on the H200.
+# GPU suite: run on the H200 (about 5 minutes with -n 8). The README's GPU examples run verbatim
+# apart (test-readme-gpu): they are minutes of GPU work on their own (the attention suite, a compile
+# of every kernel).
 test-gpu:
-	$(PYTEST) -q -m gpu -n 8
+	$(PYTEST) -q -m gpu -n 8 --deselect tests/test_readme_gpu.py::test_the_readme_gpu_examples_run_verbatim
+
+test-readme-gpu:
+	$(PYTEST) -q -m gpu tests/test_readme_gpu.py
 
 # Default suite, about a minute on one GPU.
 bench:

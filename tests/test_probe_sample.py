@@ -468,3 +468,46 @@ def test_a_vendor_within_the_cold_ratio_is_screened_as_usual():
     by = {v.name: v for v in result.vendors}
     assert m.launches["cusparse-alg1"] == 2 and by["cusparse-alg1"].ms == 20.0   # verify + screen
     assert by["cusparse-alg1"].reason.startswith("screened out: 2.22x")
+
+
+class FirstLaunchNoisy(FakeMeasurer):
+    """The first timed batch of the plans named in `noisy` reads `factor` times their real time (a
+    few-microsecond kernel's one launch, as seen on the H200), every later batch their real time."""
+
+    def __init__(self, noisy, factor, **kw):
+        super().__init__(**kw)
+        self.noisy, self.factor, self.seen = set(noisy), factor, set()
+
+    def time(self, plan, inputs, out, repeat, warmup, max_ms=None):
+        stats = super().time(plan, inputs, out, repeat, warmup, max_ms)
+        if plan.name in self.noisy and plan.name not in self.seen:
+            self.seen.add(plan.name)
+            stats.median_ms = stats.p20_ms = stats.p80_ms = plan.ms * self.factor
+        return stats
+
+
+@pytest.mark.parametrize("scale, second_look", [(0.001, True), (1.0, False)])
+def test_a_microsecond_plan_is_looked_at_again_before_the_screen_drops_it(scale, second_look):
+    from autosage_cli.scheduler import screen
+    from autosage_cli.scheduler.select import decide
+
+    cands = spmm_schedules(3)
+    names = [s.name for s, _ in cands]
+    # real times 5, 6, 9 (us when scale=0.001); the fastest reads 4x on its one screening launch
+    m = FirstLaunchNoisy({names[0]}, 4.0, vendor_ms={"cusparse-alg1": 10 * scale},
+                         native_ms=dict(zip(names, (5 * scale, 6 * scale, 9 * scale))))
+    result = run_probe(m, cands, budget_ms=1000.0)
+    by = {r.name: r for r in result.natives}
+    assert (5 * scale < screen.SECOND_LOOK_MS) == second_look
+    if second_look:
+        # timed MIN_REPEATS more: the noisy launch no longer decides, the plan survives and wins
+        assert by[names[0]].ms == pytest.approx(5 * scale) and not by[names[0]].reason
+        assert decide(result.natives, result.vendors).schedule == names[0]
+        # names[2] (1.5x the 6 us lead of the screening launches, truly behind) was looked at again
+        # too, and is still screened out: 1.8x the 5 us the second look found
+        assert by[names[2]].repeats == 1 + probe.MIN_REPEATS
+        assert by[names[2]].reason == "screened out: 1.80x the fastest of its group after 4 timed launches"
+    else:
+        # millisecond kernels: one launch is a measurement; the screen drops the noisy plan as before
+        assert by[names[0]].repeats == 1 and by[names[0]].reason.startswith("screened out: 3.33x")
+        assert decide(result.natives, result.vendors).schedule == names[1]

@@ -19,7 +19,7 @@ from .select import DEFAULT_GUARDRAIL, Decision, decide
 DEFAULT_TOP_K = 12      # the most candidates a probe times; the budget may allow fewer (policy.py)
 # Bumped when the way a decision is reached changes (sampling, screening, confirmation): a decision
 # cached under another policy is re-tuned, with a message saying so.
-POLICY_VERSION = 3
+POLICY_VERSION = 4
 
 
 def validate_options(op: str, k: int, heads: int = 1, top_k: int = DEFAULT_TOP_K,

@@ -32,6 +32,7 @@ schedule, scale), so repeated calls do not prepare again; `clear_memo()` frees t
 from __future__ import annotations
 
 import math
+import sys
 import threading
 from collections import OrderedDict
 
@@ -148,21 +149,21 @@ def common_dtype(named_dtypes) -> str:
 
 def _bfloat16_view(name: str, x):
     """A uint16 CuPy view of a bfloat16 device tensor, zero-copy. CuPy has no bfloat16 dtype, so a
-    torch tensor is read through its data pointer (kept alive as the memory's owner); another
-    DLPack producer goes through DLPack, for CuPy builds that take bfloat16 there."""
+    torch tensor shares its bits as int16 through DLPack, as autosage_cli.torch does (detached: a
+    tensor that requires grad is read, not differentiated, here); another DLPack producer goes
+    through DLPack as it is, for CuPy builds that take bfloat16 there."""
     import cupy
 
-    if not callable(getattr(x, "data_ptr", None)):
-        try:
-            return cupy.from_dlpack(x).view(cupy.uint16)
-        except Exception as exc:
-            raise AutosageError(f"{name}: cannot share a bfloat16 array with CuPy: {exc}") from None
-    if not x.is_contiguous():
-        raise AutosageError(f"{name}: expected a C-contiguous (row-major) array; "
-                            f"make it contiguous first (.contiguous())")
-    shape = tuple(int(s) for s in x.shape)
-    memory = cupy.cuda.UnownedMemory(int(x.data_ptr()), 2 * math.prod(shape), x, x.device.index)
-    return cupy.ndarray(shape, cupy.uint16, cupy.cuda.MemoryPointer(memory, 0))
+    torch = sys.modules.get("torch")     # imported already whenever x is a torch tensor
+    if torch is not None and isinstance(x, torch.Tensor):
+        if not x.is_contiguous():
+            raise AutosageError(f"{name}: expected a C-contiguous (row-major) array; "
+                                f"make it contiguous first (.contiguous())")
+        x = x.detach().view(torch.int16)
+    try:
+        return cupy.from_dlpack(x).view(cupy.uint16)
+    except Exception as exc:
+        raise AutosageError(f"{name}: cannot share a bfloat16 array with CuPy: {exc}") from None
 
 
 def to_cupy(name: str, x, dtype: str | None = None):

@@ -175,3 +175,8 @@ def from_storage(a, dtype: str):
         # a bfloat16 is the top half of the float32 with the same bits
         return (a.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
     return a.astype(np.float64)
+
+
+def rounded(x, dtype: str):
+    """float64 values of host `x` as the kernels of `dtype` read them: rounded into the type."""
+    return from_storage(to_storage(x, dtype), dtype)

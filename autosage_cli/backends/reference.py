@@ -22,7 +22,7 @@ import scipy.sparse as sp
 
 from ..errors import AutosageError
 from ..graphs.csr import CSRGraph
-from ..dtypes import from_storage, to_storage, info as dtype_info
+from ..dtypes import from_storage, info as dtype_info, rounded
 
 _CHUNK_ELEMENTS = 1 << 24   # float64 elements per temporary (128 MiB)
 
@@ -96,7 +96,7 @@ def _operands(csr, inputs, dtype: str):
     arrays = [from_storage(x.get() if hasattr(x, "get") and not isinstance(x, np.ndarray) else x, dtype)
               for x in inputs]
     bias = a.data.astype(np.float32).astype(np.float64)
-    a.data = from_storage(to_storage(a.data, dtype), dtype)
+    a.data = rounded(a.data, dtype)
     return a, arrays, bias
 
 

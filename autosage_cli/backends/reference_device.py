@@ -29,7 +29,7 @@ import math
 
 import numpy as np
 
-from ..dtypes import from_storage, info as dtype_info, to_storage
+from ..dtypes import from_storage, info as dtype_info, rounded
 
 _CHUNK_ELEMENTS = 1 << 24   # float64 elements per temporary (128 MiB)
 _HEADROOM = 0.8             # at most this share of the free device memory
@@ -56,7 +56,7 @@ def _wide(x, dtype: str, xp):
 def _edge_values(dgraph, dtype: str, xp):
     """A's values as the plans of `dtype` read them, in float64."""
     if xp is np:
-        return from_storage(to_storage(np.asarray(dgraph.values, dtype=np.float32), dtype), dtype)
+        return rounded(np.asarray(dgraph.values, dtype=np.float32), dtype)
     from .value_arrays import graph_values
 
     return _wide(graph_values(dgraph, dtype), dtype, xp)

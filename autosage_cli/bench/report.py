@@ -63,7 +63,9 @@ def write_json(rows: list[Row], environment: dict, path: Path, runs: list | None
     if runs:
         doc["runs"] = runs
     tmp = Path(path).with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n")
+    # compact: an exhaustive suite is ~9000 rows, and indented they were 13.6 MB, a fifth of it
+    # blanks; people read results.csv and README.md, programs read this
+    tmp.write_text(json.dumps(doc, separators=(",", ":")) + "\n")
     tmp.replace(path)
 
 

@@ -79,7 +79,12 @@ def check_range(values, dtype: str, what: str) -> None:
     import numpy as np
 
     t = info(dtype)
-    largest = float(np.max(np.abs(values)))
+    values = np.asanyarray(values)
+    if values.dtype.kind == "f" and float(np.finfo(values.dtype).max) <= t.max_finite:
+        return      # nothing finite it holds is too large (float32 values in float32: no pass at all)
+    # max and min, not max(abs(.)): no temporary the size of the values (500 MB and ~0.2 s of a
+    # cold tune on a 124M-nonzero graph)
+    largest = max(float(values.max()), -float(values.min()))
     if largest > t.max_finite:
         raise AutosageError(f"{what} has values up to {largest:.4g}, beyond {t.name}'s largest finite value "
                             f"{t.max_finite:.6g}; choose another --dtype (bfloat16 or float32)")

@@ -229,3 +229,22 @@ def test_values_beyond_a_types_range_are_refused_in_one_line_before_the_gpu(tmp_
     assert done.returncode == 2
     assert done.stderr.strip().startswith("Error: datasets/bcsstk16.mtx.gz has values up to 2.148e+09")
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_the_range_check_reads_both_signs_and_skips_values_that_cannot_overflow():
+    import numpy as np
+
+    from autosage_cli import dtypes
+
+    with pytest.raises(AutosageError, match="values up to 7e\\+04"):      # the negative extreme
+        dtypes.check_range(np.array([1.0, -7e4], dtype=np.float32), "float16", "g")
+    dtypes.check_range(np.array([1.0, -6e4], dtype=np.float32), "float16", "g")
+    with pytest.raises(AutosageError, match="beyond float32's"):         # float64 values can overflow
+        dtypes.check_range(np.array([1e300]), "float32", "g")
+
+    class Untouchable(np.ndarray):   # float32 values in float32: the check reads no value
+        def max(self, *a, **k):
+            raise AssertionError("read")
+        min = max
+
+    dtypes.check_range(np.ones(4, dtype=np.float32).view(Untouchable), "float32", "g")

@@ -215,18 +215,20 @@ def code_version() -> str:
     return hashlib.blake2b(Path(__file__).read_bytes(), digest_size=8).hexdigest()
 
 
-def compute_features(graph: CSRGraph, *, symmetry: bool = True,
-                     workers: int | None = None) -> GraphFeatures:
+def compute_features(graph: CSRGraph, *, symmetry: bool = True, workers: int | None = None,
+                     sums: DiagonalSums | None = None) -> GraphFeatures:
     """Every feature, exact. `symmetry=False` skips only the transpose check: `symmetric` is then
     False where a cheap necessary condition fails (most directed graphs) and None where it would
-    take the transpose to decide. `workers`: threads (default: the CPUs available, at most 32)."""
+    take the transpose to decide. `workers`: threads (default: the CPUs available, at most 32).
+    `sums`: the graph's diagonal_sums when already known (the GPU measurer makes them on the
+    device); the per-row statistics are always computed here."""
     degrees = np.diff(graph.indptr)   # the index dtype: int32 halves a per-row array's bytes
     n = graph.n_rows
     q50, q90, q99 = degree_quantiles(degrees)
     mean = graph.nnz / n
     std = _std(degrees, mean) if n else 0.0
     heavy = int(degrees[degrees > q99].sum())
-    sums = diagonal_sums(graph, degrees, workers=workers)
+    sums = sums if sums is not None else diagonal_sums(graph, degrees, workers=workers)
     symmetric = symmetry_prefilter(graph, sums)
     if symmetric is None and symmetry:
         symmetric = transpose_matches(graph, degrees, workers=workers)

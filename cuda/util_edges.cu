@@ -24,3 +24,35 @@ __global__ void autosage_gather_rows(const typename C::T* src, long long ld, con
         dst[t] = C::load(src[(long long)rows[i] * ld + j]);
     }
 }
+
+// The graph features' diagonal sums (features.DiagonalSums) in one pass over the edges: a warp per
+// row, its lanes striding the row's edges, so a hub row is spread over a warp. sums[0] = sum of
+// |col - row|, sums[1] = sum of (col - row) (two's complement, 64 bits), sums[2] / sums[3] = the
+// edges below / above the diagonal; one block sum and one atomic per block each.
+template <typename I>
+__global__ void autosage_diagonal_sums(const I* indptr, const I* indices, long long n_rows,
+                                       unsigned long long* sums) {
+    const long long warps = grid_stride() >> 5;
+    const int lane = threadIdx.x & 31;
+    unsigned long long abs_sum = 0, signed_sum = 0, below = 0, above = 0;
+    for (long long r = first_index() >> 5; r < n_rows; r += warps) {
+        const long long end = (long long)indptr[r + 1];
+        for (long long e = (long long)indptr[r] + lane; e < end; e += 32) {
+            const long long d = (long long)indices[e] - r;
+            abs_sum += (unsigned long long)(d < 0 ? -d : d);
+            signed_sum += (unsigned long long)d;
+            below += d < 0;
+            above += d > 0;
+        }
+    }
+    abs_sum = block_sum(abs_sum);
+    signed_sum = block_sum(signed_sum);
+    below = block_sum(below);
+    above = block_sum(above);
+    if (threadIdx.x == 0) {
+        atomicAdd(sums + 0, abs_sum);
+        atomicAdd(sums + 1, signed_sum);
+        atomicAdd(sums + 2, below);
+        atomicAdd(sums + 3, above);
+    }
+}

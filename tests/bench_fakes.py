@@ -101,6 +101,9 @@ class FakeToolkit:
     def to_device(self, graph):
         return graph
 
+    def device_features(self, dgraph):
+        return {"n_rows": dgraph.n_rows, "on": "device"}
+
     def inputs(self, dgraph, op, k, heads, seed, dtype="float32"):
         rng = np.random.default_rng(seed)
         return (rng.uniform(-1, 1, (dgraph.n_cols, k)).astype(np.float32),)
@@ -127,7 +130,7 @@ class FakeToolkit:
         self.precompiled.append(list(ops))
         return {f"{op}_fake.cu": 1.5 for op in ops}
 
-    def graph_features(self, graph):
+    def graph_features(self, graph, dgraph=None):
         self.features_calls += 1
         return {"n_rows": graph.n_rows}, 7.0, 3.0
 

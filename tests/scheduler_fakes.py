@@ -92,7 +92,13 @@ class FakeMeasurer:
     timed: list = field(default_factory=list)
 
     def to_device(self, graph):
+        self.calls["to_device"] = self.calls.get("to_device", 0) + 1
         return SimpleNamespace(host=graph, n_rows=graph.n_rows, n_cols=graph.n_cols, nnz=graph.nnz)
+
+    def device_features(self, dgraph):
+        from autosage_cli.features import compute_features
+        self.calls["device_features"] = self.calls.get("device_features", 0) + 1
+        return compute_features(dgraph.host, symmetry=False)
 
     def vendor_names(self, op):
         return list(self.vendor_ms)

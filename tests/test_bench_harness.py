@@ -179,9 +179,9 @@ def test_kernels_compile_once_before_the_suite_and_tune_ms_excludes_features(cap
             order.append("precompile")
             return super().precompile(ops, dtype)
 
-        def graph_features(self, graph):
+        def graph_features(self, graph, dgraph=None):
             order.append("features")
-            return super().graph_features(graph)
+            return super().graph_features(graph, dgraph)
 
         def tune(self, *a, **k):
             order.append("tune")

@@ -148,6 +148,35 @@ def test_squared_sums_edge_rows_and_gather_dot_match_numpy():
     np.testing.assert_allclose(sums, X[ids, :7].sum(axis=1), rtol=1e-6)
 
 
+@pytest.mark.parametrize("index", [np.int32, np.int64])
+def test_the_device_features_equal_the_host_features(index):
+    """The diagonal sums made on the device (a hub row of 40k edges, empty rows first, inside and
+    last, columns on both sides of the diagonal, a rectangular graph) are the host's, exactly, and
+    so is every feature the GPU measurer gives."""
+    from autosage_cli.features import compute_features, diagonal_sums
+    from autosage_cli.graphs.csr import CSRGraph
+    from autosage_cli.scheduler.measure import GpuMeasurer
+
+    rng = np.random.default_rng(3)
+    for n_rows, n_cols in ((5_000, 5_000), (3_000, 70_000)):
+        degrees = rng.integers(0, 60, n_rows)
+        degrees[[0, n_rows // 2, n_rows - 1]] = 0
+        degrees[7] = 40_000
+        indptr = np.zeros(n_rows + 1, np.int64)
+        np.cumsum(degrees, out=indptr[1:])
+        indices = rng.integers(0, n_cols, int(indptr[-1]))
+        graph = CSRGraph(indptr.astype(index), indices.astype(index),
+                         np.ones(indices.size, np.float32), (n_rows, n_cols))
+        measurer = GpuMeasurer()
+        dgraph = measurer.to_device(graph)
+        host = diagonal_sums(graph, np.diff(graph.indptr))
+        from autosage_cli.kernels import util
+        assert util.diagonal_sums(dgraph.indptr, dgraph.indices, n_rows) == (
+            host.abs_sum, host.signed_sum, host.below, host.above)
+        assert host.below and host.above and host.signed_sum
+        assert measurer.device_features(dgraph) == compute_features(graph, symmetry=False)
+
+
 @pytest.mark.parametrize("op, heads, dtype", [("sddmm", 1, "float32"), ("attention", 2, "float32"),
                                               ("attention", 2, "bfloat16")])
 def test_a_tune_imports_no_torch_where_nvmath_runs_cusparse_sddmm(tmp_path, op, heads, dtype):

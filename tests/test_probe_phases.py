@@ -214,6 +214,26 @@ def test_a_cold_tune_computes_the_features_without_the_transpose_check(monkeypat
     assert [c["name"] for c in tuned.candidates] == [c["name"] for c in given.candidates]
 
 
+def test_a_large_graph_is_uploaded_first_and_its_features_made_on_the_device(monkeypatch):
+    """From DEVICE_FEATURES_MIN_NNZ nonzeros on, the tune uploads the graph before the features,
+    computes them through the measurer (the pass over the edges on the GPU) and probes that same
+    device graph: one upload. Below it the host computes them and the probe uploads."""
+    g = small_graph()
+    below = FakeMeasurer()
+    host = tune_mod.tune(g, "spmm", 8, 1, measure=below, device_info=DEVICE, software_info=SOFTWARE, top_k=3)
+    assert "device_features" not in below.calls and below.calls["to_device"] >= 1
+    monkeypatch.setattr(tune_mod, "DEVICE_FEATURES_MIN_NNZ", g.nnz)
+    above = FakeMeasurer()
+    dev = tune_mod.tune(g, "spmm", 8, 1, measure=above, device_info=DEVICE, software_info=SOFTWARE, top_k=3)
+    assert above.calls["device_features"] == 1
+    assert above.calls["to_device"] == below.calls["to_device"]      # the probe reused the upload
+    assert dev.entry["features"] == host.entry["features"] and dev.decision == host.decision
+    given = FakeMeasurer()                                           # features given: no device pass
+    tune_mod.tune(g, "spmm", 8, 1, measure=given, device_info=DEVICE, software_info=SOFTWARE, top_k=3,
+                  features=features_of(g))
+    assert "device_features" not in given.calls
+
+
 def test_the_cli_reuses_the_features_an_earlier_tune_of_the_graph_remembered(tmp_path, monkeypatch):
     patch_tune_command(monkeypatch, FakeMeasurer)
     cache = str(tmp_path / "d.json")

@@ -201,7 +201,7 @@ class CaseRunner:
         c, o = self.case, self.opts
         # The graph's fingerprint and features, once per graph and outside the tune's time.
         try:
-            _, features_ms, fingerprint_ms = self.tk.graph_features(self.graph)
+            _, features_ms, fingerprint_ms = self.tk.graph_features(self.graph, self.dgraph)
         except Exception as exc:
             m = Measured("autosage", "", "failed", error=f"features: {one_line(exc, 300)}")
             return self._row(m, "oracle" if full else "probe"), ("", "")

@@ -69,17 +69,23 @@ class GpuToolkit(GpuMeasurer):
 
         return self._compile.precompile(ops, dtype=dtype, extra=tuple(util.MODULES.values()))
 
-    def graph_features(self, graph):
+    def graph_features(self, graph, dgraph=None):
         """(features, features_ms, fingerprint_ms): the graph's features and fingerprint, computed
         once per graph and timed apart (the features are part of a cold tune, the fingerprint is
         the cache's lookup key; both are reported in every row of the graph, apart from tune_ms)."""
         if self._features[0] is not graph:
             from ..features import compute_features
+            from ..scheduler.tune import DEVICE_FEATURES_MIN_NNZ
 
             t0 = time.perf_counter()
             _ = graph.fingerprint  # cached on the graph; the cache key needs it
             t1 = time.perf_counter()
-            features = compute_features(graph, symmetry=False)   # as tune's: the model never reads it
+            # as tune's: the model never reads `symmetric`; the pass over the edges on the device
+            # where tune would run it there
+            if dgraph is not None and graph.nnz >= DEVICE_FEATURES_MIN_NNZ:
+                features = self.device_features(dgraph)
+            else:
+                features = compute_features(graph, symmetry=False)
             t2 = time.perf_counter()
             self._features = (graph, features, (t2 - t1) * 1e3, (t1 - t0) * 1e3)
         return self._features[1:]

@@ -63,7 +63,7 @@ def _groups() -> dict[str, tuple[str, ...]]:
         groups[f"sddmm_vendor/{c}"] = (f"autosage_row_sums<{c}>", f"autosage_scale_edges<{c}>")
     groups["softmax"] = ("autosage_scale_bias", "autosage_normalize_heads")
     for i in INDEX:
-        groups[f"edges/{i}"] = (f"autosage_edge_rows<{i}>",)
+        groups[f"edges/{i}"] = (f"autosage_edge_rows<{i}>", f"autosage_diagonal_sums<{i}>")
         groups[f"softmax/{i}"] = (f"autosage_scatter_max<{i}>", f"autosage_sub_row_exp<{i}>",
                                   f"autosage_scatter_add<{i}>")
         for c in CODECS:
@@ -229,6 +229,20 @@ def edge_rows(indptr, nnz: int, out):
     _launch(f"autosage_edge_rows<{index_type(indptr)}>", nnz,
             (indptr, np.int64(indptr.size - 1), np.int64(nnz), out))
     return out
+
+
+def diagonal_sums(indptr, indices, n_rows: int) -> tuple[int, int, int, int]:
+    """(sum |col - row|, sum (col - row), edges below, edges above the diagonal) over the edges of
+    the CSR pattern (indptr, indices), which share one index type: features.DiagonalSums' fields."""
+    import cupy
+
+    if indptr.dtype != indices.dtype:
+        raise ValueError(f"diagonal_sums: indptr is {indptr.dtype}, indices {indices.dtype}")
+    sums = cupy.zeros(4, dtype=cupy.uint64)
+    _launch(f"autosage_diagonal_sums<{index_type(indptr)}>", int(n_rows) * 32,
+            (indptr, indices, np.int64(n_rows), sums))
+    abs_sum, signed, below, above = (int(x) for x in sums.get())
+    return abs_sum, signed - (1 << 64) if signed >= 1 << 63 else signed, below, above
 
 
 def gather_rows(src, ld: int, rows, k: int, dst):

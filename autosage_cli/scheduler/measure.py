@@ -29,6 +29,17 @@ class GpuMeasurer:
         from ..backends.base import DeviceGraph
         return DeviceGraph.from_host(graph)
 
+    def device_features(self, dgraph):
+        """The graph's features (without the exact symmetry check, as a tune's), their pass over
+        the edges on the device when indptr and indices share a type."""
+        from ..features import DiagonalSums, compute_features
+
+        sums = None
+        if dgraph.nnz and dgraph.indptr.dtype == dgraph.indices.dtype:
+            from ..kernels import util
+            sums = DiagonalSums(*util.diagonal_sums(dgraph.indptr, dgraph.indices, dgraph.n_rows))
+        return compute_features(dgraph.host, symmetry=False, sums=sums)
+
     def vendor_names(self, op: str) -> list[str]:
         """The vendors a tune's guardrail measures (ops.guardrail_vendor_names); the benchmark's
         toolkit measures every vendor entry."""

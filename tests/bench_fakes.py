@@ -129,7 +129,7 @@ class FakeToolkit:
 
     def graph_features(self, graph):
         self.features_calls += 1
-        return {"n_rows": graph.n_rows}, 7.0
+        return {"n_rows": graph.n_rows}, 7.0, 3.0
 
     def tune(self, graph, op, k, heads, *, cache, top_k, budget_ms, guardrail, full, seed=0, dgraph=None,
              dtype="float32"):

@@ -201,7 +201,7 @@ def test_kernels_compile_once_before_the_suite_and_tune_ms_excludes_features(cap
     assert ctx.environment is env
     err = capsys.readouterr().err
     assert "compiled 2 kernel files for sddmm, spmm in" in err and "before timing" in err
-    assert all(r.features_ms == 7.0 for r in rows if r.backend == "autosage")
+    assert all(r.features_ms == 7.0 and r.fingerprint_ms == 3.0 for r in rows if r.backend == "autosage")
 
 
 def test_a_kernel_file_that_does_not_compile_is_reported_and_the_suite_goes_on():

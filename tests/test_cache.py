@@ -178,3 +178,24 @@ def test_eight_processes_writing_one_cache_lose_no_entry(tmp_path):
     probes = Path(path).with_name("shared.probes.jsonl").read_text().splitlines()
     assert len(probes) == WRITERS * ENTRIES_EACH
     assert not list(tmp_path.glob("*.corrupt-*"))
+
+
+def test_an_unchanged_file_is_parsed_once_per_process_and_a_replaced_one_again(tmp_path, graph, monkeypatch):
+    path = tmp_path / "decisions.json"
+    key, other = key_for(graph), key_for(graph, k=32)
+    DecisionCache(path).store(key, ENTRY)
+    assert "\n " not in path.read_text() and '": ' not in path.read_text()   # written compact
+    parsed = []
+    real_parse = DecisionCache._parse
+    monkeypatch.setattr(DecisionCache, "_parse", lambda self, raw: parsed.append(1) or real_parse(self, raw))
+    for _ in range(3):                        # fresh objects, as the benchmark makes one per tune
+        assert DecisionCache(path).lookup(key)["decision"] == ENTRY["decision"]
+    assert parsed == []                       # this process wrote it: nothing to parse
+    # Another writer (another process) replaces the file: the next read parses it.
+    doc = json.loads(path.read_text())
+    doc["entries"][other.id] = dict(doc["entries"][key.id])
+    tmp = path.with_name("other.json")
+    tmp.write_text(json.dumps(doc))
+    tmp.replace(path)
+    assert DecisionCache(path).lookup(other) is not None and len(parsed) == 1
+    assert DecisionCache(path).lookup(other) is not None and len(parsed) == 1

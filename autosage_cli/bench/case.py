@@ -201,7 +201,7 @@ class CaseRunner:
         c, o = self.case, self.opts
         # The graph's fingerprint and features, once per graph and outside the tune's time.
         try:
-            features_ms = self.tk.graph_features(self.graph)[1]
+            _, features_ms, fingerprint_ms = self.tk.graph_features(self.graph)
         except Exception as exc:
             m = Measured("autosage", "", "failed", error=f"features: {one_line(exc, 300)}")
             return self._row(m, "oracle" if full else "probe"), ("", "")
@@ -226,7 +226,7 @@ class CaseRunner:
         row = self._row(m, decision)
         row.chosen_backend, row.tune_ms = choice[0], tune_ms
         row.reason = " ".join(str(getattr(result.decision, "reason", "")).split())
-        row.features_ms = _float(features_ms)
+        row.features_ms, row.fingerprint_ms = _float(features_ms), _float(fingerprint_ms)
         row.compile_ms = math.fsum(x for x in (_float(result.timings.get("compile_ms")), m.compile_ms)
                                    if math.isfinite(x))
         for column in PROBE_COLUMNS:     # where the probe's time went (a cache hit has none)

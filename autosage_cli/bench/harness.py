@@ -12,7 +12,7 @@ Per case, in this order:
 Before the first case, every kernel file the run's ops may launch is compiled once
 (toolkit.precompile, NVRTC), and each graph's fingerprint and features are computed once, before its
 first tune is timed: `tune_ms` measures tuning, not compilation (13-16 s on a fresh machine) nor
-hashing the graph (reported as `features_ms`). The compile seconds go into the run's environment
+hashing the graph (reported as `features_ms` and `fingerprint_ms`). The compile seconds go into the run's environment
 (`compile`) and on one stderr line.
 
 Every non-vendor plan is verified first (output poisoned with NaN, run once, compared with the

@@ -66,7 +66,8 @@ class Row:
     oracle_schedule: str = ""
     oracle_ms: float = math.nan
     tune_ms: float = math.nan       # wall time of the tune() call (a cache hit is cheap)
-    features_ms: float = math.nan   # the graph's features + fingerprint, computed once per graph
+    features_ms: float = math.nan   # the graph's features, computed once per graph
+    fingerprint_ms: float = math.nan  # hashing the graph for the cache key, once per graph
     warm_tune_ms: float = math.nan  # a second tune() right after the first: a cache hit
     compile_ms: float = math.nan    # building kernel modules during this row's prepare (and, for
                                     # autosage rows, its tune); ~0 when precompiled before the run

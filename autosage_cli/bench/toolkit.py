@@ -30,7 +30,7 @@ class GpuToolkit(GpuMeasurer):
         self._baselines, self._timing, self._ops = baselines, timing, ops
         self._schedule, self._tune, self._cache_mod, self._env = schedule, tune, cache, environment
         self._compile = kcompile
-        self._features = (None, None, 0.0)  # (graph, its GraphFeatures, ms): once per graph
+        self._features = (None, None, 0.0, 0.0)  # (graph, GraphFeatures, features ms, fingerprint ms)
         self._device_info = self._software_info = None
 
     def vendor_names(self, op: str) -> list[str]:
@@ -70,17 +70,19 @@ class GpuToolkit(GpuMeasurer):
         return self._compile.precompile(ops, dtype=dtype, extra=tuple(util.MODULES.values()))
 
     def graph_features(self, graph):
-        """(features, ms): the graph's features and fingerprint, computed once per graph (both are
-        part of a cold tune; the time is reported in every row of the graph as features_ms, apart
-        from tune_ms)."""
+        """(features, features_ms, fingerprint_ms): the graph's features and fingerprint, computed
+        once per graph and timed apart (the features are part of a cold tune, the fingerprint is
+        the cache's lookup key; both are reported in every row of the graph, apart from tune_ms)."""
         if self._features[0] is not graph:
             from ..features import compute_features
 
             t0 = time.perf_counter()
             _ = graph.fingerprint  # cached on the graph; the cache key needs it
+            t1 = time.perf_counter()
             features = compute_features(graph, symmetry=False)   # as tune's: the model never reads it
-            self._features = (graph, features, (time.perf_counter() - t0) * 1e3)
-        return self._features[1], self._features[2]
+            t2 = time.perf_counter()
+            self._features = (graph, features, (t2 - t1) * 1e3, (t1 - t0) * 1e3)
+        return self._features[1:]
 
     def tune(self, graph, op, k, heads, *, cache, top_k, budget_ms, guardrail, full, seed=0, dgraph=None,
              dtype="float32"):
@@ -89,7 +91,7 @@ class GpuToolkit(GpuMeasurer):
         kwargs = {name: value for name, value in (("top_k", top_k), ("budget_ms", budget_ms),
                                                   ("guardrail", guardrail)) if value is not None}
         store = None if cache is None else self._cache_mod.DecisionCache(cache or None)
-        features, features_ms = self.graph_features(graph)
+        features, features_ms, _ = self.graph_features(graph)
         result = self._tune.tune(graph, op, k, heads, cache=store, full=full, seed=seed, dtype=dtype,
                                  features=features, device_info=self._device_info,
                                  software_info=self._software_info, device_graph=dgraph, **kwargs)

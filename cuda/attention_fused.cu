@@ -26,7 +26,7 @@
 //
 // Template knobs (see autosage_cli/kernels/attention_space.py):
 //   T      value type (float, __half, __nv_bfloat16; float math)   I   index type (int, long long)
-//   LANES  lanes per (row, head) group     VEC floats per vector load (1, 2, 4)
+//   LANES  lanes per (row, head) group     VEC elements per vector load (1, 2, 4; 8 halves)
 //   NV     vectors per lane (features held per lane = NV * VEC)
 //   E      edges per step                  W   team width in lanes = LANES * heads sharing the indices
 // Rows without edges produce zeros. Grid: one group per work item, blockDim.x a multiple of 32.
@@ -266,7 +266,7 @@ __device__ __forceinline__ void store_partial(float2* __restrict__ part_ml, floa
 #pragma unroll
   for (int c = 0; c < NV; ++c) {
     const int f = (c * LANES + g_lane) * VEC;
-    if (f < d) store_vec<VEC>(part_acc + slot * d + f, st.acc[c]);
+    if (f < d) autosage::store_partials<VEC>(part_acc + slot * d + f, st.acc[c]);
   }
 }
 

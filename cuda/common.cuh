@@ -77,6 +77,7 @@ __device__ __forceinline__ void load_vec(const float* __restrict__ p, float (&ou
 // (split SpMM partials), which a non-coherent L1 might still hold from an earlier launch.
 template <int V>
 __device__ __forceinline__ void load_vec_cg(const float* p, float (&out)[V]) {
+    static_assert(V == 1 || V == 2 || V == 4, "float vectors are 1, 2 or 4 elements (at most 16 bytes)");
     if constexpr (V == 4) {
         const float4 t = __ldcg(reinterpret_cast<const float4*>(p));
         out[0] = t.x; out[1] = t.y; out[2] = t.z; out[3] = t.w;
@@ -90,12 +91,46 @@ __device__ __forceinline__ void load_vec_cg(const float* p, float (&out)[V]) {
 
 template <int V>
 __device__ __forceinline__ void store_vec(float* __restrict__ p, const float (&v)[V]) {
+    static_assert(V == 1 || V == 2 || V == 4, "float vectors are 1, 2 or 4 elements (at most 16 bytes)");
     if constexpr (V == 4) {
         *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
     } else if constexpr (V == 2) {
         *reinterpret_cast<float2*>(p) = make_float2(v[0], v[1]);
     } else {
         *p = v[0];
+    }
+}
+
+// ------------------------------------------------------------------ float partial sums
+// Partial sums other blocks combine (split SpMM scratch, fused_split attention partials) are float
+// whatever T is, so a lane's V partials take 4V bytes: 32 for the 2-byte types' 16-byte schedules
+// (V = 8 halves). They move as V/4 float4s (the caller's offsets are multiples of V floats, so each
+// piece is 16-byte aligned); V <= 4 is one store_vec/load_vec_cg, as for float data.
+
+template <int V>
+__device__ __forceinline__ void store_partials(float* p, const float (&v)[V]) {
+    if constexpr (V <= 4) {
+        store_vec<V>(p, v);
+    } else {
+        static_assert(V % 4 == 0, "wide partials are whole float4s");
+#pragma unroll
+        for (int i = 0; i < V; i += 4)
+            *reinterpret_cast<float4*>(p + i) = make_float4(v[i], v[i + 1], v[i + 2], v[i + 3]);
+    }
+}
+
+// Through L2 only, as load_vec_cg: the partials were written by other blocks of this launch.
+template <int V>
+__device__ __forceinline__ void load_partials_cg(const float* p, float (&out)[V]) {
+    if constexpr (V <= 4) {
+        load_vec_cg<V>(p, out);
+    } else {
+        static_assert(V % 4 == 0, "wide partials are whole float4s");
+#pragma unroll
+        for (int i = 0; i < V; i += 4) {
+            const float4 t = __ldcg(reinterpret_cast<const float4*>(p + i));
+            out[i] = t.x; out[i + 1] = t.y; out[i + 2] = t.z; out[i + 3] = t.w;
+        }
     }
 }
 

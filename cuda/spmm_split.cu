@@ -45,7 +45,7 @@ __device__ __forceinline__ void reduce_heavy_row(int h, int row, int c_begin, in
             if (col < k) {
                 for (int c = c_begin + slot; c < c_end; c += E) {
                     float part[V];
-                    autosage::load_vec_cg<V>(scratch + static_cast<long long>(c) * k + col, part);
+                    autosage::load_partials_cg<V>(scratch + static_cast<long long>(c) * k + col, part);
 #pragma unroll
                     for (int v = 0; v < V; ++v) acc[0][v] += part[v];
                 }
@@ -54,11 +54,11 @@ __device__ __forceinline__ void reduce_heavy_row(int h, int row, int c_begin, in
         } else {
             if (slot == 0 && col < k) {
                 float* own = scratch + static_cast<long long>(h) * k + col;
-                autosage::load_vec_cg<V>(own, acc[0]);
+                autosage::load_partials_cg<V>(own, acc[0]);
                 float zero[V];
 #pragma unroll
                 for (int v = 0; v < V; ++v) zero[v] = 0.0f;
-                autosage::store_vec<V>(own, zero);
+                autosage::store_partials<V>(own, zero);
             }
         }
         if (lane < G && col < k) autosage::store_vec<V>(C + row * ldc + col, acc[0]);
@@ -112,7 +112,7 @@ spmm_split(const int k, const int* __restrict__ indptr, const int* __restrict__ 
             if (!is_chunk) {
                 autosage::store_vec<V>(C + row * ldc + col, acc[0]);
             } else if constexpr (TWOPHASE) {
-                autosage::store_vec<V>(scratch + item * k + col, acc[0]);
+                autosage::store_partials<V>(scratch + item * k + col, acc[0]);
             } else {
                 const int h = __ldg(chunk_owner + item);
                 autosage::atomic_add_vec<V>(scratch + static_cast<long long>(h) * k + col, acc[0]);

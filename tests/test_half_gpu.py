@@ -198,9 +198,13 @@ ATTENTION_WIDTHS = (1, 3, 4, 5, 8, 32, 64, 127, 128, 256)
 
 
 def attention_schedules():
+    """One schedule per family, vector width, tile and vectors per lane (NV): each NV is its own
+    register layout of the state and of fused_split's chunk partials."""
+    from autosage_cli.kernels.attention_families import vectors_per_lane
+
     chosen = {}
     for s in registry("attention"):
-        chosen.setdefault((s.family, s.vec, s.tile), s)
+        chosen.setdefault((s.family, s.vec, s.tile, vectors_per_lane(s)), s)
     return list(chosen.values())
 
 

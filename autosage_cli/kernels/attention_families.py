@@ -178,9 +178,8 @@ VECTOR_SHAPES = ((2, 4, 2), (4, 4, 1), (4, 4, 2), (8, 4, 1), (8, 4, 2), (16, 4, 
 SCALAR_SHAPES = ((4, 1, 1), (4, 1, 2), (4, 1, 4), (32, 1, 1), (32, 1, 2), (32, 1, 4), (32, 1, 8))
 # 16-byte loads of the 2-byte types (8 halves per lane; float32 refuses them), placed after every
 # family's float shapes so every older name keeps its place: d = 32, 64, 128 with one vector per
-# lane, and d = 128 with two (fewer lanes, shorter shuffle trees). No 16-byte fused_split shapes:
-# their segment merge gave wrong outputs (relative errors up to inf) in float16/bfloat16 on the
-# H200; long rows in half types take the 8-byte fused_split shapes.
+# lane, and d = 128 with two (fewer lanes, shorter shuffle trees); fused_split takes the same
+# shapes (its float chunk partials take 32 bytes per lane: cuda/common.cuh store_partials).
 HALF_SHAPES = ((4, 8, 1), (8, 8, 1), (16, 8, 1), (8, 8, 2))
 SPLITS = ((512, 256), (2048, 512))      # (split, chunk) of fused_split
 UNFUSED_SOFTMAX = ((32, 2048), (8, 512))  # (lanes, split) of the unfused row softmax
@@ -206,13 +205,15 @@ def _fused_space(shapes):
     return space
 
 
-def _fused_split_space(make) -> list:
-    out = [_group(make, lanes, vec, nv, unroll=min(lanes, 4 if nv == 1 else 2), split=split, chunk=chunk,
-                  reduce="twophase")
-           for (lanes, vec, nv), (split, chunk) in product(VECTOR_SHAPES, SPLITS)]
-    out += [_group(make, lanes, vec, nv, unroll=2, split=2048, chunk=512, reduce="twophase")
-            for lanes, vec, nv in SCALAR_SHAPES if lanes == 32]
-    return out
+def _fused_split_space(shapes, scalar_shapes=()):
+    def space(make) -> list:
+        out = [_group(make, lanes, vec, nv, unroll=min(lanes, 4 if nv == 1 else 2), split=split,
+                      chunk=chunk, reduce="twophase")
+               for (lanes, vec, nv), (split, chunk) in product(shapes, SPLITS)]
+        out += [_group(make, lanes, vec, nv, unroll=2, split=2048, chunk=512, reduce="twophase")
+                for lanes, vec, nv in scalar_shapes if lanes == 32]
+        return out
+    return space
 
 
 def _unfused_space(make) -> list:
@@ -262,7 +263,9 @@ FAMILIES: dict[str, Family] = {
         "attention", FUSED_SOURCE, _SEGMENTS, fused_supports,
         "as fused, plus: rows above `split` edges cut into `chunk`-edge chunks whose partial "
         "softmax states are merged two-phase (reduce)",
-        schedules=_fused_split_space, space_rules=_fused_rules(splits_rows=True), plan="segments",
+        schedules=_fused_split_space(VECTOR_SHAPES, SCALAR_SHAPES),
+        half_schedules=_fused_split_space(HALF_SHAPES), space_rules=_fused_rules(splits_rows=True),
+        plan="segments",
         launches=_segments_launches, wide_indices=True,
         variants={"additive": _fused_kernel("attention_additive_segments")}),
     "unfused": Family(

@@ -283,22 +283,35 @@ _PTXAS_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (
 _PTXAS_REGS = re.compile(r"Used (\d+) registers")
 
 
-def nvcc_check(filename: str, name_expressions: list[str], arch: str = ARCH) -> list[KernelReport]:
-    """Compile `filename` with nvcc for `arch`, instantiating every name expression (by taking its
-    address, which is what NVRTC's name expressions do), and return ptxas' per-kernel report.
-    Raises RuntimeError with the compiler output on any error."""
+def _nvcc(filename: str, name_expressions: list[str], arch: str, output: str, *flags: str):
+    """Run nvcc on `filename` with every name expression instantiated (by taking its address, which
+    is what NVRTC's name expressions do) and the module's runtime options; returns (stderr, the
+    text of the `output` file: "cubin" or "ptx"). Raises RuntimeError with the compiler output on
+    any error."""
     source = kernel_source(filename)
     inst = "\n".join(f"void* autosage_instance_{i} = (void*)&{expr};"
                      for i, expr in enumerate(name_expressions))
     with tempfile.TemporaryDirectory() as tmp:
-        cu = Path(tmp) / filename
+        cu, out = Path(tmp) / filename, Path(tmp) / f"out.{output}"
         cu.write_text(source + "\n// instantiations (name expressions)\n" + inst + "\n")
-        cmd = ["nvcc", f"-arch={arch}", "-cubin", "-Xptxas", "-v", *runtime_options(name_expressions),
-               "-o", str(Path(tmp) / "out.cubin"), str(cu)]
+        cmd = ["nvcc", f"-arch={arch}", f"-{output}", *flags, *runtime_options(name_expressions),
+               "-o", str(out), str(cu)]
         proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise RuntimeError(f"nvcc failed on {filename}:\n{proc.stderr}")
-    return _parse_ptxas(proc.stderr, name_expressions)
+        if proc.returncode != 0:
+            raise RuntimeError(f"nvcc failed on {filename}:\n{proc.stderr}")
+        return proc.stderr, (out.read_text() if output == "ptx" else "")
+
+
+def nvcc_check(filename: str, name_expressions: list[str], arch: str = ARCH) -> list[KernelReport]:
+    """Compile `filename` with nvcc for `arch`, instantiating every name expression, and return
+    ptxas' per-kernel report. Raises RuntimeError with the compiler output on any error."""
+    stderr, _ = _nvcc(filename, name_expressions, arch, "cubin", "-Xptxas", "-v")
+    return _parse_ptxas(stderr, name_expressions)
+
+
+def nvcc_ptx(filename: str, name_expressions: list[str], arch: str = ARCH) -> str:
+    """The PTX nvcc makes of `filename` with every name expression instantiated (one .entry each)."""
+    return _nvcc(filename, name_expressions, arch, "ptx")[1]
 
 
 def _parse_ptxas(text: str, name_expressions: list[str]) -> list[KernelReport]:

@@ -236,12 +236,14 @@ def _parreduce_space(make) -> list:
 
 # 16-byte loads of the 2-byte types: 8 halves per lane per load. Float32 refuses them (a 32-byte
 # vector; Schedule.supports), so they only ever run in float16/bfloat16. One shape per K regime of
-# each family: G x 8 columns per pass (subwarp), GE-SpMM at K = 256 in one pass. The split
-# families have none: with 8 halves per load their heavy-chunk partials came out wrong on the H200
-# (relative errors 0.5-0.95 at K = 8, 64, 256, every graph with a heavy row), so they serve
-# float16/bfloat16 through their 4-element (8-byte) schedules.
+# each family: G x 8 columns per pass (subwarp), GE-SpMM at K = 256 in one pass, and the split
+# families' hub shapes (their float partials take 32 bytes per lane: cuda/common.cuh store_partials).
 HALF_VEC = 8
 HALF_SUBWARP_LANES = (2, 4, 8, 16, 32)
+# (lanes, split, chunk, reduce, unroll) per split family. split's sub-warp light rows keep 2 edges
+# in flight (4 spilled: 8 halves x 4 edges next to the heavy-chunk path's registers, nvcc 13.0 sm_90).
+HALF_SPLIT_SHAPES = {"split": ((4, 256, 256, "atomic", 2), (16, 256, 256, "atomic", 2)),
+                     "splitwarp": ((32, 2048, 512, "atomic", 4), (32, 2048, 1024, "twophase", 4))}
 
 
 def _subwarp_half(make) -> list:
@@ -250,6 +252,14 @@ def _subwarp_half(make) -> list:
 
 def _warprow_half(make) -> list:
     return [make(lanes=32, vec=HALF_VEC, threads=THREADS, unroll=4)]
+
+
+def _split_half(family: str):
+    def space(make) -> list:
+        return [make(lanes=g, vec=HALF_VEC, threads=THREADS, split=split, chunk=chunk, reduce=reduce,
+                     unroll=unroll)
+                for g, split, chunk, reduce, unroll in HALF_SPLIT_SHAPES[family]]
+    return space
 
 
 # ------------------------------------------------------------------ space rules (None or a reason)
@@ -313,12 +323,12 @@ FAMILIES: dict[str, Family] = {
         "rows above `split` nonzeros cut into `chunk`-nonzero chunks, a warp of 32/lanes edge slots "
         "each, partials combined by `reduce`; light rows: lanes per row (32/lanes rows per warp); "
         "vec: floats per load; unroll: edges in flight",
-        schedules=_split_space(SPLIT_VARIANTS), space_rules=_rules(_no_tile, _splits_rows),
-        plan="split"),
+        schedules=_split_space(SPLIT_VARIANTS), half_schedules=_split_half("split"),
+        space_rules=_rules(_no_tile, _splits_rows), plan="split"),
     "splitwarp": Family(
         "spmm", "spmm_split.cu", _split_expr(light_warp=True), supports,
         "as split, but a warp of 32/lanes edge slots per light row too",
-        _whole_warp, schedules=_split_space(SPLITWARP_VARIANTS),
+        _whole_warp, schedules=_split_space(SPLITWARP_VARIANTS), half_schedules=_split_half("splitwarp"),
         space_rules=_rules(_no_tile, _splits_rows), plan="split", stages_edges=True),
     "vector": Family(
         "spmm", "spmm_vector.cu", _vector_expr, vector_supports,

@@ -14,6 +14,7 @@ import pytest
 from autosage_cli.commands.tune import tuning_line
 from autosage_cli.scheduler import phases
 from autosage_cli.scheduler import tune as tune_mod
+from autosage_cli.scheduler import tune_features
 
 from cli_helpers import run_cli
 from scheduler_fakes import DEVICE, SOFTWARE, FakeMeasurer, features_of, patch_tune_command, small_graph
@@ -222,7 +223,7 @@ def test_a_large_graph_is_uploaded_first_and_its_features_made_on_the_device(mon
     below = FakeMeasurer()
     host = tune_mod.tune(g, "spmm", 8, 1, measure=below, device_info=DEVICE, software_info=SOFTWARE, top_k=3)
     assert "device_features" not in below.calls and below.calls["to_device"] >= 1
-    monkeypatch.setattr(tune_mod, "DEVICE_FEATURES_MIN_NNZ", g.nnz)
+    monkeypatch.setattr(tune_features, "DEVICE_FEATURES_MIN_NNZ", g.nnz)
     above = FakeMeasurer()
     dev = tune_mod.tune(g, "spmm", 8, 1, measure=above, device_info=DEVICE, software_info=SOFTWARE, top_k=3)
     assert above.calls["device_features"] == 1

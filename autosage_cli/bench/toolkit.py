@@ -74,18 +74,12 @@ class GpuToolkit(GpuMeasurer):
         once per graph and timed apart (the features are part of a cold tune, the fingerprint is
         the cache's lookup key; both are reported in every row of the graph, apart from tune_ms)."""
         if self._features[0] is not graph:
-            from ..features import compute_features
-            from ..scheduler.tune import DEVICE_FEATURES_MIN_NNZ
+            from ..scheduler import tune_features
 
             t0 = time.perf_counter()
             _ = graph.fingerprint  # cached on the graph; the cache key needs it
             t1 = time.perf_counter()
-            # as tune's: the model never reads `symmetric`; the pass over the edges on the device
-            # where tune would run it there
-            if dgraph is not None and graph.nnz >= DEVICE_FEATURES_MIN_NNZ:
-                features = self.device_features(dgraph)
-            else:
-                features = compute_features(graph, symmetry=False)
+            features = tune_features.compute(graph, dgraph, self)   # as a tune computes them
             t2 = time.perf_counter()
             self._features = (graph, features, (t2 - t1) * 1e3, (t1 - t0) * 1e3)
         return self._features[1:]

@@ -11,7 +11,8 @@ from .. import cache as cache_mod, dtypes, ops as op_specs
 from ..errors import AutosageError
 from ..graphs.csr import replayable_source
 from ..kernels import schedule as schedule_mod
-from . import estimate, phases, policy, probe, roofline, sample
+from . import estimate, phases, policy, probe, roofline, sample, tune_features
+from .tune_features import features_version  # noqa: F401  (the CLI's graph memo checks it)
 from .measure import GpuMeasurer
 from .plans import plan_for, resolve_schedule  # noqa: F401  (a decision to a plan; API and replay)
 from .select import DEFAULT_GUARDRAIL, Decision, decide
@@ -20,7 +21,6 @@ DEFAULT_TOP_K = 12      # the most candidates a probe times; the budget may allo
 # Bumped when the way a decision is reached changes (sampling, screening, confirmation): a decision
 # cached under another policy is re-tuned, with a message saying so.
 POLICY_VERSION = 4
-DEVICE_FEATURES_MIN_NNZ = 1 << 22   # from here on the features' pass over the edges runs on the GPU
 
 
 def validate_options(op: str, k: int, heads: int = 1, top_k: int = DEFAULT_TOP_K,
@@ -101,20 +101,6 @@ def recall(graph, op: str, k: int, heads: int = 1, *, cache, top_k: int = DEFAUL
                       progress or (lambda _msg: None))
 
 
-def _compute_features(graph):
-    """The features the cost model reads. It never reads `symmetric`, whose exact check transposes
-    the graph (1.6-2.1 s of 2 cores on a symmetric 115M-nonzero graph, 0.16-0.25 s without it)."""
-    from ..features import compute_features
-    return compute_features(graph, symmetry=False)
-
-
-def features_version() -> str:
-    """What remembered features (graphs.memo) must have been computed by to stand in for the
-    tune's own: this features code, with the tune's options."""
-    from ..features import code_version
-    return f"{code_version()}:symmetry=False"
-
-
 def _environment():
     from .. import environment
     return environment.device_info(), environment.software_info()
@@ -173,7 +159,7 @@ def tune(graph, op: str, k: int, heads: int = 1, *, cache=None, top_k: int = DEF
         return hit
 
     op_specs.check_graph_values(op, graph, dtype)
-    features, features_ms, device_graph = _features(graph, features, device_graph, measure, say)
+    features, features_ms, device_graph = tune_features.for_tune(graph, features, device_graph, measure, say)
 
     t = time.perf_counter()
     dev = roofline.device_model(device_info)
@@ -232,25 +218,6 @@ def _probe_split(outcome, clock, wall_ms: float) -> dict:
     probe_ms = wall_ms - outcome.compile_ms
     return {"sample_ms": outcome.sample_ms, "compile_ms": outcome.compile_ms, "probe_ms": probe_ms,
             "probe_gpu_ms": outcome.spent_ms, **clock.timings(probe_ms - outcome.sample_ms)}
-
-
-def _features(graph, features, device_graph, measure, say) -> tuple[object, float, object]:
-    """(the graph's features, ms spent computing them: 0 when the caller gave them, the device
-    graph). From DEVICE_FEATURES_MIN_NNZ nonzeros on, the pass over the edges runs on the device:
-    the graph is uploaded first (the probe needs it there anyway; the upload counts with the
-    features) and the host keeps only the per-row statistics (products-like, 124M nonzeros: 0.43 s
-    on the H200's host, most of a cold tune's time outside the probe)."""
-    if features is not None:
-        return features, 0.0, device_graph
-    t = time.perf_counter()
-    say("computing graph features")
-    if graph.nnz >= DEVICE_FEATURES_MIN_NNZ:
-        if device_graph is None:
-            device_graph = measure.to_device(graph)
-        features = measure.device_features(device_graph)
-    else:
-        features = _compute_features(graph)
-    return features, (time.perf_counter() - t) * 1e3, device_graph
 
 
 def _overrun_note(budget_ms: float, overrun_ms: float) -> str:

@@ -223,7 +223,7 @@ class DecisionCache:
 
     def _read(self, locked: bool) -> dict:
         """The document (the parsed one this process last saw when the file is unchanged: callers
-        other than store() do not modify it)."""
+        must not modify it; store() copies it first)."""
         signature = self._signature()
         memo = _PARSED.get(str(self.path))
         if memo is not None and signature is not None and memo[0] == signature:
@@ -321,7 +321,6 @@ class DecisionCache:
             if signature is not None:
                 _PARSED[str(self.path)] = (signature, doc)
         except BaseException:
-            _PARSED.pop(str(self.path), None)   # store() changed the document it had read
             try:
                 os.unlink(tmp)
             except FileNotFoundError:
@@ -335,7 +334,8 @@ class DecisionCache:
             raise AutosageError(f"cache {self.path} was opened read-only")
         try:
             with self._lock():
-                doc = self._read(locked=True)
+                read = self._read(locked=True)   # shared with the parse memo: not modified
+                doc = {**read, "entries": dict(read["entries"])}
                 old = doc["entries"].get(key.id) or {}
                 stamp = now_iso()
                 stored = jsonable({**entry, "key": key.to_dict(), "software": key.software,

@@ -199,3 +199,17 @@ def test_an_unchanged_file_is_parsed_once_per_process_and_a_replaced_one_again(t
     tmp.replace(path)
     assert DecisionCache(path).lookup(other) is not None and len(parsed) == 1
     assert DecisionCache(path).lookup(other) is not None and len(parsed) == 1
+
+
+def test_a_failed_write_leaves_the_remembered_document_as_the_file_is(tmp_path, graph, monkeypatch):
+    path = tmp_path / "decisions.json"
+    key, other = key_for(graph), key_for(graph, k=32)
+    DecisionCache(path).store(key, ENTRY)
+
+    def no_space(*a, **k):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(cache_mod.tempfile, "mkstemp", no_space)
+    with pytest.raises(OSError):
+        DecisionCache(path).store(other, ENTRY)
+    monkeypatch.undo()
+    assert DecisionCache(path).lookup(other) is None and DecisionCache(path).lookup(key) is not None

@@ -19,9 +19,14 @@ def features_version() -> str:
     return f"{code_version()}:symmetry=False"
 
 
+def on_device(graph) -> bool:
+    """Whether the features' pass over the edges of `graph` runs on the GPU."""
+    return graph.nnz >= DEVICE_FEATURES_MIN_NNZ
+
+
 def compute(graph, device_graph, measure):
     """The tune's features of `graph`: on the device when it is large and `device_graph` is given."""
-    if device_graph is not None and graph.nnz >= DEVICE_FEATURES_MIN_NNZ:
+    if device_graph is not None and on_device(graph):
         return measure.device_features(device_graph)
     from ..features import compute_features
     return compute_features(graph, symmetry=False)
@@ -34,7 +39,7 @@ def for_tune(graph, features, device_graph, measure, say) -> tuple[object, float
         return features, 0.0, device_graph
     t = time.perf_counter()
     say("computing graph features")
-    if device_graph is None and graph.nnz >= DEVICE_FEATURES_MIN_NNZ:
+    if device_graph is None and on_device(graph):
         device_graph = measure.to_device(graph)
     features = compute(graph, device_graph, measure)
     return features, (time.perf_counter() - t) * 1e3, device_graph

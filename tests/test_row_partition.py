@@ -117,3 +117,57 @@ def test_row_lists_filtered_from_the_graphs_one_order_equal_those_sorted_apart(n
     for threshold in (None, 0, 64, 1024):
         for a, b in zip(longest_first(indptr, threshold, order), longest_first(indptr, threshold)):
             assert np.array_equal(a, b) and a.dtype == b.dtype == np.int32
+
+
+# ------------------------------------------------------------------ stream windows
+
+def window_rows_as_the_kernel_walks_them(indptr, window_row, width):
+    """Per window, the (row, first, end) pieces cuda/spmm_stream.cu sums: rows window_row[w] ..
+    window_row[w + 1], the last only when it starts inside the window."""
+    n_rows, nnz = indptr.size - 1, int(indptr[-1])
+    pieces = []
+    for w in range(window_row.size - 1):
+        e0, e1 = w * width, min((w + 1) * width, nnz)
+        for r in range(int(window_row[w]), int(window_row[w + 1]) + 1):
+            if r >= n_rows or (r == window_row[w + 1] and indptr[r] >= e1):
+                break
+            pieces.append((w, r, max(int(indptr[r]), e0), min(int(indptr[r + 1]), e1)))
+    return pieces
+
+
+@pytest.mark.parametrize("name", [*DEGREE_CASES, "window_edges", "empty_runs"])
+@pytest.mark.parametrize("width", (1, 4, 256))
+def test_edge_windows_give_every_nonzero_and_row_exactly_one_place(name, width):
+    from autosage_cli.backends.row_partition import edge_windows
+
+    degrees = {**DEGREE_CASES,
+               # rows ending exactly on window edges, one row of exactly a window, one of two
+               "window_edges": [width, width, 2 * width, width - 1, 1, 0, width + 1],
+               "empty_runs": [0] * 7 + [3] + [0] * 5 + [9, 0, 0]}[name]
+    indptr = indptr_of(degrees).astype(np.int64)
+    window_row = edge_windows(indptr, width)
+    nnz = int(indptr[-1])
+    assert window_row.dtype == np.int32 and window_row.size == max(1, -(-nnz // width)) + 1
+    assert window_row[0] == 0 and window_row[-1] == indptr.size - 1
+    pieces = window_rows_as_the_kernel_walks_them(indptr, window_row, width)
+    hits = np.zeros(nnz, dtype=np.int64)
+    seen = {}
+    for w, r, s, t in pieces:
+        assert indptr[r] <= s <= t <= indptr[r + 1] and w * width <= s
+        hits[s:t] += 1
+        seen.setdefault(r, []).append(w)
+    assert (hits == 1).all()
+    assert sorted(seen) == list(range(indptr.size - 1)), "every row, empty ones included, is written"
+    for r, windows in seen.items():
+        start, end = int(indptr[r]), int(indptr[r + 1])
+        if end - start == 0 or start // width == (end - 1) // width:
+            assert len(windows) == 1, f"row {r} inside one window is summed once"
+        else:   # the kernel's tickets expect one partial per window from the first to the last
+            assert windows == list(range(start // width, (end - 1) // width + 1)), r
+
+
+def test_edge_windows_refuse_a_width_below_one():
+    from autosage_cli.backends.row_partition import edge_windows
+
+    with pytest.raises(ValueError, match="width"):
+        edge_windows(indptr_of([1, 2]), 0)

@@ -1,4 +1,4 @@
-"""The edge-parallel SpMM families (vector and parreduce, K <= 8) on the GPU: every width of every schedule's
+"""The edge-parallel SpMM families (vector, parreduce and stream, K <= 8) on the GPU: every width of every schedule's
 band (test_native_gpu's widths miss K = 2, 6, 7, 8), and B / C views whose pointer or leading
 dimension rule out the kernel's vector loads (it must fall back to scalar loads, not misread).
 Shapes and the float64 reference are test_native_gpu's."""
@@ -15,7 +15,7 @@ from test_native_gpu import TOL, build_graphs, case, run_checked
 
 pytestmark = pytest.mark.gpu
 
-VECTOR = [s for s in registry("spmm") if s.family in ("vector", "parreduce")]
+VECTOR = [s for s in registry("spmm") if s.family in ("vector", "parreduce", "stream")]
 
 
 @pytest.fixture(scope="module")

@@ -30,8 +30,9 @@ Lower-level entry point (used by attention on per-head strided views):
 
 A family names its launch layout (`Family.plan`, a key of `LAYOUTS`): "rows" (a group or warp
 per row, grid from Schedule.launch), "split" (heavy-row chunks and light rows in one grid, with
-scratch) or "persistent" (a resident-only grid over longest-first row lists, heavy rows above
-the family's `heavy_threshold` by warps). A new family with one of these layouts changes nothing
+scratch), "persistent" (a resident-only grid over longest-first row lists, heavy rows above
+the family's `heavy_threshold` by warps) or "stream" (a block per window of threads x unroll
+nonzeros, with the windows' row bounds and the crossing rows' partials and tickets). A new family with one of these layouts changes nothing
 here.
 """
 from __future__ import annotations
@@ -44,7 +45,7 @@ from ..kernels.schedule import Schedule, family_of
 from .base import DeviceGraph, PrepareTimer, RowsOutPlan
 from .native_common import (NULL, check_dense, check_edge_vector, kernel_for, require_int32, single_head,
                             values_all_ones)
-from .row_partition import degree_order, longest_first, partition_rows
+from .row_partition import degree_order, edge_windows, longest_first, partition_rows
 from .value_arrays import graph_values
 
 WARP = 32
@@ -83,6 +84,17 @@ def device_row_order(dgraph: DeviceGraph, threshold: int | None) -> dict:
 
         heavy, light = longest_first(dgraph.host.indptr, threshold, host_degree_order(dgraph))
         dgraph.derived[key] = {"heavy": cupy.asarray(heavy), "light": cupy.asarray(light)}
+    return dgraph.derived[key]
+
+
+def device_windows(dgraph: DeviceGraph, width: int):
+    """The stream plans' window_row list (row_partition.edge_windows) on the device, built once per
+    graph and window width."""
+    key = ("spmm_edge_windows", width)
+    if key not in dgraph.derived:
+        import cupy
+
+        dgraph.derived[key] = cupy.asarray(edge_windows(dgraph.host.indptr, width))
     return dgraph.derived[key]
 
 
@@ -158,6 +170,20 @@ class NativeSpmmPlan(RowsOutPlan):
         tail = (np.int32(n_heavy), rows["heavy"], np.int32(n_light), rows["light"])
         self.launches.append(((blocks, 1, 1), (s.threads, 1, 1), head, tail))
 
+    def _prepare_stream(self) -> None:
+        """One launch of a block per window of threads x unroll nonzeros. Crossing rows' partials
+        (a head and a tail slot per window) and tickets (zero; the kernel leaves them so)."""
+        import cupy
+
+        s, g = self.sched, self.graph
+        window_row = device_windows(g, s.threads * s.unroll)
+        n_windows = int(window_row.size) - 1
+        self.scratch = cupy.empty(2 * n_windows * s.tile, dtype=cupy.float32)
+        self.tickets = cupy.zeros(n_windows, dtype=cupy.int32)
+        head = (np.int32(g.n_rows), np.int32(g.nnz), np.int32(self.k), g.indptr, g.indices)
+        tail = (window_row, self.scratch, self.tickets)
+        self.launches.append(((n_windows, 1, 1), (s.threads, 1, 1), head, tail))
+
     def launch(self, values, B, out, ldb: int, ldc: int) -> None:
         """Launch on the current stream: out = A(values) @ B with explicit leading dimensions."""
         g, k, vec = self.graph, self.k, self.sched.vec
@@ -183,7 +209,7 @@ class NativeSpmmPlan(RowsOutPlan):
 
 # The launch layouts by name (Family.plan).
 LAYOUTS = {"rows": NativeSpmmPlan._prepare_rows, "split": NativeSpmmPlan._prepare_split,
-           "persistent": NativeSpmmPlan._prepare_persistent}
+           "persistent": NativeSpmmPlan._prepare_persistent, "stream": NativeSpmmPlan._prepare_stream}
 
 
 def prepare(dgraph: DeviceGraph, schedule: Schedule, k: int, heads: int = 1, scale: float | None = None,

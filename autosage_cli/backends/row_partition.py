@@ -22,6 +22,9 @@ Both orders are one filter of `degree_order(indptr)`, every row longest bin firs
 compute it once (dgraph.derived) and pass it as `order`, so a split plan's partition and a
 persistent plan's row lists cost one O(rows) pass each, not a sort per (split, chunk) or threshold.
 
+`edge_windows(indptr, width)` gives the rows each window of `width` consecutive nonzeros touches
+(the stream SpMM family: a block per window, whatever rows its nonzeros belong to).
+
 `row_chunks(indptr, chunk)` cuts *every* non-empty row into chunks (SDDMM: outputs are per edge, so
 chunks need no reduction and empty rows need no work). All arrays are int32 (the native kernels take
 int32 indices; callers refuse int64 graphs first).
@@ -115,3 +118,21 @@ def partition_rows(indptr: np.ndarray, split: int, chunk: int,
     chunk_owner = np.repeat(np.arange(heavy_rows.size, dtype=np.int32), np.diff(chunk_ptr))
     return RowPartition(split, chunk, light_rows.astype(np.int32), heavy_rows.astype(np.int32),
                         chunk_row, chunk_start, chunk_owner, chunk_ptr)
+
+
+def edge_windows(indptr: np.ndarray, width: int) -> np.ndarray:
+    """window_row (int32, n_windows + 1 entries) for windows [w x width, (w + 1) x width) of the
+    nonzeros: window_row[w] is the first row that ends after the window starts (a row that began
+    in an earlier window continues here), and window w's rows are window_row[w] .. window_row[w + 1]
+    (the last of them only when it starts inside the window). An empty row belongs to the window
+    that holds its position; window 0 starts at row 0 and the last entry is n_rows. A graph
+    without nonzeros has one window, holding every row."""
+    if width < 1:
+        raise ValueError(f"width must be >= 1, got {width}")
+    indptr = np.asarray(indptr, dtype=np.int64)
+    n_rows, nnz = indptr.size - 1, int(indptr[-1])
+    n_windows = max(1, -(-nnz // width))
+    starts = np.arange(n_windows + 1, dtype=np.int64) * width
+    window_row = np.searchsorted(indptr[1:], starts, side="right")
+    window_row[0], window_row[-1] = 0, n_rows
+    return window_row.astype(np.int32)

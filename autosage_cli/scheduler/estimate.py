@@ -34,62 +34,15 @@ import math
 from dataclasses import dataclass, replace
 
 from .. import dtypes, ops as op_specs
-from ..dtypes import MAX_VECTOR_BYTES
 from ..kernels import schedule as schedule_mod
 from ..kernels.family import Family
 from ..kernels.schedule import Schedule, family_of, is_family
-from .roofline import FLOAT, INDEX, SECTOR, DeviceModel, H200, DegreeProfile, Launch, launch_ms
+from .edge_models import parreduce_spmm, stream_spmm, vector_spmm
+from .gathers import Walker, edge_step_us, gather_bytes
+from .roofline import FLOAT, INDEX, DeviceModel, H200, DegreeProfile, Launch, launch_ms
 
 
-
-# ------------------------------------------------------------------ shared pieces
-
-def neighbour_reuse(f) -> float:
-    """How close columns are to their row, in [0, 1]: features.locality is mean |col - row| /
-    n_cols, ~1/3 for random columns and ~0 for banded ones, so 1 - 3 x locality is ~0 for random
-    graphs and ~0.8 for graphs with 80% of each row's edges inside a block of nearby ids."""
-    locality = float(getattr(f, "locality", 1.0 / 3.0) or 0.0)
-    return min(1.0, max(0.0, 1.0 - 3.0 * locality))
-
-
-def gather_hit_rate(f, dense_bytes: float, dev: DeviceModel) -> float:
-    """Share of gathers served by L2: all of them when the dense operand fits in L2, else those
-    that locality keeps close to recently gathered rows."""
-    fits = min(1.0, dev.l2_bytes / max(dense_bytes, 1.0))
-    return 1.0 - (1.0 - fits) * (1.0 - neighbour_reuse(f))
-
-
-def sector_bytes(nbytes: float) -> float:
-    return math.ceil(nbytes / SECTOR) * SECTOR
-
-
-def gather_bytes(f, k: int, dense_bytes: float, dev: DeviceModel, gathers: float,
-                 pass_width: int | None = None, element_bytes: int = FLOAT):
-    """(DRAM bytes, L2 bytes) of `gathers` row gathers of width k from a dense operand of
-    `dense_bytes`, read in passes of `pass_width` features (default: all K at once). Every pass
-    reads whole 32-byte sectors (a pass of 4 floats or 8 halves wastes half of each), and each
-    dense row is read from DRAM at least once."""
-    width = min(k, pass_width or k)
-    row = math.ceil(k / width) * sector_bytes(width * element_bytes)
-    hit = gather_hit_rate(f, dense_bytes, dev)
-    touched = min(dense_bytes, gathers * k * element_bytes)
-    return max(touched, (1.0 - hit) * gathers * row), gathers * row
-
-
-@dataclass(frozen=True)
-class Walker:
-    """How one family walks a row: threads per work item, edges it handles side by side (edge
-    slots of `lanes` lanes within a warp-wide item), and the features one pass covers (a register
-    tile of several lanes x vec chunks, or one chunk). A wider K means more passes over the row."""
-    threads: int
-    slots: int
-    width: int
-    chunks_per_pass: int
-    staged: bool              # (column, value) pairs staged by the warp: the index leaves the chain
-
-    def passes(self, k: int) -> int:
-        return math.ceil(k / self.width)
-
+# ------------------------------------------------------------------ the row walks
 
 def _family(s: Schedule) -> Family | None:
     """The schedule's family entry; None for a family no table knows (a schedule built by hand),
@@ -104,17 +57,6 @@ def walker(s: Schedule, k: int, threads: int | None = None) -> Walker:
     family = _family(s)
     staged = (threads >= 32 and s.lanes < 32) or bool(family and family.stages_edges)
     return Walker(threads, max(1, threads // s.lanes), width, chunks, staged)
-
-
-def edge_step_us(f, s: Schedule, w: Walker, dev: DeviceModel, dense_bytes: float,
-                 extra_us: float = 0.0) -> float:
-    """One step of one item: the gather (L2 or DRAM latency, by hit rate) behind each edge's column
-    index, divided by the edges kept in flight (unroll). The index comes from L1 (a line holds 32
-    consecutive indices) except once per 32 edges, or is staged by the warp ahead of use."""
-    hit = gather_hit_rate(f, dense_bytes, dev)
-    gather_us = hit * dev.l2_latency_us + (1.0 - hit) * dev.dram_latency_us
-    index_us = dev.l2_latency_us / 32 + (0.0 if w.staged else dev.l1_latency_us)
-    return (index_us + gather_us + extra_us) / max(1, s.unroll)
 
 
 @dataclass(frozen=True)
@@ -184,48 +126,6 @@ def row_launches(f, prof: DegreeProfile, k: int, s: Schedule, dev: DeviceModel, 
 
 
 # ------------------------------------------------------------------ per op
-
-def vector_gather_loads(s: Schedule, k: int, elem: int = FLOAT) -> int:
-    """Gather load instructions per edge of the vector family: one 16-byte load per 4 floats (8
-    halves) when K == KMAX >= 2 (the kernel's vector path; the plans' B is aligned), else K scalar
-    loads."""
-    return math.ceil(k / (MAX_VECTOR_BYTES // elem)) if k == s.tile and k > 1 else k
-
-
-def _vector_spmm(f, prof, k, s, dev, heads=1, elem=FLOAT) -> list[Launch]:
-    """Edge-parallel rows (cuda/spmm_vector.cu): G lanes take a row's edges side by side, each
-    keeps all K sums, so a warp covers 32 edges per step with coalesced, prefetched index loads
-    (staged: the index leaves the chain); short rows leave lanes idle (steps_per_edge), rows of a
-    warp run in lockstep, the group sums with log2(G) shuffle steps (the KMAX sums in parallel)."""
-    nnz, rows = float(f.nnz) * heads, float(f.n_rows) * heads
-    dense = f.n_cols * k * elem * heads
-    dram_g, l2_g = gather_bytes(f, k, dense, dev, nnz, element_bytes=elem)
-    dram = (f.n_rows + 1) * INDEX + f.nnz * (INDEX + elem) + dram_g + rows * k * elem
-    w = Walker(threads=s.lanes, slots=s.lanes, width=s.tile, chunks_per_pass=1, staged=True)
-    step = edge_step_us(f, s, w, dev, dense)
-    merge_steps = rows * math.log2(s.lanes) * dev.shuffle_latency_us / step
-    steps = nnz * prof.steps_per_edge(s.lanes) + merge_steps
-    loads = vector_gather_loads(s, k, elem)
-    return [Launch(rows, s.lanes, s.threads, steps, step, prof.lockstep_factor(max(1, 32 // s.lanes)),
-                   float(f.degree_max) / s.lanes, dram, l2_g, 3 + s.tile + loads, loads)]
-
-
-def _parreduce_spmm(f, prof, k, s, dev, heads=1, elem=FLOAT) -> list[Launch]:
-    """The vector family's walk by persistent groups over rows ordered longest first
-    (cuda/spmm_parreduce.cu): the same steps, lockstep and traffic plus the row list, and a
-    critical path of the longest row as its walker takes it: a warp for a heavy row (above the
-    family's heavy_threshold), the group for the rest. Ordering rows by length was meant to
-    remove the vector family's lockstep waste, but on the H200 (products-like, reddit-like,
-    rmat-20, K = 1, 2, 4, 8) its best ran 0.87-1.23x the vector family's best and was never the
-    fastest schedule: credited with no lockstep waste it took shortlist places from those that were."""
-    [walk] = _vector_spmm(f, prof, k, s, dev, heads, elem)
-    threshold = family_of(s.family).heavy_rows_above(s)
-    longest = float(f.degree_max) / 32
-    if threshold is not None:
-        longest = max(longest, min(float(f.degree_max), threshold) / s.lanes)
-    return [replace(walk, longest_steps=longest,
-                    dram_bytes=walk.dram_bytes + f.n_rows * INDEX)]
-
 
 def _spmm_rows(f, prof, k, s, dev, heads=1, elem=FLOAT) -> list[Launch]:
     """Feature-parallel rows (and split rows' chunks): the row walk with one gather per edge."""
@@ -314,8 +214,8 @@ def spec_rows(op: str):
 # default), so a new family that walks its work like an existing one needs no change here. An op
 # without an entry is ranked by `spec_rows`.
 COST_MODELS = {
-    "spmm": {"rows": _spmm_rows, "edge-parallel": _vector_spmm,
-             "persistent-edge-parallel": _parreduce_spmm},
+    "spmm": {"rows": _spmm_rows, "edge-parallel": vector_spmm,
+             "persistent-edge-parallel": parreduce_spmm, "stream": stream_spmm},
     "sddmm": {"rows": _sddmm_rows, "edges": _sddmm_edges},
     "attention": {"rows": _attention_rows, "unfused": _attention_unfused},
 }

@@ -15,11 +15,11 @@
 // first row ending after it ends). P lanes take one row (P: the largest power of two <= 32 with
 // rows x P <= BLOCK), sum its products lane-strided and combine with xor-shuffles. A row inside the
 // window is written to C. A row that crosses a window edge has a partial in each window it touches:
-// the window where it starts writes the "tail" slot 2b + 1 of the scratch, every later one its
-// "head" slot 2b (a window has at most one row of each). Each writer fences and takes a ticket from
-// tickets[first window of the row]; the one that draws the last ticket sums the row's partials in
-// window order (bitwise deterministic), writes C's row and resets the ticket, so the next launch
-// finds the tickets zero as prepare() left them: one launch at a time per plan, as the split family.
+// the window where it starts writes its "tail" slot 2b + 1 of the scratch, every later one its
+// "head" slot 2b (a window has at most one row of each). A second launch (spmm_stream_crossing),
+// one thread per crossing row, sums them in window order: bitwise deterministic, no atomics, no
+// fences, and nothing to reset between launches. (A ticket per crossing row, last window sums, as
+// the split family does, kept a thread of most blocks waiting on a fence: 10-30% slower on the H200.)
 //
 // Knobs (template parameters): T value type; KMAX the widest K served (1, 2, 4, 8; a schedule
 // serves KMAX/2 < K <= KMAX); U edges per thread; BLOCK threads per block (the window and the
@@ -27,7 +27,7 @@
 //
 // Arguments: n_rows; nnz; k; CSR indptr/indices (int32); values (nullptr: all ones); B (ldb elements
 // per row); C (ldc elements per row); window_row (n_windows + 1 row ids); scratch (2 x n_windows x
-// KMAX floats); tickets (n_windows ints, zero). Empty rows are written as zeros.
+// KMAX floats). Empty rows are written as zeros.
 // No standard headers: NVRTC compiles this at run time without a host include path.
 #include "spmm_vector.cu"
 
@@ -50,43 +50,20 @@ __device__ __forceinline__ void load_products(const float* p, float (&out)[KMAX]
     }
 }
 
-// A crossing row's partial: publish it in the window's slot, take a ticket from the row's first
-// window, and if it is the last one, sum the row's partials in window order into C.
-template <typename T, int KMAX, int W>
-__device__ __forceinline__ void stream_crossing_row(int start, int end, int e0, int k,
-                                                    const float (&acc)[KMAX], float* __restrict__ scratch,
-                                                    int* __restrict__ tickets, T* __restrict__ out) {
-    const long long window = blockIdx.x;
-    const long long slot = start < e0 ? 2 * window : 2 * window + 1;
-    store_partials<KMAX>(scratch + slot * KMAX, acc);
-    __threadfence();
-    const int first = start / W;
-    const int last = (end - 1) / W;
-    if (atomicAdd(tickets + first, 1) != last - first) return;
-    __threadfence();  // every other window's partial of this row is visible from here on
-    float sum[KMAX];
-    load_partials_cg<KMAX>(scratch + (2LL * first + 1) * KMAX, sum);
-#pragma unroll 1
-    for (long long w = first + 1; w <= last; ++w) {
-        float part[KMAX];
-        load_partials_cg<KMAX>(scratch + 2 * w * KMAX, part);
-#pragma unroll
-        for (int j = 0; j < KMAX; ++j) sum[j] += part[j];
-    }
-#pragma unroll
-    for (int j = 0; j < KMAX; ++j)
-        if (j < k) out[j] = from_float<T>(sum[j]);
-    tickets[first] = 0;
-}
-
 }  // namespace autosage
 
+// Registers for 1536 resident threads per SM (6 blocks of 256: at most 40 registers a thread). The
+// window's loads are all issued up front, so resident threads are what keeps bytes in flight; left
+// at the 64 of AUTOSAGE_LAUNCH_BOUNDS, ptxas took all 64 at U = 8 (4 blocks per SM) and products-like
+// K = 2 ran 0.87 ms instead of 0.66 (H200).
+#define STREAM_MIN_BLOCKS(block) (1536 / (block))
+
 template <typename T, int KMAX, int U, int BLOCK>
-__global__ void AUTOSAGE_LAUNCH_BOUNDS
+__global__ void __launch_bounds__(BLOCK, STREAM_MIN_BLOCKS(BLOCK))
 spmm_stream(const int n_rows, const int nnz, const int k, const int* __restrict__ indptr,
             const int* __restrict__ indices, const T* __restrict__ values, const T* __restrict__ B,
             const long long ldb, T* __restrict__ C, const long long ldc,
-            const int* __restrict__ window_row, float* __restrict__ scratch, int* __restrict__ tickets) {
+            const int* __restrict__ window_row, float* __restrict__ scratch) {
     static_assert(KMAX == 1 || KMAX == 2 || KMAX == 4 || KMAX == 8, "KMAX must be 1, 2, 4 or 8");
     static_assert(BLOCK % 32 == 0 && BLOCK <= AUTOSAGE_MAX_THREADS, "BLOCK must be whole warps");
     constexpr int W = BLOCK * U;  // nonzeros per window
@@ -143,7 +120,7 @@ spmm_stream(const int n_rows, const int nnz, const int k, const int* __restrict_
         float acc[KMAX];
 #pragma unroll
         for (int j = 0; j < KMAX; ++j) acc[j] = 0.0f;
-#pragma unroll 4
+#pragma unroll 1
         for (int e = s + glane; e < t; e += P) {
             float p[KMAX];
             autosage::load_products<KMAX>(products + (e - e0) * KMAX, p);
@@ -156,13 +133,41 @@ spmm_stream(const int n_rows, const int nnz, const int k, const int* __restrict_
             for (int off = 16; off > 0; off >>= 1)
                 if (off < P) acc[j] += __shfl_xor_sync(mask, acc[j], off);
         if (glane != 0) continue;
-        T* __restrict__ out = C + row * ldc;
         if (start >= e0 && end <= e1) {
+            T* __restrict__ out = C + row * ldc;
 #pragma unroll
             for (int j = 0; j < KMAX; ++j)
                 if (j < k) out[j] = autosage::from_float<T>(acc[j]);
-        } else {
-            autosage::stream_crossing_row<T, KMAX, W>(start, end, e0, k, acc, scratch, tickets, out);
+        } else {  // a crossing row: its head (began earlier) or tail (goes on) slot of this window
+            const long long slot = 2LL * blockIdx.x + (start < e0 ? 0 : 1);
+            autosage::store_partials<KMAX>(scratch + slot * KMAX, acc);
         }
     }
+}
+
+// The second launch: one thread per crossing row sums its partials in window order (the tail slot
+// of its first window, then the head slots of the others) and writes C's row.
+template <typename T, int KMAX>
+__global__ void AUTOSAGE_LAUNCH_BOUNDS
+spmm_stream_crossing(const int n_crossing, const int* __restrict__ crossing_rows,
+                     const int* __restrict__ indptr, const int window, const int k,
+                     const float* __restrict__ scratch, T* __restrict__ C, const long long ldc) {
+    const long long item = autosage::global_thread();
+    if (item >= n_crossing) return;
+    const int row = __ldg(crossing_rows + item);
+    const int first = __ldg(indptr + row) / window;
+    const int last = (__ldg(indptr + row + 1) - 1) / window;
+    float sum[KMAX];
+    autosage::load_partials_cg<KMAX>(scratch + (2LL * first + 1) * KMAX, sum);
+#pragma unroll 1
+    for (long long w = first + 1; w <= last; ++w) {
+        float part[KMAX];
+        autosage::load_partials_cg<KMAX>(scratch + 2 * w * KMAX, part);
+#pragma unroll
+        for (int j = 0; j < KMAX; ++j) sum[j] += part[j];
+    }
+    T* __restrict__ out = C + row * ldc;
+#pragma unroll
+    for (int j = 0; j < KMAX; ++j)
+        if (j < k) out[j] = autosage::from_float<T>(sum[j]);
 }

@@ -187,9 +187,10 @@ def test_the_rows_layout_launches_a_group_per_row():
     from autosage_cli.backends.native_spmm import LAYOUTS
 
     graph = SimpleNamespace(n_rows=1000, indptr="indptr", indices="indices")
-    plan = SimpleNamespace(sched=sched.get("spmm.warprow.g8.v4.t256.u4"), graph=graph, k=16, launches=[])
+    plan = SimpleNamespace(sched=sched.get("spmm.warprow.g8.v4.t256.u4"), graph=graph, k=16, launches=[],
+                           kernel="kernel")
     LAYOUTS["rows"](plan)
-    [(grid, block, head, tail)] = plan.launches
+    [(_, grid, block, head, _, tail)] = plan.launches
     assert (grid, block) == ((125, 1, 1), (256, 1, 1))  # a warp per row: 8 rows per block
     assert [int(head[0]), int(head[1]), head[2], head[3]] == [1000, 16, "indptr", "indices"]
     assert tail == ()

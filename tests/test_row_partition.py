@@ -138,7 +138,7 @@ def window_rows_as_the_kernel_walks_them(indptr, window_row, width):
 @pytest.mark.parametrize("name", [*DEGREE_CASES, "window_edges", "empty_runs"])
 @pytest.mark.parametrize("width", (1, 4, 256))
 def test_edge_windows_give_every_nonzero_and_row_exactly_one_place(name, width):
-    from autosage_cli.backends.row_partition import edge_windows
+    from autosage_cli.backends.row_partition import crossing_rows, edge_windows
 
     degrees = {**DEGREE_CASES,
                # rows ending exactly on window edges, one row of exactly a window, one of two
@@ -158,6 +158,8 @@ def test_edge_windows_give_every_nonzero_and_row_exactly_one_place(name, width):
         seen.setdefault(r, []).append(w)
     assert (hits == 1).all()
     assert sorted(seen) == list(range(indptr.size - 1)), "every row, empty ones included, is written"
+    crossing = [r for r, windows in sorted(seen.items()) if len(windows) > 1]
+    assert crossing_rows(indptr, width).tolist() == crossing
     for r, windows in seen.items():
         start, end = int(indptr[r]), int(indptr[r + 1])
         if end - start == 0 or start // width == (end - 1) // width:
@@ -167,7 +169,8 @@ def test_edge_windows_give_every_nonzero_and_row_exactly_one_place(name, width):
 
 
 def test_edge_windows_refuse_a_width_below_one():
-    from autosage_cli.backends.row_partition import edge_windows
+    from autosage_cli.backends.row_partition import crossing_rows, edge_windows
 
-    with pytest.raises(ValueError, match="width"):
-        edge_windows(indptr_of([1, 2]), 0)
+    for build in (edge_windows, crossing_rows):
+        with pytest.raises(ValueError, match="width"):
+            build(indptr_of([1, 2]), 0)

@@ -67,7 +67,7 @@ def test_grid_holds_only_resident_blocks_and_groups_stride_over_many_rows(lanes,
     csr, dgraph = graph
     s = next(s for s in PARREDUCE if s.lanes == lanes and s.tile == 2)
     plan = native.prepare(dgraph, s, 2)
-    [(grid, block, _, _)] = plan.launches
+    [(_, grid, block, _, _, _)] = plan.launches
     assert grid[0] <= resident_blocks(plan.kernel, s.threads)
     assert grid[0] * block[0] // lanes < csr.n_rows // 4    # every group takes several rows
     inputs, ref = case("spmm", "hub_and_empty_rows", csr, dgraph, 2)

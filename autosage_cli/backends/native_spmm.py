@@ -32,7 +32,8 @@ A family names its launch layout (`Family.plan`, a key of `LAYOUTS`): "rows" (a 
 per row, grid from Schedule.launch), "split" (heavy-row chunks and light rows in one grid, with
 scratch), "persistent" (a resident-only grid over longest-first row lists, heavy rows above
 the family's `heavy_threshold` by warps) or "stream" (a block per window of threads x unroll
-nonzeros, with the windows' row bounds and the crossing rows' partials and tickets). A new family with one of these layouts changes nothing
+nonzeros with the windows' row bounds, then a launch that sums the partials of the rows crossing
+a window edge). A new family with one of these layouts changes nothing
 here.
 """
 from __future__ import annotations
@@ -41,14 +42,17 @@ import numpy as np
 
 from .. import dtypes
 from ..errors import AutosageError
+from ..kernels.compile import get_function
 from ..kernels.schedule import Schedule, family_of
 from .base import DeviceGraph, PrepareTimer, RowsOutPlan
 from .native_common import (NULL, check_dense, check_edge_vector, kernel_for, require_int32, single_head,
                             values_all_ones)
-from .row_partition import degree_order, edge_windows, longest_first, partition_rows
+from .row_partition import crossing_rows, degree_order, edge_windows, longest_first, partition_rows
 from .value_arrays import graph_values
 
 WARP = 32
+# The per-call arguments of a launch, in kernel-argument order; a launch takes all or a subset.
+OPERANDS = ("values", "B", "ldb", "out", "ldc")
 # Split scratch: n_chunks x K floats (two-phase) or n_heavy x K (atomic); beyond this the plan refuses.
 MAX_SCRATCH_BYTES = 2 << 30
 
@@ -87,14 +91,16 @@ def device_row_order(dgraph: DeviceGraph, threshold: int | None) -> dict:
     return dgraph.derived[key]
 
 
-def device_windows(dgraph: DeviceGraph, width: int):
-    """The stream plans' window_row list (row_partition.edge_windows) on the device, built once per
-    graph and window width."""
+def device_windows(dgraph: DeviceGraph, width: int) -> dict:
+    """The stream plans' window_row list and crossing rows (row_partition.edge_windows,
+    crossing_rows) on the device, built once per graph and window width."""
     key = ("spmm_edge_windows", width)
     if key not in dgraph.derived:
         import cupy
 
-        dgraph.derived[key] = cupy.asarray(edge_windows(dgraph.host.indptr, width))
+        indptr = dgraph.host.indptr
+        dgraph.derived[key] = {"window_row": cupy.asarray(edge_windows(indptr, width)),
+                               "crossing": cupy.asarray(crossing_rows(indptr, width))}
     return dgraph.derived[key]
 
 
@@ -125,7 +131,8 @@ class NativeSpmmPlan(RowsOutPlan):
             require_int32(dgraph)
             self.kernel = kernel_for(schedule, dtype)
             self.values_all_ones = values_all_ones(dgraph)
-            # Each launch: (grid, block, args before the operands, args after them).
+            # Each launch: (kernel, grid, block, args before the operands, the operands it takes
+            # (names in OPERANDS order), args after them).
             self.launches: list[tuple] = []
             LAYOUTS[family_of(schedule.family).plan](self)
 
@@ -134,7 +141,7 @@ class NativeSpmmPlan(RowsOutPlan):
         g = self.graph
         grid, block = self.sched.launch(g.n_rows, self.k)
         head = (np.int32(g.n_rows), np.int32(self.k), g.indptr, g.indices)
-        self.launches.append((grid, block, head, ()))
+        self.launches.append((self.kernel, grid, block, head, OPERANDS, ()))
 
     def _prepare_split(self) -> None:
         """One launch: chunk blocks first, then light-row blocks. Scratch (per heavy row for
@@ -155,7 +162,8 @@ class NativeSpmmPlan(RowsOutPlan):
         tail = (np.int32(n_chunks), np.int32(chunk_blocks), part["chunk_row"], part["chunk_start"],
                 part["chunk_owner"], np.int32(s.chunk), part["heavy_chunk_ptr"], self.scratch,
                 self.tickets, np.int32(n_light), part["light_rows"])
-        self.launches.append(((chunk_blocks + light_blocks, 1, 1), (s.threads, 1, 1), head, tail))
+        self.launches.append((self.kernel, (chunk_blocks + light_blocks, 1, 1), (s.threads, 1, 1), head, OPERANDS,
+                              tail))
         self.n_light, self.n_chunks, self.n_heavy = n_light, n_chunks, n_heavy
 
     def _prepare_persistent(self) -> None:
@@ -168,21 +176,28 @@ class NativeSpmmPlan(RowsOutPlan):
         blocks = min(needed, resident_blocks(self.kernel, s.threads))
         head = (np.int32(self.k), g.indptr, g.indices)
         tail = (np.int32(n_heavy), rows["heavy"], np.int32(n_light), rows["light"])
-        self.launches.append(((blocks, 1, 1), (s.threads, 1, 1), head, tail))
+        self.launches.append((self.kernel, (blocks, 1, 1), (s.threads, 1, 1), head, OPERANDS, tail))
 
     def _prepare_stream(self) -> None:
-        """One launch of a block per window of threads x unroll nonzeros. Crossing rows' partials
-        (a head and a tail slot per window) and tickets (zero; the kernel leaves them so)."""
+        """Two launches: a block per window of threads x unroll nonzeros (contained rows to C, the
+        crossing rows' partials to a head and a tail slot per window), then a thread per crossing
+        row summing its partials in window order."""
         import cupy
 
         s, g = self.sched, self.graph
-        window_row = device_windows(g, s.threads * s.unroll)
-        n_windows = int(window_row.size) - 1
+        width = s.threads * s.unroll
+        windows = device_windows(g, width)
+        n_windows, n_crossing = int(windows["window_row"].size) - 1, int(windows["crossing"].size)
         self.scratch = cupy.empty(2 * n_windows * s.tile, dtype=cupy.float32)
-        self.tickets = cupy.zeros(n_windows, dtype=cupy.int32)
         head = (np.int32(g.n_rows), np.int32(g.nnz), np.int32(self.k), g.indptr, g.indices)
-        tail = (window_row, self.scratch, self.tickets)
-        self.launches.append(((n_windows, 1, 1), (s.threads, 1, 1), head, tail))
+        self.launches.append((self.kernel, (n_windows, 1, 1), (s.threads, 1, 1), head, OPERANDS,
+                              (windows["window_row"], self.scratch)))
+        if n_crossing:
+            crossing_kernel = get_function(s.source_file,
+                                           family_of(s.family).kernels(s, self.dtype)[1])
+            self.launches.append((crossing_kernel, (-(-n_crossing // s.threads), 1, 1), (s.threads, 1, 1),
+                                  (np.int32(n_crossing), windows["crossing"], g.indptr, np.int32(width),
+                                   np.int32(self.k), self.scratch), ("out", "ldc"), ()))
 
     def launch(self, values, B, out, ldb: int, ldc: int) -> None:
         """Launch on the current stream: out = A(values) @ B with explicit leading dimensions."""
@@ -192,9 +207,9 @@ class NativeSpmmPlan(RowsOutPlan):
         if values is not None:
             check_edge_vector("values", values, g.nnz, self.dtype)
         vals = NULL if values is None or g.nnz == 0 else values
-        operands = (vals, B, np.int64(ldb), out, np.int64(ldc))
-        for grid, block, head, tail in self.launches:
-            self.kernel(grid, block, head + operands + tail)
+        operands = dict(zip(OPERANDS, (vals, B, np.int64(ldb), out, np.int64(ldc))))
+        for kernel, grid, block, head, names, tail in self.launches:
+            kernel(grid, block, head + tuple(operands[n] for n in names) + tail)
 
     def run(self, inputs: tuple, out) -> None:
         (B,) = inputs

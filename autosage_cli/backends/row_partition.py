@@ -23,7 +23,8 @@ compute it once (dgraph.derived) and pass it as `order`, so a split plan's parti
 persistent plan's row lists cost one O(rows) pass each, not a sort per (split, chunk) or threshold.
 
 `edge_windows(indptr, width)` gives the rows each window of `width` consecutive nonzeros touches
-(the stream SpMM family: a block per window, whatever rows its nonzeros belong to).
+(the stream SpMM family: a block per window, whatever rows its nonzeros belong to), and
+`crossing_rows(indptr, width)` the rows that reach into more than one window.
 
 `row_chunks(indptr, chunk)` cuts *every* non-empty row into chunks (SDDMM: outputs are per edge, so
 chunks need no reduction and empty rows need no work). All arrays are int32 (the native kernels take
@@ -136,3 +137,14 @@ def edge_windows(indptr: np.ndarray, width: int) -> np.ndarray:
     window_row = np.searchsorted(indptr[1:], starts, side="right")
     window_row[0], window_row[-1] = 0, n_rows
     return window_row.astype(np.int32)
+
+
+def crossing_rows(indptr: np.ndarray, width: int) -> np.ndarray:
+    """The rows (int32, ascending) whose nonzeros reach into more than one window of `width`: the
+    stream family sums their per-window partials in a second launch."""
+    if width < 1:
+        raise ValueError(f"width must be >= 1, got {width}")
+    indptr = np.asarray(indptr, dtype=np.int64)
+    start, end = indptr[:-1], indptr[1:]
+    spans = (end > start) & ((end - 1) // width > start // width)
+    return np.flatnonzero(spans).astype(np.int32)

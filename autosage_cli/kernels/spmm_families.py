@@ -28,8 +28,8 @@ Families (one CUDA file each, except that both split families share spmm_split.c
              (cuda/spmm_parreduce.cu). Skewed graphs at K <= 8 (products-like).
   stream     small K only (tile = KMAX, as vector): a block per window of threads x U consecutive
              nonzeros, whatever rows they belong to (CSR-stream); the products go through shared
-             memory, lanes of the block sum the window's rows, rows crossing a window edge are
-             combined by the last of their windows in a fixed order (cuda/spmm_stream.cu). Long
+             memory, lanes of the block sum the window's rows; a second launch sums the partials
+             of rows crossing a window edge, in window order (cuda/spmm_stream.cu). Long
              edge streams at K <= 8 (H200, products-like K=2: 0.66 ms against 1.15 ms for the
              best row walk).
 """
@@ -132,6 +132,11 @@ def _parreduce_expr(s: Schedule, dtype: str) -> str:
 
 def _stream_expr(s: Schedule, dtype: str) -> str:
     return f"spmm_stream<{dtype}, {s.tile}, {s.unroll}, {s.threads}>"
+
+
+def _stream_launches(s: Schedule, dtype: str, index: str) -> tuple[str, ...]:
+    """The window kernel, then the one that sums the crossing rows' partials."""
+    return _stream_expr(s, dtype), f"spmm_stream_crossing<{dtype}, {s.tile}>"
 
 
 # A parreduce row is heavy (walked by a whole warp) when a G-lane group would take more than this
@@ -380,9 +385,9 @@ FAMILIES: dict[str, Family] = {
     "stream": Family(
         "spmm", "spmm_stream.cu", _stream_expr, vector_supports,
         "a block per window of threads x unroll consecutive nonzeros (rows crossing a window edge "
-        "combined by their last window, in window order); tile: KMAX, the products each edge keeps "
+        "summed by a second launch, in window order); tile: KMAX, the products each edge keeps "
         "(serves KMAX/2 < K <= KMAX); lanes 1 and vec 1 (B rows are gathered as vectors when "
         "K == KMAX)",
         schedules=_stream_space, space_rules=_rules(_no_split, _stream_knobs), cost="stream",
-        plan="stream"),
+        plan="stream", launches=_stream_launches),
 }

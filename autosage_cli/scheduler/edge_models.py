@@ -57,7 +57,8 @@ def stream_spmm(f, prof, k, s, dev, heads=1, elem=FLOAT) -> list[Launch]:
     """Equal edge windows (cuda/spmm_stream.cu): a thread's U (column, value) loads go out at once
     and do not wait for a row's bounds, then its U gathers; the block's products are summed per row
     out of shared memory after one barrier. Balanced by construction (no lockstep waste, a critical
-    path of one window); the same compulsory bytes as the row walks, plus the window bounds."""
+    path of one window); the same compulsory bytes as the row walks, plus the window bounds; then a
+    launch that sums the partials of the rows crossing a window edge."""
     nnz, rows = float(f.nnz) * heads, float(f.n_rows) * heads
     width = s.threads * s.unroll
     windows = max(1.0, math.ceil(nnz / width))
@@ -70,5 +71,10 @@ def stream_spmm(f, prof, k, s, dev, heads=1, elem=FLOAT) -> list[Launch]:
     # The chain behind U edges: their index loads, their gathers, the barrier and the row sums.
     step = (dev.dram_latency_us + gather_us + 2 * dev.l1_latency_us) / s.unroll
     loads = vector_gather_loads(s, k, elem)
-    return [Launch(windows * s.threads, 1, s.threads, nnz, step, 1.0, s.unroll, dram, l2_g,
-                   4 + 2 * s.tile + loads, loads)]
+    walk = Launch(windows * s.threads, 1, s.threads, nnz, step, 1.0, s.unroll, dram, l2_g,
+                  4 + 2 * s.tile + loads, loads)
+    # The second launch: at most one crossing row per window, a thread each, reading its partials.
+    partials = 2 * windows * k * FLOAT
+    crossing = Launch(windows, 1, s.threads, windows, dev.l2_latency_us, 1.0,
+                      math.ceil(f.degree_max / width), partials, partials, 4)
+    return [walk, crossing]

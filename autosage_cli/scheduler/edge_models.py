@@ -76,5 +76,5 @@ def stream_spmm(f, prof, k, s, dev, heads=1, elem=FLOAT) -> list[Launch]:
     # The second launch: at most one crossing row per window, a thread each, reading its partials.
     partials = 2 * windows * k * FLOAT
     crossing = Launch(windows, 1, s.threads, windows, dev.l2_latency_us, 1.0,
-                      math.ceil(f.degree_max / width), partials, partials, 4)
+                      math.ceil(f.degree_max / width), partials, partials, 4, chained=True)
     return [walk, crossing]

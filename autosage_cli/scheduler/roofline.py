@@ -30,6 +30,7 @@ class DeviceModel:
     l1_latency_us: float = 0.02      # ~40 cycles
     shuffle_latency_us: float = 0.015  # one warp shuffle step (~30 cycles)
     launch_us: float = 4.0            # back-to-back launch overhead and gap
+    chained_launch_us: float = 1.0    # a plan's later launch, queued behind its first: the gap only
     lsu_cycles: float = LSU_CYCLES    # SM cycles one warp-wide gather load holds the load path
 
 
@@ -122,6 +123,7 @@ class Launch:
     l2_bytes: float
     instr_per_step: float
     loads_per_step: float = 0.0  # gather load instructions per lane and step (the LSU's share)
+    chained: bool = False        # queued right behind another launch of the same plan
 
 
 SOFT_MAX_P = 4   # roofline terms combine as a 4-norm: ~the binding one, but near-ties still rank
@@ -146,4 +148,5 @@ def launch_ms(w: Launch, dev: DeviceModel) -> float:
     critical_us = w.longest_steps * w.step_us
     # Items go to the SMs in id order, so the longest one may start last: its critical path adds
     # to the balanced time (Graham's list-scheduling bound) instead of hiding behind it.
-    return (_soft_max(latency_us, issue_us, memory_us) + critical_us + dev.launch_us) / 1e3
+    launch_us = dev.chained_launch_us if w.chained else dev.launch_us
+    return (_soft_max(latency_us, issue_us, memory_us) + critical_us + launch_us) / 1e3

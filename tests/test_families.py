@@ -201,3 +201,18 @@ def test_extra_families_may_not_replace_a_real_one():
         with sched.extra_schedules(families={"subwarp": ROWPAIR}):
             pass
     assert FAMILIES["subwarp"].source_file == "spmm_subwarp.cu"
+
+
+def test_a_stream_plan_refuses_a_graph_whose_last_window_passes_int32_offsets():
+    from types import SimpleNamespace
+
+    from autosage_cli.backends.native_spmm import INT32_MAX, LAYOUTS
+    from autosage_cli.errors import AutosageError
+
+    s = next(s for s in sched.registry("spmm") if s.family == "stream")
+    graph = SimpleNamespace(n_rows=1000, nnz=INT32_MAX - s.threads * s.unroll + 1, indptr="indptr",
+                            indices="indices")
+    plan = SimpleNamespace(sched=s, graph=graph, k=s.tile, launches=[], kernel="kernel")
+    with pytest.raises(AutosageError, match="int32 edge offsets"):
+        LAYOUTS["stream"](plan)
+    assert plan.launches == []

@@ -51,6 +51,7 @@ from .row_partition import crossing_rows, degree_order, edge_windows, longest_fi
 from .value_arrays import graph_values
 
 WARP = 32
+INT32_MAX = 2**31 - 1
 # The per-call arguments of a launch, in kernel-argument order; a launch takes all or a subset.
 OPERANDS = ("values", "B", "ldb", "out", "ldc")
 # Split scratch: n_chunks x K floats (two-phase) or n_heavy x K (atomic); beyond this the plan refuses.
@@ -186,6 +187,9 @@ class NativeSpmmPlan(RowsOutPlan):
 
         s, g = self.sched, self.graph
         width = s.threads * s.unroll
+        if g.nnz > INT32_MAX - width:   # the kernel's edge offsets are int32 up to a window past nnz
+            raise AutosageError(f"{s.name}: {g.nnz} nonzeros leave less than one window ({width}) below "
+                                f"2^31 - 1, which its int32 edge offsets need")
         windows = device_windows(g, width)
         n_windows, n_crossing = int(windows["window_row"].size) - 1, int(windows["crossing"].size)
         self.scratch = cupy.empty(2 * n_windows * s.tile, dtype=cupy.float32)

@@ -30,7 +30,7 @@ def test_registry_sizes():
     # float32, the widest float schedules run in every type).
     for dtype in ("float32", "bfloat16"):
         runnable = [s for s in spmm + sddmm if vector_bytes_fit(s.vec, dtype) is None]
-        assert 24 <= sum(s.op == "spmm" for s in runnable) <= 120, dtype
+        assert 24 <= sum(s.op == "spmm" for s in runnable) <= 130, dtype
         assert 8 <= sum(s.op == "sddmm" for s in runnable) <= 41, dtype
     assert {s.family for s in spmm} == {"subwarp", "warprow", "split", "splitwarp", "vector", "parreduce",
                                        "stream"}

@@ -254,6 +254,7 @@ def _parreduce_space(make) -> list:
 # U = 8 (32 KB) ran 1.9x slower than U = 4 (fewer resident blocks), so wide KMAX keep U small.
 STREAM_SHAPES = ((1, 4), (1, 8), (2, 4), (2, 8), (4, 2), (4, 4), (8, 2), (8, 4))
 STREAM_UNROLLS = (2, 4, 8)
+STREAM_MAX_SHARED = 48 * 1024   # a block's static shared memory, where a window's products live
 
 
 def _stream_space(make) -> list:
@@ -267,9 +268,17 @@ def _stream_space(make) -> list:
 HALF_VEC = 8
 HALF_SUBWARP_LANES = (2, 4, 8, 16, 32)
 # (lanes, split, chunk, reduce, unroll) per split family. split's sub-warp light rows keep 2 edges
-# in flight (4 spilled: 8 halves x 4 edges next to the heavy-chunk path's registers, nvcc 13.0 sm_90).
-HALF_SPLIT_SHAPES = {"split": ((4, 256, 256, "atomic", 2), (16, 256, 256, "atomic", 2)),
-                     "splitwarp": ((32, 2048, 512, "atomic", 4), (32, 2048, 1024, "twophase", 4))}
+# in flight (4 spilled: 8 halves x 4 edges next to the heavy-chunk path's registers, nvcc 13.0 sm_90),
+# and so do splitwarp's G = 8 and 16 warps. The G = 8 and 16 shapes cover K = 64 and 128 in one pass of 16-byte loads. Without them the
+# bfloat16 choices at K = 64 on reddit-like and products-like were 8-byte-load shapes (split.g16.v4,
+# 64 halves a pass; H200, 39c4129), and bfloat16 ran only 1.12-1.15x faster than float32 there:
+# twice the load instructions per byte is one reading of why (not yet measured with these shapes).
+HALF_SPLIT_SHAPES = {"split": ((4, 256, 256, "atomic", 2), (16, 256, 256, "atomic", 2),
+                               (8, 256, 256, "atomic", 2)),
+                     "splitwarp": ((32, 2048, 512, "atomic", 4), (32, 2048, 1024, "twophase", 4),
+                                   (8, 2048, 512, "atomic", 2), (16, 2048, 512, "atomic", 2))}
+# (lanes, unroll) of warprow's 16-byte half shapes: G = 8 keeps 2 staged edges in flight (4 spilled).
+HALF_WARPROW_SHAPES = ((32, 4), (8, 2), (16, 4))
 
 
 def _subwarp_half(make) -> list:
@@ -277,7 +286,7 @@ def _subwarp_half(make) -> list:
 
 
 def _warprow_half(make) -> list:
-    return [make(lanes=32, vec=HALF_VEC, threads=THREADS, unroll=4)]
+    return [make(lanes=g, vec=HALF_VEC, threads=THREADS, unroll=u) for g, u in HALF_WARPROW_SHAPES]
 
 
 def _split_half(family: str):
@@ -330,10 +339,6 @@ def _stream_knobs(s: Schedule) -> str | None:
         return (f"a stream schedule needs tile (KMAX) in {VECTOR_KMAX}, lanes 1, vec 1, unroll in "
                 f"{STREAM_UNROLLS} and threads x unroll x KMAX floats within {STREAM_MAX_SHARED} bytes")
     return None
-
-
-# Static shared memory of one block is capped at 48 KB; the stream family keeps a window's products.
-STREAM_MAX_SHARED = 48 * 1024
 
 
 def _rules(*rules):

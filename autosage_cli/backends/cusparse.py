@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..dtypes import storage_dtype, info as dtype_info
+from . import native_output
 from .base import DeviceGraph, PrepareTimer, RowsOutPlan
 from .value_arrays import cuda_data_type, graph_values
 
@@ -125,15 +126,17 @@ class CusparseSpMM:
         self._c = cs.createDnMat(dgraph.n_rows, self.k, self.ldc, p, vt, cs.CUSPARSE_ORDER_ROW)
         self._ptrs = (self._values.data.ptr, p, p)
         op = cs.CUSPARSE_OPERATION_NON_TRANSPOSE
-        try:
-            size = cs.spMM_bufferSize(self._handle, op, op, self._alpha.ctypes.data, self._sp, self._b,
-                                      self._beta.ctypes.data, self._c, f32, self.alg)
-        except getattr(cs, "CUSPARSEError", RuntimeError) as exc:   # its status names the refusal
+        size, refusal, printed = native_output.call_quietly(   # cuSPARSE prints before refusing
+            lambda: cs.spMM_bufferSize(self._handle, op, op, self._alpha.ctypes.data, self._sp, self._b,
+                                       self._beta.ctypes.data, self._c, f32, self.alg),
+            getattr(cs, "CUSPARSEError", RuntimeError))
+        if refusal is not None:   # its status names the refusal
             if self.dtype == "float32":
-                raise
+                printed.release()
+                raise refusal
             self.close()
             raise DtypeRefused(f"cuSPARSE SpMM algorithm {self.alg} refuses {self.dtype} "
-                               f"(float32 compute): {exc}") from None
+                               f"(float32 compute): {refusal}" + native_output.refusal_suffix(printed)) from None
         self.workspace_bytes = int(size)
         # At least a few bytes so the pointer is never NULL (cuSPARSE accepts NULL for size 0 on
         # recent versions, but nothing is gained by relying on it).

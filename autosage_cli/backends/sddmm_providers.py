@@ -12,6 +12,7 @@ from collections import OrderedDict
 import numpy as np
 
 from ..dtypes import info as dtype_info
+from . import native_output
 from .base import DeviceGraph
 from .value_arrays import cuda_data_type
 
@@ -189,14 +190,17 @@ class NvmathSDDMM:
                                dgraph.indices.data.ptr, p, int(idx), int(idx),
                                int(nv.IndexBase.ZERO), vt)
         size = np.zeros(1, dtype=np.uint64)  # the binding writes the size through this pointer
-        try:
-            nv.sddmm_buffer_size(self.handle, self._op, self._op, self._alpha.ctypes.data, self.a,
-                                 self.b, self._beta.ctypes.data, self.c, f32, self._alg, size.ctypes.data)
-        except Exception as exc:   # nvmath's cuSPARSEError: its status names the refusal
+        # cuSPARSE prints its refusal of a type before returning the status: keep the text with it
+        _, refusal, printed = native_output.call_quietly(lambda: nv.sddmm_buffer_size(
+            self.handle, self._op, self._op, self._alpha.ctypes.data, self.a, self.b,
+            self._beta.ctypes.data, self.c, f32, self._alg, size.ctypes.data))
+        if refusal is not None:   # nvmath's cuSPARSEError: its status names the refusal
             if self.dtype == "float32":
-                raise
+                printed.release()
+                raise refusal
             self.close()
-            raise DtypeRefused(f"cusparseSDDMM refuses {self.dtype} (float32 compute): {exc}") from None
+            raise DtypeRefused(f"cusparseSDDMM refuses {self.dtype} (float32 compute): {refusal}"
+                               + native_output.refusal_suffix(printed)) from None
         self._workspace = cupy.empty(max(int(size[0]), 16), dtype=cupy.uint8)
         self._preprocessed = False
 

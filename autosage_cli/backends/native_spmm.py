@@ -163,8 +163,8 @@ class NativeSpmmPlan(RowsOutPlan):
         tail = (np.int32(n_chunks), np.int32(chunk_blocks), part["chunk_row"], part["chunk_start"],
                 part["chunk_owner"], np.int32(s.chunk), part["heavy_chunk_ptr"], self.scratch,
                 self.tickets, np.int32(n_light), part["light_rows"])
-        self.launches.append((self.kernel, (chunk_blocks + light_blocks, 1, 1), (s.threads, 1, 1), head, OPERANDS,
-                              tail))
+        grid = (chunk_blocks + light_blocks, 1, 1)
+        self.launches.append((self.kernel, grid, (s.threads, 1, 1), head, OPERANDS, tail))
         self.n_light, self.n_chunks, self.n_heavy = n_light, n_chunks, n_heavy
 
     def _prepare_persistent(self) -> None:

@@ -30,7 +30,7 @@ Families (one CUDA file each, except that both split families share spmm_split.c
              nonzeros, whatever rows they belong to (CSR-stream); the products go through shared
              memory, lanes of the block sum the window's rows; a second launch sums the partials
              of rows crossing a window edge, in window order (cuda/spmm_stream.cu). Long
-             edge streams at K <= 8 (H200, products-like K=2: 0.66 ms against 1.15 ms for the
+             edge streams at K <= 8 (H200, products-like K=2: 0.675 ms against 1.15 ms for the
              best row walk).
 """
 from __future__ import annotations
@@ -250,8 +250,9 @@ def _parreduce_space(make) -> list:
 
 
 # (KMAX, U) of the stream family: a window of 256 x U nonzeros and U x KMAX products per thread in
-# shared memory (at most 32 KB a block). H200, products-like: U = 4 and 8 tie at K <= 2; at K = 4
-# U = 8 (32 KB) ran 1.9x slower than U = 4 (fewer resident blocks), so wide KMAX keep U small.
+# shared memory (at most 32 KB a block). A standalone H200 experiment on products-like: U = 8 ran
+# K = 1 in 0.41 ms against 0.46 at U = 4 and tied at K = 2; at K = 4 U = 8 (32 KB) ran 1.9x slower
+# than U = 4 (fewer resident blocks), so wide KMAX keep U small.
 STREAM_SHAPES = ((1, 4), (1, 8), (2, 4), (2, 8), (4, 2), (4, 4), (8, 2), (8, 4))
 STREAM_UNROLLS = (2, 4, 8)
 STREAM_MAX_SHARED = 48 * 1024   # a block's static shared memory, where a window's products live
@@ -268,11 +269,11 @@ def _stream_space(make) -> list:
 HALF_VEC = 8
 HALF_SUBWARP_LANES = (2, 4, 8, 16, 32)
 # (lanes, split, chunk, reduce, unroll) per split family. split's sub-warp light rows keep 2 edges
-# in flight (4 spilled: 8 halves x 4 edges next to the heavy-chunk path's registers, nvcc 13.0 sm_90),
-# and so do splitwarp's G = 8 and 16 warps. The G = 8 and 16 shapes cover K = 64 and 128 in one pass of 16-byte loads. Without them the
-# bfloat16 choices at K = 64 on reddit-like and products-like were 8-byte-load shapes (split.g16.v4,
-# 64 halves a pass; H200, 39c4129), and bfloat16 ran only 1.12-1.15x faster than float32 there:
-# twice the load instructions per byte is one reading of why (not yet measured with these shapes).
+# in flight (4 spilled: 8 halves x 4 edges next to the heavy-chunk path's registers, nvcc 13.0
+# sm_90), as do splitwarp's G = 8, 16. Those cover K = 64, 128 in one pass of 16-byte loads: without
+# them the bf16 choices at K = 64 on reddit-/products-like were 8-byte-load shapes (split.g16.v4;
+# H200, 39c4129) and ran only 1.12-1.15x faster than float32, twice the load instructions per byte
+# being one reading of why (these shapes are not yet measured).
 HALF_SPLIT_SHAPES = {"split": ((4, 256, 256, "atomic", 2), (16, 256, 256, "atomic", 2),
                                (8, 256, 256, "atomic", 2)),
                      "splitwarp": ((32, 2048, 512, "atomic", 4), (32, 2048, 1024, "twophase", 4),

@@ -24,6 +24,7 @@ import numpy as np
 
 from ..dtypes import storage_dtype, info as dtype_info
 from . import native_output
+from .native_output import DtypeRefused  # noqa: F401  (what a refusing algorithm raises; callers catch it here)
 from .base import DeviceGraph, PrepareTimer, RowsOutPlan
 from .value_arrays import cuda_data_type, graph_values
 
@@ -35,10 +36,6 @@ SPMM_ALGORITHMS = {
     "cusparse-default": 0,  # CUSPARSE_SPMM_ALG_DEFAULT
 }
 SPMM_NAMES = tuple(SPMM_ALGORITHMS)
-
-
-class DtypeRefused(RuntimeError):
-    """cuSPARSE returned a status refusing this algorithm in this value type."""
 
 
 def algorithm_id(alg: int | str) -> int:
@@ -126,17 +123,11 @@ class CusparseSpMM:
         self._c = cs.createDnMat(dgraph.n_rows, self.k, self.ldc, p, vt, cs.CUSPARSE_ORDER_ROW)
         self._ptrs = (self._values.data.ptr, p, p)
         op = cs.CUSPARSE_OPERATION_NON_TRANSPOSE
-        size, refusal, printed = native_output.call_quietly(   # cuSPARSE prints before refusing
+        size = native_output.query_or_refuse(   # its status names a refusal
             lambda: cs.spMM_bufferSize(self._handle, op, op, self._alpha.ctypes.data, self._sp, self._b,
                                        self._beta.ctypes.data, self._c, f32, self.alg),
+            self.dtype, f"cuSPARSE SpMM algorithm {self.alg}", self.close,
             getattr(cs, "CUSPARSEError", RuntimeError))
-        if refusal is not None:   # its status names the refusal
-            if self.dtype == "float32":
-                printed.release()
-                raise refusal
-            self.close()
-            raise DtypeRefused(f"cuSPARSE SpMM algorithm {self.alg} refuses {self.dtype} "
-                               f"(float32 compute): {refusal}" + native_output.refusal_suffix(printed)) from None
         self.workspace_bytes = int(size)
         # At least a few bytes so the pointer is never NULL (cuSPARSE accepts NULL for size 0 on
         # recent versions, but nothing is gained by relying on it).

@@ -5,7 +5,8 @@ cuSPARSE prints "** On entry to cusparseSDDMM_bufferSize() ..." through the C ru
 refuses a value type, before returning the status the caller records anyway. `captured()` points
 file descriptors 1 and 2 at a temporary file for the length of one such call (C stdio flushed on
 both sides, so buffered text lands inside the window) and hands back what was written; the caller
-decides whether it belongs in a message or back on the terminal (`release`)."""
+decides whether it belongs in a message or back on the terminal (`release`). `query_or_refuse` is
+the whole pattern of cuSPARSE's workspace queries in a value type it may refuse."""
 from __future__ import annotations
 
 import contextlib
@@ -80,3 +81,23 @@ def refusal_suffix(printed: Captured) -> str:
     """' (the library printed: <its first line>)', or '' when it printed nothing."""
     said = first_line(printed.text)
     return f" (the library printed: {said})" if said else ""
+
+
+class DtypeRefused(RuntimeError):
+    """cuSPARSE returned a status refusing a call in this value type."""
+
+
+def query_or_refuse(call, dtype: str, what: str, close, catch: type[BaseException] | tuple = Exception):
+    """call() (a cuSPARSE workspace query) with what the library prints captured. A failure in
+    float32 is raised as it is, its printed text back on stderr; in another type it is the type's
+    refusal: close() frees the caller's descriptors, then DtypeRefused names `what`, the type, the
+    status and the first line the library printed."""
+    result, refusal, printed = call_quietly(call, catch)
+    if refusal is None:
+        return result
+    if dtype == "float32":
+        printed.release()
+        raise refusal
+    close()
+    raise DtypeRefused(f"{what} refuses {dtype} (float32 compute): {refusal}"
+                       + refusal_suffix(printed)) from None

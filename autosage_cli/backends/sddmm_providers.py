@@ -26,10 +26,6 @@ def edge_rows(dgraph: DeviceGraph):
     return dgraph.edge_rows()
 
 
-class DtypeRefused(RuntimeError):
-    """cuSPARSE's SDDMM refused the value type (nvmath-python's call said so with its status)."""
-
-
 class TorchBridge:
     """Zero-copy CuPy -> torch views (DLPack) and a torch stream equal to CuPy's current one.
 
@@ -190,17 +186,11 @@ class NvmathSDDMM:
                                dgraph.indices.data.ptr, p, int(idx), int(idx),
                                int(nv.IndexBase.ZERO), vt)
         size = np.zeros(1, dtype=np.uint64)  # the binding writes the size through this pointer
-        # cuSPARSE prints its refusal of a type before returning the status: keep the text with it
-        _, refusal, printed = native_output.call_quietly(lambda: nv.sddmm_buffer_size(
-            self.handle, self._op, self._op, self._alpha.ctypes.data, self.a, self.b,
-            self._beta.ctypes.data, self.c, f32, self._alg, size.ctypes.data))
-        if refusal is not None:   # nvmath's cuSPARSEError: its status names the refusal
-            if self.dtype == "float32":
-                printed.release()
-                raise refusal
-            self.close()
-            raise DtypeRefused(f"cusparseSDDMM refuses {self.dtype} (float32 compute): {refusal}"
-                               + native_output.refusal_suffix(printed)) from None
+        native_output.query_or_refuse(   # nvmath's cuSPARSEError: its status names a refusal
+            lambda: nv.sddmm_buffer_size(self.handle, self._op, self._op, self._alpha.ctypes.data, self.a,
+                                         self.b, self._beta.ctypes.data, self.c, f32, self._alg,
+                                         size.ctypes.data),
+            self.dtype, "cusparseSDDMM", self.close)
         self._workspace = cupy.empty(max(int(size[0]), 16), dtype=cupy.uint8)
         self._preprocessed = False
 

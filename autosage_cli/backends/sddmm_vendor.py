@@ -47,7 +47,8 @@ import numpy as np
 
 from ..dtypes import storage_dtype, tolerance, info as dtype_info
 from .base import DeviceGraph, EdgesOutPlan, PrepareTimer
-from .sddmm_providers import (PROVIDER_GATHER, PROVIDER_NVMATH, PROVIDER_TORCH, DtypeRefused, GatherDot,
+from .native_output import DtypeRefused
+from .sddmm_providers import (PROVIDER_GATHER, PROVIDER_NVMATH, PROVIDER_TORCH, GatherDot,
                               NvmathSDDMM, TorchSampledAddmm, edge_rows)
 from .native_common import values_all_ones
 from .value_arrays import graph_values

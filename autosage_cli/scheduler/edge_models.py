@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from ..dtypes import MAX_VECTOR_BYTES
 from ..kernels.schedule import Schedule, family_of
-from .gathers import Walker, edge_step_us, gather_bytes, gather_hit_rate
+from .gathers import Walker, edge_step_us, gather_bytes, gather_latency_us
 from .roofline import FLOAT, INDEX, Launch
 
 def vector_gather_loads(s: Schedule, k: int, elem: int = FLOAT) -> int:
@@ -18,15 +18,22 @@ def vector_gather_loads(s: Schedule, k: int, elem: int = FLOAT) -> int:
     return math.ceil(k / (MAX_VECTOR_BYTES // elem)) if k == s.tile and k > 1 else k
 
 
+def edge_walk_traffic(f, k, dev, heads, elem) -> tuple[float, float, float, float, float]:
+    """(nonzeros, rows, dense bytes, DRAM bytes, L2 bytes) of an edge-parallel SpMM: the CSR arrays
+    once, one gather of K elements per edge, the output once."""
+    nnz, rows = float(f.nnz) * heads, float(f.n_rows) * heads
+    dense = f.n_cols * k * elem * heads
+    dram_g, l2_g = gather_bytes(f, k, dense, dev, nnz, element_bytes=elem)
+    dram = (f.n_rows + 1) * INDEX + f.nnz * (INDEX + elem) + dram_g + rows * k * elem
+    return nnz, rows, dense, dram, l2_g
+
+
 def vector_spmm(f, prof, k, s, dev, heads=1, elem=FLOAT) -> list[Launch]:
     """Edge-parallel rows (cuda/spmm_vector.cu): G lanes take a row's edges side by side, each
     keeps all K sums, so a warp covers 32 edges per step with coalesced, prefetched index loads
     (staged: the index leaves the chain); short rows leave lanes idle (steps_per_edge), rows of a
     warp run in lockstep, the group sums with log2(G) shuffle steps (the KMAX sums in parallel)."""
-    nnz, rows = float(f.nnz) * heads, float(f.n_rows) * heads
-    dense = f.n_cols * k * elem * heads
-    dram_g, l2_g = gather_bytes(f, k, dense, dev, nnz, element_bytes=elem)
-    dram = (f.n_rows + 1) * INDEX + f.nnz * (INDEX + elem) + dram_g + rows * k * elem
+    nnz, rows, dense, dram, l2_g = edge_walk_traffic(f, k, dev, heads, elem)
     w = Walker(threads=s.lanes, slots=s.lanes, width=s.tile, chunks_per_pass=1, staged=True)
     step = edge_step_us(f, s, w, dev, dense)
     merge_steps = rows * math.log2(s.lanes) * dev.shuffle_latency_us / step
@@ -59,17 +66,12 @@ def stream_spmm(f, prof, k, s, dev, heads=1, elem=FLOAT) -> list[Launch]:
     out of shared memory after one barrier. Balanced by construction (no lockstep waste, a critical
     path of one window); the same compulsory bytes as the row walks, plus the window bounds; then a
     launch that sums the partials of the rows crossing a window edge."""
-    nnz, rows = float(f.nnz) * heads, float(f.n_rows) * heads
+    nnz, rows, dense, dram, l2_g = edge_walk_traffic(f, k, dev, heads, elem)
     width = s.threads * s.unroll
     windows = max(1.0, math.ceil(nnz / width))
-    dense = f.n_cols * k * elem * heads
-    dram_g, l2_g = gather_bytes(f, k, dense, dev, nnz, element_bytes=elem)
-    dram = ((f.n_rows + 1) * INDEX + f.nnz * (INDEX + elem) + dram_g + rows * k * elem
-            + windows * INDEX)
-    hit = gather_hit_rate(f, dense, dev)
-    gather_us = hit * dev.l2_latency_us + (1.0 - hit) * dev.dram_latency_us
+    dram += windows * INDEX
     # The chain behind U edges: their index loads, their gathers, the barrier and the row sums.
-    step = (dev.dram_latency_us + gather_us + 2 * dev.l1_latency_us) / s.unroll
+    step = (dev.dram_latency_us + gather_latency_us(f, dense, dev) + 2 * dev.l1_latency_us) / s.unroll
     loads = vector_gather_loads(s, k, elem)
     walk = Launch(windows * s.threads, 1, s.threads, nnz, step, 1.0, s.unroll, dram, l2_g,
                   4 + 2 * s.tile + loads, loads)

@@ -63,7 +63,11 @@ def edge_step_us(f, s: Schedule, w: Walker, dev: DeviceModel, dense_bytes: float
     """One step of one item: the gather (L2 or DRAM latency, by hit rate) behind each edge's column
     index, divided by the edges kept in flight (unroll). The index comes from L1 (a line holds 32
     consecutive indices) except once per 32 edges, or is staged by the warp ahead of use."""
-    hit = gather_hit_rate(f, dense_bytes, dev)
-    gather_us = hit * dev.l2_latency_us + (1.0 - hit) * dev.dram_latency_us
     index_us = dev.l2_latency_us / 32 + (0.0 if w.staged else dev.l1_latency_us)
-    return (index_us + gather_us + extra_us) / max(1, s.unroll)
+    return (index_us + gather_latency_us(f, dense_bytes, dev) + extra_us) / max(1, s.unroll)
+
+
+def gather_latency_us(f, dense_bytes: float, dev: DeviceModel) -> float:
+    """The latency of one gather: L2's or DRAM's, weighted by the hit rate."""
+    hit = gather_hit_rate(f, dense_bytes, dev)
+    return hit * dev.l2_latency_us + (1.0 - hit) * dev.dram_latency_us

@@ -196,8 +196,8 @@ def run_pyg(model_name: str, dims, inputs: dict, x, labels, init_state, steps: i
             run.library, run.mode = "pyg", mode
             return run
         except (RuntimeError, ValueError) as exc:
-            # a mode PyG cannot run here: out of memory, or a sparse kernel torch lacks for this
-            # dtype (RuntimeError and its subclass NotImplementedError), a layout it refuses (ValueError)
+            # a mode PyG cannot run here: out of memory or a sparse kernel torch lacks for this
+            # dtype (both RuntimeError, the second a subclass), a layout it refuses (ValueError)
             failures.append(f"{mode}: {failure_text(exc)}")
         finally:
             del model

@@ -6,9 +6,10 @@
 #   BENCH    arguments for `autosage bench` (the results directory is RESULTS)
 #   TRAIN_ARGS, TRAIN_CAP  arguments and time cap (s) of the train step (`autosage bench --suite
 #            training`, results in $OUT/train)
-#   PROFILE_TUNES  for the profile step: ';'-separated `autosage tune` argument lists, each run twice
-#            (the first fills the kernel cache) and the second profiled (cProfile, top 40 cumulative)
-#            into $OUT/profile-N.txt: where a cold tune's time goes
+#   PROFILE_TUNES  for the profile step: ';'-separated `autosage tune` argument lists, each run three times
+#            (the first fills the kernel cache) and the second profiled (cProfile: top 70
+#            cumulative, top 25 own time) into $OUT/profile-N.txt, then a third unprofiled with
+#            -X importtime (importtime-N.txt) and its wall time: where a warm-miss tune's time goes
 #   RESULTS  results directory of the run (default results/h200-run); its decision cache is
 #            RESULTS/decisions.json
 set -uo pipefail
@@ -45,8 +46,12 @@ for step in ${STEPS:-tests first_run bench}; do
                timeout "$(cap 120)" autosage tune $t --cache "$OUT/profile-$n.json" --json >/dev/null 2>&1
                timeout "$(cap 120)" python3 -m cProfile -o "$OUT/profile-$n.prof" -m autosage_cli.cli tune $t \
                    --retune --cache "$OUT/profile-$n.json" >"$OUT/profile-$n.log" 2>&1
-               python3 -c "import pstats, sys; pstats.Stats(sys.argv[1], stream=sys.stdout).sort_stats('cumulative').print_stats(40)" \
-                   "$OUT/profile-$n.prof" >"$OUT/profile-$n.txt" 2>&1; tail -n 8 "$OUT/profile-$n.log"; done ;;
+               python3 -c "import pstats, sys; s = pstats.Stats(sys.argv[1], stream=sys.stdout); s.sort_stats('cumulative').print_stats(70); s.sort_stats('tottime').print_stats(25)" \
+                   "$OUT/profile-$n.prof" >"$OUT/profile-$n.txt" 2>&1; tail -n 8 "$OUT/profile-$n.log"
+               # the same miss again, unprofiled, with each import's time (-X importtime) and the wall
+               t0=$(date +%s.%N); timeout "$(cap 120)" python3 -X importtime -m autosage_cli.cli tune $t --retune \
+                   --cache "$OUT/profile-$n.json" --json >"$OUT/profile-$n.json.out" 2>"$OUT/importtime-$n.txt"
+               echo "unprofiled miss: $(awk "BEGIN{print $(date +%s.%N) - $t0}") s wall" | tee -a "$OUT/profile-$n.txt"; done ;;
     bench) mkdir -p "$RESULTS"
            timeout "$(cap 600)" autosage bench ${BENCH:-} --out "$RESULTS" --cache "$RESULTS/decisions.json" \
                2>"$OUT/bench.stderr" | tail -n 60; tail -n 15 "$OUT/bench.stderr"

@@ -27,7 +27,9 @@
 // which caps them at 64 registers per thread (at least 50% occupancy for the schedules' 256-thread
 // blocks). Plain __launch_bounds__(1024) made ptxas target two such blocks per SM, cap at 32
 // registers and spill (nvcc 13.0, sm_90); the nvcc check fails on any spill.
+#ifndef AUTOSAGE_MAX_THREADS
 #define AUTOSAGE_MAX_THREADS 1024
+#endif
 #define AUTOSAGE_LAUNCH_BOUNDS __launch_bounds__(AUTOSAGE_MAX_THREADS, 1)
 
 namespace autosage {

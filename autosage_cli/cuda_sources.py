@@ -3,11 +3,11 @@
 needs neither CuPy nor the compiler, so `environment` reports the hash without importing `kernels`."""
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 
 from .errors import AutosageError
+from . import prebuild   # standard library only (setup.py loads it at install time)
 
 CUDA_DIR = Path(os.environ.get("AUTOSAGE_CUDA_DIR", Path(__file__).resolve().parents[1] / "cuda"))
 
@@ -21,9 +21,4 @@ def kernel_source(filename: str) -> str:
 
 def sources_hash() -> str:
     """Hash of every file under cuda/: part of the cache's software key (a changed kernel re-tunes)."""
-    h = hashlib.blake2b(digest_size=12)
-    for path in sorted(CUDA_DIR.glob("*")):
-        if path.suffix in (".cu", ".cuh"):
-            h.update(path.name.encode())
-            h.update(path.read_bytes())
-    return h.hexdigest()
+    return prebuild.sources_hash(CUDA_DIR)

@@ -4,7 +4,9 @@
 #   2. the same tune again in a new process, kernels on disk but no cached decision (it probes),
 #   3. the same tune once more, now a decision-cache hit,
 # plus `autosage compile` of every kernel into an empty cache (and, on it, one first tune per op of
-# the first graph: kernel_cache "compiled"). One CSV row per command.
+# the first graph: kernel_cache "compiled"). One CSV row per command. Column `prebuilt`: "on" when
+# the install-time cubins (autosage_cli/_cubins, built where nvcc was present) are current and used,
+# "off" when they are missing or stale or AUTOSAGE_PREBUILT=0 (kernels then compile with NVRTC).
 #
 # Usage: scripts/first_run.sh OUT.csv
 #   GRAPHS   graphs to tune, space-separated: a file, or dataset:NAME
@@ -23,7 +25,9 @@ cases=("spmm 64 1" "sddmm 64 1" "attention 64 4")   # op, width, heads
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$(dirname "$out")"
-echo "command,op,graph,nnz,kernel_cache,decision_cache,wall_s,compile_ms,probe_ms,total_ms,decision" >"$out"
+echo "command,op,graph,nnz,kernel_cache,decision_cache,prebuilt,wall_s,compile_ms,probe_ms,total_ms,decision" >"$out"
+prebuilt=$($autosage info --json | python3 -c "import json, os, sys; p = json.load(sys.stdin)['prebuilt_kernels']
+print('on' if p['current'] and p['modules'] and os.environ.get('AUTOSAGE_PREBUILT', '1') != '0' else 'off')")
 
 now() { date +%s.%N; }
 
@@ -31,14 +35,14 @@ now() { date +%s.%N; }
 row() {
   python3 - "$@" >>"$out" <<'EOF'
 import csv, json, sys
-command, op, graph, kernels, decisions, wall, path = sys.argv[1:8]
+command, op, graph, kernels, decisions, prebuilt, wall, path = sys.argv[1:9]
 doc = json.load(open(path)) if path != "-" else {}
 t = doc.get("timings", {})
 def ms(key):
     return "" if t.get(key) is None else f"{t[key]:.0f}"
 d = doc.get("decision", {})
 csv.writer(sys.stdout, lineterminator="\n").writerow(
-    [command, op, graph, (doc.get("graph") or {}).get("nnz", ""), kernels, decisions,
+    [command, op, graph, (doc.get("graph") or {}).get("nnz", ""), kernels, decisions, prebuilt,
      f"{float(wall):.2f}", ms("compile_ms"), ms("probe_ms"), ms("total_ms"),
      d.get("schedule", "") if d else ""])
 EOF
@@ -56,7 +60,7 @@ tune() {
   CUPY_CACHE_DIR=$kdir $autosage "${args[@]}" --cache "$decisions" --json >"$work/tune.json" 2>"$work/tune.err" || {
     echo "failed: autosage ${args[*]}" >&2; tail -n 5 "$work/tune.err" >&2; return 1; }
   t1=$(now)
-  row "autosage ${args[*]} --json" "$op" "$graph" "$kstate" "$dstate" "$(awk "BEGIN{print $t1 - $t0}")" \
+  row "autosage ${args[*]} --json" "$op" "$graph" "$kstate" "$dstate" "$prebuilt" "$(awk "BEGIN{print $t1 - $t0}")" \
       "$work/tune.json"
   echo "$op $graph kernels=$kstate decision=$dstate: $(tail -n 1 "$out" | cut -d, -f7) s" >&2
 }
@@ -90,12 +94,12 @@ mkdir -p "$work/kernels-aot"
 t0=$(now)
 CUPY_CACHE_DIR=$work/kernels-aot $autosage compile --json >"$work/compile.json" 2>/dev/null
 t1=$(now)
-python3 - "$(awk "BEGIN{print $t1 - $t0}")" "$work/compile.json" >>"$out" <<'EOF'
+python3 - "$(awk "BEGIN{print $t1 - $t0}")" "$work/compile.json" "$prebuilt" >>"$out" <<'EOF'
 import csv, json, sys
 doc = json.load(open(sys.argv[2]))
 csv.writer(sys.stdout, lineterminator="\n").writerow(
     [f"autosage compile --json ({doc['kernels']} kernels; {doc['compile_s']:.1f} s of compiler time)", "all", "", "",
-     "empty", "", f"{float(sys.argv[1]):.2f}", f"{doc['wall_s'] * 1e3:.0f}", "", "", ""])
+     "empty", "", sys.argv[3], f"{float(sys.argv[1]):.2f}", f"{doc['wall_s'] * 1e3:.0f}", "", "", ""])
 EOF
 read -r graph _ <<<"$graphs"
 for spec in "${cases[@]}"; do

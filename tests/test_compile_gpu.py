@@ -38,7 +38,9 @@ print(json.dumps({"built": sorted({tuple(rec.ref) for rec in kc.compiled_log()})
 
 def run_fresh(cache_dir: Path, *args: str, script: str | None = None, **env_extra) -> dict:
     """A new Python process on `cache_dir`; returns the JSON object on its last stdout line."""
-    env = {**os.environ, "CUPY_CACHE_DIR": str(cache_dir), "PYTHONPATH": str(ROOT), **env_extra}
+    # AUTOSAGE_PREBUILT=0: these cases are about NVRTC and CuPy's cache, not the install-time cubins
+    env = {**os.environ, "CUPY_CACHE_DIR": str(cache_dir), "PYTHONPATH": str(ROOT), "AUTOSAGE_PREBUILT": "0",
+           **env_extra}
     cmd = [sys.executable, "-c", textwrap.dedent(script), *args] if script else [
         sys.executable, "-m", "autosage_cli.cli", *args]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)

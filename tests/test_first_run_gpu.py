@@ -31,7 +31,8 @@ def cache_files(path: Path) -> list[str]:
 
 
 def tune_fresh(cache_dir: Path, *args: str) -> dict:
-    env = {**os.environ, "CUPY_CACHE_DIR": str(cache_dir), "PYTHONPATH": python_path()}
+    # AUTOSAGE_PREBUILT=0: what NVRTC compiles (tests/test_prebuilt_gpu.py: the install-time cubins)
+    env = {**os.environ, "CUPY_CACHE_DIR": str(cache_dir), "PYTHONPATH": python_path(), "AUTOSAGE_PREBUILT": "0"}
     cmd = [sys.executable, "-m", "autosage_cli.cli", "tune", *args, "--json",
            "--cache", str(cache_dir.parent / "decisions.json")]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)

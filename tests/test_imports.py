@@ -39,6 +39,7 @@ LAYERS = (
     ("budget", "cache_entry", "capability", "cuda_sources", "paths"),
     ("dtypes",),                 # the element-type table (C type, size, tolerance)
     ("errors",),
+    ("prebuild",),               # install-time cubins: standard library only (setup.py loads it by path)
 )
 
 # The CuPy rule. The GPU libraries are imported only inside functions (never at module level), and

@@ -1,6 +1,6 @@
 """`autosage info [--json]`: the environment results and cache keys record — GPU, driver, CUDA
 runtime, CuPy and cuSPARSE versions, commit — or plainly "no CUDA device visible"; and where
-compiled kernels are cached and how many are there."""
+compiled kernels are cached and how many are there, and the kernels built at install time."""
 from __future__ import annotations
 
 import json
@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..environment import environment
+from ..kernels import cubins
 from ..kernels.aot import cache_stats
 
 
@@ -18,9 +19,9 @@ from ..kernels.aot import cache_stats
 def command(as_json):
     """Show the GPU and software autosage would run with."""
     env = environment()
-    kernels = cache_stats()
+    kernels, built = cache_stats(), cubins.status()
     if as_json:
-        click.echo(json.dumps({**env, "kernel_cache": kernels.to_dict()}))
+        click.echo(json.dumps({**env, "kernel_cache": kernels.to_dict(), "prebuilt_kernels": built}))
         return
     console = Console()
     device = env["device"]
@@ -41,6 +42,16 @@ def command(as_json):
         table.add_row(key.replace("_", " "), "-" if value is None else str(value))
     table.add_row("kernel cache", f"{kernels.path} ({kernels.kernels} compiled kernels, "
                                   f"{kernels.bytes / 2**20:.1f} MiB)")
+    table.add_row("prebuilt kernels", prebuilt_line(built))
     table.add_row("commit", env["commit"])
     table.add_row("host", env["hostname"])
     console.print(table)
+
+
+def prebuilt_line(built: dict) -> str:
+    """'PATH (72 modules for sm_90)', or why a tune compiles instead."""
+    if not built["modules"]:
+        return f"{built['path']} (none: nvcc was not found at install; kernels compile on first use)"
+    archs = ", ".join(f"sm_{a}" for a in built["archs"])
+    stale = "" if built["current"] else "; stale: cuda/ changed since, kernels compile on first use"
+    return f"{built['path']} ({built['modules']} modules for {archs}{stale})"

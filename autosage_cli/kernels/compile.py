@@ -25,6 +25,8 @@ from ..cuda_sources import CUDA_DIR, kernel_source, sources_hash
 from ..errors import one_line
 from ..graphs.csr import default_workers   # NVRTC releases the GIL: threads compile in parallel
 from ..dtypes import DTYPES, vector_bytes_fit
+from .. import prebuild
+from . import cubins
 
 ARCH = "sm_90"
 # The options NVRTC gets at run time; the nvcc check passes the same ones.
@@ -48,12 +50,18 @@ def runtime_options(expressions=()) -> tuple[str, ...]:
     return COMPILE_OPTIONS + (f"-I{CUDA_DIR}",) + defines
 
 
+def module_options(expressions) -> list[str]:
+    """The options of a module of `expressions` less the include path (which differs between
+    machines): what an install-time cubin records and must match."""
+    return [o for o in runtime_options(expressions) if not o.startswith("-I")]
+
+
 def module_source(filename: str) -> str:
     """The text a module is compiled from: the file, then a comment naming the hash of every cuda/
     source. CuPy's disk cache keys a module on this text, not on the headers it includes, so an
     edited header (or a shared kernel body another file includes) builds new modules instead of
     loading stale ones."""
-    return f"{kernel_source(filename)}\n// autosage cuda sources {sources_hash()}\n"
+    return prebuild.module_text(kernel_source(filename), sources_hash())
 
 
 # ---------------------------------------------------------------- instantiations and modules
@@ -79,7 +87,8 @@ class CompileRecord:
 
 
 def build_module(ref: KernelRef, device_id: int | None = None):
-    """Compile (or load from CuPy's disk cache) the module of `ref` and return its kernel (a module
+    """Load the module of `ref` from the install-time cubins (kernels/cubins.py), else compile it
+    (or load it from CuPy's disk cache), and return its kernel (a module
     of several expressions: {expression: kernel}). On a worker thread, `device_id` is the caller's
     device, made current first (it also makes that device's context current, which loading a
     module needs)."""
@@ -88,6 +97,9 @@ def build_module(ref: KernelRef, device_id: int | None = None):
     if device_id is not None:
         cupy.cuda.Device(device_id).use()
     exprs = ref.expressions
+    functions = cubins.functions(ref.source_file, exprs, module_options(exprs))   # install-time cubins
+    if functions is not None:
+        return functions[ref.expression] if len(exprs) == 1 else functions
     module = cupy.RawModule(code=module_source(ref.source_file), options=runtime_options(exprs),
                             name_expressions=list(exprs), backend="nvrtc")
     functions = {e: module.get_function(e) for e in exprs}   # RawModule compiles on first use
@@ -289,8 +301,7 @@ def _nvcc(filename: str, name_expressions: list[str], arch: str, output: str, *f
     text of the `output` file: "cubin" or "ptx"). Raises RuntimeError with the compiler output on
     any error."""
     source = kernel_source(filename)
-    inst = "\n".join(f"void* autosage_instance_{i} = (void*)&{expr};"
-                     for i, expr in enumerate(name_expressions))
+    inst = prebuild.instantiations(name_expressions)
     with tempfile.TemporaryDirectory() as tmp:
         cu, out = Path(tmp) / filename, Path(tmp) / f"out.{output}"
         cu.write_text(source + "\n// instantiations (name expressions)\n" + inst + "\n")

@@ -1,0 +1,149 @@
+"""Cubins built at install time with nvcc, so that a first tune loads its kernels instead of
+compiling them. Standard library only: setup.py loads this file by path inside pip's isolated
+build environment, where neither NumPy nor CuPy nor autosage's other modules can be imported.
+
+What is built comes from `cuda/prebuilt.json` (the listing, written by kernels/listing.py from the
+schedule registry and the helper groups; a CPU test keeps it current): modules, each a kernel file
+with the name expressions instantiated in it and the options NVRTC gets for them. One nvcc call per
+module compiles the text NVRTC would compile (`module_text`) with every expression instantiated,
+for each architecture asked for, and ptxas names the kernels it compiled; their demangled names are
+matched to the expressions (`match_names`), so the loader can ask the cubin for each by its
+mangled name. The manifest records the architecture, the hash of the sources (a changed kernel file
+makes every cubin stale: the loader then compiles with NVRTC as before) and, per module, its cubin
+and names. Without nvcc (or c++filt) nothing is built and nothing fails.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+LISTING = "prebuilt.json"
+MANIFEST = "manifest.json"
+DEFAULT_ARCHS = ("90",)          # sm_90: H100/H200, the GPUs the kernels are tuned for
+_ENTRY = re.compile(r"Compiling entry function '([^']+)' for")
+_QUALIFIER = re.compile(r"\b[A-Za-z_]\w*::")
+
+
+def sources_hash(cuda_dir: Path) -> str:
+    """Hash of every .cu/.cuh file under `cuda_dir`: the decision cache's software key, and what
+    makes a prebuilt cubin current."""
+    h = hashlib.blake2b(digest_size=12)
+    for path in sorted(Path(cuda_dir).glob("*")):
+        if path.suffix in (".cu", ".cuh"):
+            h.update(path.name.encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def module_text(source: str, hash_: str) -> str:
+    """The text a module is compiled from: the file, then a comment naming the hash of every
+    source (CuPy's disk cache keys a module on its text, not on the headers it includes)."""
+    return f"{source}\n// autosage cuda sources {hash_}\n"
+
+
+def instantiations(expressions) -> str:
+    """Lines that instantiate every name expression, as NVRTC's name expressions do (by taking its
+    address), for nvcc."""
+    return "\n".join(f"void* autosage_instance_{i} = (void*)&{e};" for i, e in enumerate(expressions))
+
+
+def _normal(name: str) -> str:
+    """A kernel name without spaces and namespace qualifiers: `void f<ns::F16, 8>(int, ...)` and
+    the expression `f<F16, 8>` both become `f<F16,8>`."""
+    name = name.strip()
+    if name.startswith("void "):
+        name = name[5:]
+    depth = 0
+    for i, ch in enumerate(name):
+        depth += (ch == "<") - (ch == ">")
+        if ch == "(" and depth == 0:
+            name = name[:i]
+            break
+    return _QUALIFIER.sub("", name).replace(" ", "")
+
+
+def match_names(expressions, demangled: dict[str, str]) -> dict[str, str]:
+    """expression -> mangled name, from {mangled: demangled} of one module's kernels. A name equal
+    to the expression matches; else one whose template arguments extend the expression's (the
+    defaults the expression leaves out). Ambiguous or missing expressions are left out (the
+    loader compiles those with NVRTC)."""
+    normal = {m: _normal(d) for m, d in demangled.items()}
+    out = {}
+    for expr in expressions:
+        e = _normal(expr)
+        exact = [m for m, n in normal.items() if n == e]
+        if not exact and e.endswith(">"):
+            exact = [m for m, n in normal.items() if n.startswith(e[:-1] + ",")]
+        if len(exact) == 1:
+            out[expr] = exact[0]
+    return out
+
+
+def _demangle(names: list[str], cxxfilt: str) -> dict[str, str]:
+    proc = subprocess.run([cxxfilt], input="\n".join(names), capture_output=True, text=True, check=True)
+    return dict(zip(names, proc.stdout.splitlines()))
+
+
+def tools() -> tuple[str, str] | None:
+    """(nvcc, c++filt) on PATH, or None when either is missing."""
+    nvcc = shutil.which("nvcc")
+    cxxfilt = shutil.which("cu++filt") or shutil.which("c++filt")
+    return (nvcc, cxxfilt) if nvcc and cxxfilt else None
+
+
+def build_module(module: dict, cuda_dir: Path, hash_: str, arch: str, dest: Path, nvcc: str,
+                 cxxfilt: str) -> dict:
+    """Compile one listing module for `arch` into dest; its manifest entry (cubin, names)."""
+    cuda_dir = Path(cuda_dir)
+    text = module_text((cuda_dir / module["file"]).read_text(), hash_)
+    cubin = dest / f"{module['name'].replace('/', '.')}.sm_{arch}.cubin"
+    with tempfile.TemporaryDirectory() as tmp:
+        cu = Path(tmp) / module["file"]
+        cu.write_text(text + "\n// instantiations (name expressions)\n" + instantiations(module["expressions"]) + "\n")
+        cmd = [nvcc, f"-arch=sm_{arch}", "-cubin", "-ftz=true", *module["options"], f"-I{cuda_dir}",
+               "-Xptxas", "-v", "-o", str(cubin), str(cu)]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"nvcc failed on {module['name']}: {proc.stderr.strip()[-400:]}")
+    names = match_names(module["expressions"], _demangle(_ENTRY.findall(proc.stderr), cxxfilt))
+    return {"file": module["file"], "options": list(module["options"]), "cubin": cubin.name, "names": names}
+
+
+def build(cuda_dir: Path, dest: Path, archs=DEFAULT_ARCHS, jobs: int | None = None, log=print) -> dict | None:
+    """Build every module of the listing for every arch into `dest` (replaced), with its manifest;
+    the manifest, or None when nvcc or c++filt is missing or the listing is absent."""
+    found = tools()
+    listing_path = Path(cuda_dir) / LISTING
+    if found is None or not listing_path.is_file():
+        log("autosage: no nvcc/c++filt or no cuda/prebuilt.json; kernels will compile on first use")
+        return None
+    nvcc, cxxfilt = found
+    modules = json.loads(listing_path.read_text())["modules"]
+    hash_ = sources_hash(cuda_dir)
+    dest = Path(dest)
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir(parents=True)
+    manifest = {"version": 1, "sources_hash": hash_, "archs": {}}
+    jobs = jobs or min(32, os.cpu_count() or 1)
+    for arch in archs:
+        with ThreadPoolExecutor(jobs) as pool:
+            futures = {m["name"]: pool.submit(build_module, m, cuda_dir, hash_, arch, dest, nvcc, cxxfilt)
+                       for m in modules}
+        built, failed = {}, []
+        for name, fut in futures.items():
+            try:
+                built[name] = fut.result()
+            except RuntimeError as exc:   # that module compiles with NVRTC at run time
+                failed.append(f"{exc}")
+        manifest["archs"][arch] = built
+        log(f"autosage: {len(built)} prebuilt modules for sm_{arch}"
+            + (f", {len(failed)} failed: {failed[0]}" if failed else ""))
+    (dest / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
+    return manifest

@@ -1,0 +1,41 @@
+"""Install-time kernels: where nvcc is present, `pip install` builds the CUDA kernels' cubins
+(autosage_cli/prebuild.py, standard library only, loaded here by path because pip's build
+environment holds setuptools alone) into the package's `_cubins/`, so that a first tune loads its
+kernels instead of compiling them. Without nvcc nothing is built: kernels compile on first use.
+AUTOSAGE_BUILD_CUBINS=0 skips the build; AUTOSAGE_CUBIN_ARCHS (e.g. "80,90") picks the
+architectures (default sm_90). Everything else is in pyproject.toml."""
+import importlib.util
+import os
+from pathlib import Path
+
+from setuptools import setup
+from setuptools.command.build_py import build_py
+
+HERE = Path(__file__).resolve().parent
+
+
+def _prebuild():
+    spec = importlib.util.spec_from_file_location("autosage_prebuild", HERE / "autosage_cli" / "prebuild.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class BuildPyWithCubins(build_py):
+    def run(self):
+        super().run()
+        if os.environ.get("AUTOSAGE_BUILD_CUBINS", "1") == "0":
+            return
+        prebuild = _prebuild()
+        # An editable install imports the package from the source tree: the cubins go there.
+        root = HERE if self.editable_mode else Path(self.build_lib)
+        archs = tuple(a.strip().removeprefix("sm_") for a in
+                      os.environ.get("AUTOSAGE_CUBIN_ARCHS", ",".join(prebuild.DEFAULT_ARCHS)).split(",") if a.strip())
+        prebuild.build(HERE / "cuda", root / "autosage_cli" / "_cubins", archs, log=self.announce_cubins)
+
+    def announce_cubins(self, message):
+        self.announce(message, level=2)
+        print(message)
+
+
+setup(cmdclass={"build_py": BuildPyWithCubins})

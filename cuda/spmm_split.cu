@@ -67,18 +67,8 @@ __device__ __forceinline__ void reduce_heavy_row(int h, int row, int c_begin, in
 
 }  // namespace
 
-// 16-byte loads of a 2-byte type with U >= 4 edges in flight stage 4 x 16 bytes per lane next to
-// the chunk path's registers: under the 64-register cap of AUTOSAGE_LAUNCH_BOUNDS they spill
-// (nvcc 13.0, sm_90), so those instantiations compile for blocks of at most 512 threads (up to 128
-// registers; 74-79 used). Every split schedule launches 256 threads. On the H200 (bf16, K = 64)
-// U = 4 under this bound ran 1.06-1.15x faster than U = 2 under the 64-register cap.
-template <typename T, int V, int U>
-constexpr int split_max_threads() {
-    return (sizeof(T) == 2 && V == 8 && U >= 4) ? 512 : AUTOSAGE_MAX_THREADS;
-}
-
 template <typename T, int G, int V, int U, bool LIGHT_WARP, bool TWOPHASE>
-__global__ void __launch_bounds__(split_max_threads<T, V, U>(), 1)
+__global__ void AUTOSAGE_LAUNCH_BOUNDS
 spmm_split(const int k, const int* __restrict__ indptr, const int* __restrict__ indices,
            const T* __restrict__ values, const T* __restrict__ B, const long long ldb,
            T* __restrict__ C, const long long ldc, const int n_chunks, const int chunk_blocks,

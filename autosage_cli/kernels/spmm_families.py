@@ -268,15 +268,16 @@ def _stream_space(make) -> list:
 # families' hub shapes (their float partials take 32 bytes per lane: cuda/common.cuh store_partials).
 HALF_VEC = 8
 HALF_SUBWARP_LANES = (2, 4, 8, 16, 32)
-# (lanes, split, chunk, reduce, unroll) per split family. G = 8 and 16 cover K = 64, 128 in one pass
-# of 16-byte loads (the bf16 choices at K = 64, 128 on reddit-/products-like on the H200). G = 8
-# keeps 4 edges in flight under a 128-register bound (cuda/spmm_split.cu: split_max_threads): it
-# ran 1.06-1.15x faster there than with 2 edges under the 64-register cap; at G = 16, 2 edges ran
-# as fast as 4 (4 spill under the cap; the looser bound's lower occupancy cost more).
+# (lanes, split, chunk, reduce, unroll) per split family. split's sub-warp light rows keep 2 edges
+# in flight (4 spilled: 8 halves x 4 edges next to the heavy-chunk path's registers, nvcc 13.0
+# sm_90), as do splitwarp's G = 8, 16. Those cover K = 64, 128 in one pass of 16-byte loads: without
+# them the bf16 choices at K = 64 on reddit-/products-like were 8-byte-load shapes (split.g16.v4;
+# H200, 39c4129) and ran only 1.12-1.15x faster than float32, twice the load instructions per byte
+# being one reading of why (these shapes are not yet measured).
 HALF_SPLIT_SHAPES = {"split": ((4, 256, 256, "atomic", 2), (16, 256, 256, "atomic", 2),
-                               (8, 256, 256, "atomic", 4)),
+                               (8, 256, 256, "atomic", 2)),
                      "splitwarp": ((32, 2048, 512, "atomic", 4), (32, 2048, 1024, "twophase", 4),
-                                   (8, 2048, 512, "atomic", 4), (16, 2048, 512, "atomic", 2))}
+                                   (8, 2048, 512, "atomic", 2), (16, 2048, 512, "atomic", 2))}
 # (lanes, unroll) of warprow's 16-byte half shapes: G = 8 keeps 2 staged edges in flight (4 spilled).
 HALF_WARPROW_SHAPES = ((32, 4), (8, 2), (16, 4))
 

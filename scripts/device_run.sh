@@ -22,6 +22,8 @@ export PYTHONUNBUFFERED=1 CUPY_CACHE_DIR=${CUPY_CACHE_DIR:-/tmp/cupy-cache}
 # The image's site-packages hold no bytecode and are read-only, so every process would compile
 # NumPy's, SciPy's and pandas' modules again (0.5 s of a tune); a pip-installed environment has
 # its bytecode. A writable bytecode cache gives the processes here what an install gives a user.
+# (The image sets PYTHONDONTWRITEBYTECODE, too: unset, so that the warm-up below writes it.)
+unset PYTHONDONTWRITEBYTECODE
 export PYTHONPYCACHEPREFIX=${PYTHONPYCACHEPREFIX:-/tmp/pycache}
 # Install-time cubins built elsewhere (CUBINS_TGZ: a tar.gz of autosage_cli/_cubins) where this
 # machine has no nvcc; with nvcc the editable install below builds them itself.
@@ -35,7 +37,8 @@ python3 -m pip install -q --no-deps --no-build-isolation -e . >>"$OUT/install.lo
 # which no user's install pays.
 python3 -m compileall -q autosage_cli /tmp/site >>"$OUT/install.log" 2>&1
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv; autosage info
-  echo "nvcc: $(command -v nvcc || echo none)"; tail -n 3 "$OUT/install.log"; } >"$OUT/info.log" 2>&1
+  echo "nvcc: $(command -v nvcc || echo none)"; env | grep -E '^PYTHON|^CUDA' | sort; tail -n 3 "$OUT/install.log"
+  } >"$OUT/info.log" 2>&1
 # One untimed tune per op on a tiny generated graph: the bytecode cache then holds every module a
 # tune imports (the first_run step measures tunes, not Python compiling its own sources).
 for op in "spmm --width 64" "sddmm --width 64" "attention --width 64 --heads 4"; do

@@ -25,7 +25,7 @@ cases=("spmm 64 1" "sddmm 64 1" "attention 64 4")   # op, width, heads
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$(dirname "$out")"
-echo "command,op,graph,nnz,kernel_cache,decision_cache,prebuilt,wall_s,compile_ms,probe_ms,total_ms,decision" >"$out"
+echo "command,op,graph,nnz,kernel_cache,decision_cache,prebuilt,wall_s,compile_ms,modules_prebuilt,modules_compiled,probe_ms,total_ms,decision" >"$out"
 prebuilt=$($autosage info --json | python3 -c "import json, os, sys; p = json.load(sys.stdin)['prebuilt_kernels']
 print('on' if p['current'] and p['modules'] and os.environ.get('AUTOSAGE_PREBUILT', '1') != '0' else 'off')")
 
@@ -43,7 +43,7 @@ def ms(key):
 d = doc.get("decision", {})
 csv.writer(sys.stdout, lineterminator="\n").writerow(
     [command, op, graph, (doc.get("graph") or {}).get("nnz", ""), kernels, decisions, prebuilt,
-     f"{float(wall):.2f}", ms("compile_ms"), ms("probe_ms"), ms("total_ms"),
+     f"{float(wall):.2f}", ms("compile_ms"), t.get("modules_prebuilt", ""), t.get("modules_compiled", ""), ms("probe_ms"), ms("total_ms"),
      d.get("schedule", "") if d else ""])
 EOF
 }
@@ -99,7 +99,7 @@ import csv, json, sys
 doc = json.load(open(sys.argv[2]))
 csv.writer(sys.stdout, lineterminator="\n").writerow(
     [f"autosage compile --json ({doc['kernels']} kernels; {doc['compile_s']:.1f} s of compiler time)", "all", "", "",
-     "empty", "", sys.argv[3], f"{float(sys.argv[1]):.2f}", f"{doc['wall_s'] * 1e3:.0f}", "", "", ""])
+     "empty", "", sys.argv[3], f"{float(sys.argv[1]):.2f}", f"{doc['wall_s'] * 1e3:.0f}", "", "", "", "", ""])
 EOF
 read -r graph _ <<<"$graphs"
 for spec in "${cases[@]}"; do

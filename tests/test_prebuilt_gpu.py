@@ -16,7 +16,7 @@ import pytest
 
 from autosage_cli.cuda_sources import CUDA_DIR, sources_hash
 from autosage_cli import prebuild
-from autosage_cli.kernels import compile as kcompile, cubins, listing
+from autosage_cli.kernels import cubins
 
 pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,7 +24,7 @@ DATASETS = ROOT / "datasets"
 
 
 @pytest.fixture(scope="module")
-def cubins(tmp_path_factory) -> Path:
+def cubin_dir(tmp_path_factory) -> Path:
     manifest = cubins.PREBUILT_DIR / prebuild.MANIFEST
     if manifest.is_file() and json.loads(manifest.read_text()).get("sources_hash") == sources_hash():
         return cubins.PREBUILT_DIR
@@ -35,9 +35,9 @@ def cubins(tmp_path_factory) -> Path:
     return out
 
 
-def fresh(cache_dir: Path, cubins: Path, args, use_prebuilt: bool = True) -> dict:
+def fresh(cache_dir: Path, cubin_dir: Path, args, use_prebuilt: bool = True) -> dict:
     """A new process on an empty kernel cache; the JSON object on its last stdout line."""
-    env = {**os.environ, "CUPY_CACHE_DIR": str(cache_dir), "AUTOSAGE_PREBUILT_DIR": str(cubins),
+    env = {**os.environ, "CUPY_CACHE_DIR": str(cache_dir), "AUTOSAGE_PREBUILT_DIR": str(cubin_dir),
            "AUTOSAGE_PREBUILT": "1" if use_prebuilt else "0",
            "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
     proc = subprocess.run([sys.executable, *args], env=env, capture_output=True, text=True, timeout=600)
@@ -57,7 +57,7 @@ from autosage_cli.kernels import compile as kc, cubins
 d = DeviceGraph.from_host(load_graph(dataset="cora", root=sys.argv[1]))
 out = {}
 for name, k, dtype in (("spmm.warprow.g16.v4.t256.u4", 64, "float32"),
-                       ("spmm.split.g8.v8.t256.u4.s256c256a", 64, "bfloat16"),
+                       ("spmm.split.g8.v8.t256.u2.s256c256a", 64, "bfloat16"),
                        ("sddmm.edge.g4.v4.t256.u2", 32, "float16")):
     plan = native.prepare(d, name, k, 1, None, dtype)
     inputs = ops.make_inputs(plan.op, d, k, 1, 3, dtype)
@@ -72,12 +72,12 @@ print(json.dumps(out))
 """
 
 
-def test_a_prebuilt_kernel_computes_what_nvrtc_builds(tmp_path, cubins):
+def test_a_prebuilt_kernel_computes_what_nvrtc_builds(tmp_path, cubin_dir):
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     script = ["-c", textwrap.dedent(RUN_SCHEDULES), str(DATASETS)]
-    loaded = fresh(tmp_path / "a", cubins, script)
-    compiled = fresh(tmp_path / "b", cubins, script, use_prebuilt=False)
+    loaded = fresh(tmp_path / "a", cubin_dir, script)
+    compiled = fresh(tmp_path / "b", cubin_dir, script, use_prebuilt=False)
     assert loaded.pop("loaded") == loaded.pop("modules") > 3 and compiled.pop("loaded") == 0
     compiled.pop("modules")
     assert not os.listdir(tmp_path / "a") and os.listdir(tmp_path / "b")   # only NVRTC wrote the cache
@@ -89,11 +89,13 @@ def test_a_prebuilt_kernel_computes_what_nvrtc_builds(tmp_path, cubins):
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 @pytest.mark.parametrize("op, heads", [("spmm", 1), ("sddmm", 1), ("attention", 4)])
-def test_a_first_tune_with_prebuilt_kernels_compiles_nothing(tmp_path, cubins, op, heads, dtype):
+def test_a_first_tune_with_prebuilt_kernels_compiles_nothing(tmp_path, cubin_dir, op, heads, dtype):
     kernels = tmp_path / "kernels"
     kernels.mkdir()
-    doc = fresh(kernels, cubins, ["-m", "autosage_cli.cli", "tune", "--dataset", "cora", "--root", str(DATASETS),
+    doc = fresh(kernels, cubin_dir, ["-m", "autosage_cli.cli", "tune", "--dataset", "cora", "--root", str(DATASETS),
                                   "--op", op, "--width", "64", "--heads", str(heads), "--dtype", dtype,
                                   "--cache", str(tmp_path / "decisions.json"), "--json"])
     assert not doc["cache_hit"] and any(c["status"] == "ok" for c in doc["candidates"])
     assert os.listdir(kernels) == []      # no NVRTC compile, ours or CuPy's
+    t = doc["timings"]
+    assert t["modules_prebuilt"] > 3 and t["modules_compiled"] == 0

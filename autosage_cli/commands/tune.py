@@ -76,9 +76,14 @@ def render_table(result: tune_mod.TuneResult, console: Console) -> None:
 def tuning_line(t: dict) -> str:
     """One line: the tune's phases, the probe's split in parentheses (the phases that took time)."""
     split = phases.summary(t)
-    return ("tuning: features {:.0f} ms, estimate {:.0f} ms, compile {:.0f} ms, probe {:.0f} ms{}, "
+    modules = ""
+    if t.get("modules_prebuilt") or t.get("modules_compiled"):
+        modules = (f" ({t.get('modules_prebuilt', 0)} modules from install-time cubins, "
+                   f"{t.get('modules_compiled', 0)} compiled)")
+    return ("tuning: features {:.0f} ms, estimate {:.0f} ms, compile {:.0f} ms{}, probe {:.0f} ms{}, "
             "total {:.0f} ms".format(t.get("features_ms", 0), t.get("estimate_ms", 0), t.get("compile_ms", 0),
-                                     t.get("probe_ms", 0), f" ({split})" if split else "", t.get("total_ms", 0)))
+                                     modules, t.get("probe_ms", 0), f" ({split})" if split else "",
+                                     t.get("total_ms", 0)))
 
 
 @click.command("tune")

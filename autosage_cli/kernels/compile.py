@@ -79,11 +79,17 @@ class KernelRef(NamedTuple):
 
 @dataclass(frozen=True)
 class CompileRecord:
-    """How building one module went: milliseconds (compiling, or loading from CuPy's disk cache),
-    and the one-line error when it failed."""
+    """How building one module went: milliseconds (compiling, or loading from CuPy's disk cache or
+    the install-time cubins: `prebuilt`), and the one-line error when it failed."""
     ref: KernelRef
     ms: float
     error: str | None = None
+    prebuilt: bool = False
+
+
+class Loaded(NamedTuple):
+    """What a build function returns for a module it loaded from the install-time cubins."""
+    value: object
 
 
 def build_module(ref: KernelRef, device_id: int | None = None):
@@ -99,7 +105,7 @@ def build_module(ref: KernelRef, device_id: int | None = None):
     exprs = ref.expressions
     functions = cubins.functions(ref.source_file, exprs, module_options(exprs))   # install-time cubins
     if functions is not None:
-        return functions[ref.expression] if len(exprs) == 1 else functions
+        return Loaded(functions[ref.expression] if len(exprs) == 1 else functions)
     module = cupy.RawModule(code=module_source(ref.source_file), options=runtime_options(exprs),
                             name_expressions=list(exprs), backend="nvrtc")
     functions = {e: module.get_function(e) for e in exprs}   # RawModule compiles on first use
@@ -136,8 +142,9 @@ class ModuleMemo:
             if not isinstance(exc, Exception):
                 raise
         else:
-            record = CompileRecord(ref, (time.perf_counter() - t0) * 1e3)
-            fut.set_result(fn)
+            loaded = isinstance(fn, Loaded)
+            record = CompileRecord(ref, (time.perf_counter() - t0) * 1e3, prebuilt=loaded)
+            fut.set_result(fn.value if loaded else fn)
         with self._lock:
             self.log.append(record)
             self.total_ms += record.ms
@@ -221,6 +228,14 @@ def compile_ms_total() -> float:
 
 def compiled_log() -> list[CompileRecord]:
     return list(_memo.log)
+
+
+def module_counts(since: int = 0) -> dict[str, int]:
+    """Modules this process built after the first `since` of its log: how many were loaded from
+    the install-time cubins and how many were compiled (or loaded from CuPy's disk cache)."""
+    built = [r for r in _memo.log[since:] if not r.error]
+    loaded = sum(r.prebuilt for r in built)
+    return {"modules_prebuilt": loaded, "modules_compiled": len(built) - loaded}
 
 
 # ---------------------------------------------------------------- which instantiations

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from .. import cache as cache_mod, dtypes, ops as op_specs
 from ..errors import AutosageError
 from ..graphs.csr import replayable_source
-from ..kernels import schedule as schedule_mod
+from ..kernels import compile as kcompile, schedule as schedule_mod
 from . import estimate, phases, policy, probe, roofline, sample, tune_features
 from .tune_features import features_version  # noqa: F401  (the CLI's graph memo checks it)
 from .measure import GpuMeasurer
@@ -46,7 +46,8 @@ class TuneResult:
     cache_hit: bool
     candidates: list[dict]          # every ranked native schedule: estimate, probe ms, error, status
     vendor: list[dict]              # every vendor algorithm on the probe graph
-    timings: dict                   # fingerprint_ms, features_ms, estimate_ms, sample_ms, compile_ms,
+    timings: dict                   # fingerprint_ms, features_ms, estimate_ms, sample_ms, compile_ms
+                                    # (modules_prebuilt: loaded from install-time cubins, modules_compiled),
                                     # probe_ms (without compile_ms), probe_gpu_ms, its split
                                     # probe_<phase>_ms (phases.PHASES, then probe_other_ms),
                                     # tune_ms (total less fingerprint and features), total_ms;
@@ -159,6 +160,7 @@ def tune(graph, op: str, k: int, heads: int = 1, *, cache=None, top_k: int = DEF
         return hit
 
     op_specs.check_graph_values(op, graph, dtype)
+    built_before = len(kcompile.compiled_log())
     features, features_ms, device_graph = tune_features.for_tune(graph, features, device_graph, measure, say)
 
     t = time.perf_counter()
@@ -195,7 +197,8 @@ def tune(graph, op: str, k: int, heads: int = 1, *, cache=None, top_k: int = DEF
     # tune_ms: the tuning itself, without hashing the graph and computing its features, which a
     # caller that has them (the benchmark: once per graph) does not pay per tune.
     timings = {"fingerprint_ms": fingerprint_ms, "features_ms": features_ms, "estimate_ms": estimate_ms,
-               **split, "tune_ms": total_ms - fingerprint_ms - features_ms, "total_ms": total_ms}
+               **split, **kcompile.module_counts(built_before),
+               "tune_ms": total_ms - fingerprint_ms - features_ms, "total_ms": total_ms}
     entry = {
         "graph": {"fingerprint": graph.fingerprint, "source": dict(graph.source),
                   "n_rows": graph.n_rows, "n_cols": graph.n_cols, "nnz": graph.nnz},

@@ -6,14 +6,16 @@ What is built comes from `cuda/prebuilt.json` (the listing, written by kernels/l
 schedule registry and the helper groups; a CPU test keeps it current): modules, each a kernel file
 with the name expressions instantiated in it and the options NVRTC gets for them. One nvcc call per
 module compiles the text NVRTC would compile (`module_text`) with every expression instantiated,
-for each architecture asked for, and ptxas names the kernels it compiled; their demangled names are
-matched to the expressions (`match_names`), so the loader can ask the cubin for each by its
-mangled name. The manifest records the architecture, the hash of the sources (a changed kernel file
+for each architecture asked for, and ptxas names the kernels it compiled; their demangled names
+(the C++ runtime's __cxa_demangle, else c++filt) are matched to the expressions (`match_names`), so
+the loader can ask the cubin for each by its mangled name. The manifest records the architecture, the hash of the sources (a changed kernel file
 makes every cubin stale: the loader then compiles with NVRTC as before) and, per module, its cubin
-and names. Without nvcc (or c++filt) nothing is built and nothing fails.
+and names. Without nvcc (or a demangler) nothing is built and nothing fails.
 """
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import hashlib
 import json
 import os
@@ -29,6 +31,10 @@ MANIFEST = "manifest.json"
 DEFAULT_ARCHS = ("90",)          # sm_90: H100/H200, the GPUs the kernels are tuned for
 _ENTRY = re.compile(r"Compiling entry function '([^']+)' for")
 _QUALIFIER = re.compile(r"\b[A-Za-z_]\w*::")
+# EDG-style demanglers (cu++filt) spell integral template arguments as casts, (int)8 or (bool)1,
+# and literals may carry suffixes (8u, 8ll); the GNU ones print 8 and true.
+_CAST = re.compile(r"\((?:(?:unsigned|signed|long|short|int|char|bool)\s*)+\)")
+_SUFFIX = re.compile(r"\b(\d+)(?:ull|ll|ul|u|l)\b", re.IGNORECASE)
 
 
 def sources_hash(cuda_dir: Path) -> str:
@@ -66,7 +72,9 @@ def _normal(name: str) -> str:
         if ch == "(" and depth == 0:
             name = name[:i]
             break
-    return _QUALIFIER.sub("", name).replace(" ", "")
+    name = _SUFFIX.sub(r"\1", _CAST.sub("", _QUALIFIER.sub("", name)))
+    name = re.sub(r"\btrue\b", "1", re.sub(r"\bfalse\b", "0", name))
+    return name.replace(" ", "")
 
 
 def match_names(expressions, demangled: dict[str, str]) -> dict[str, str]:
@@ -86,16 +94,45 @@ def match_names(expressions, demangled: dict[str, str]) -> dict[str, str]:
     return out
 
 
-def _demangle(names: list[str], cxxfilt: str) -> dict[str, str]:
+def _libstdcxx_demangler():
+    """abi::__cxa_demangle of the C++ runtime every Linux Python process can load (the GNU
+    spelling, as binutils' c++filt), or None where it cannot be loaded."""
+    try:
+        lib = ctypes.CDLL(ctypes.util.find_library("stdc++") or "libstdc++.so.6")
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        demangle = getattr(lib, "__cxa_demangle")
+    except (OSError, AttributeError):
+        return None
+    demangle.restype = ctypes.c_void_p
+    demangle.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
+    libc.free.argtypes = [ctypes.c_void_p]
+
+    def one(name: str) -> str:
+        status = ctypes.c_int(0)
+        ptr = demangle(name.encode(), None, None, ctypes.byref(status))
+        if status.value != 0 or not ptr:
+            return name          # not a mangled name (an extern "C" kernel)
+        try:
+            return ctypes.string_at(ptr).decode()
+        finally:
+            libc.free(ptr)
+    return one
+
+
+def _demangle(names: list[str], cxxfilt: str | None) -> dict[str, str]:
+    one = _libstdcxx_demangler()
+    if one is not None:
+        return {n: one(n) for n in names}
     proc = subprocess.run([cxxfilt], input="\n".join(names), capture_output=True, text=True, check=True)
     return dict(zip(names, proc.stdout.splitlines()))
 
 
-def tools() -> tuple[str, str] | None:
-    """(nvcc, c++filt) on PATH, or None when either is missing."""
+def tools() -> tuple[str, str | None] | None:
+    """(nvcc, a c++filt or None when the C++ runtime demangles), or None when nvcc or any
+    demangler is missing."""
     nvcc = shutil.which("nvcc")
-    cxxfilt = shutil.which("cu++filt") or shutil.which("c++filt")
-    return (nvcc, cxxfilt) if nvcc and cxxfilt else None
+    cxxfilt = None if _libstdcxx_demangler() else (shutil.which("c++filt") or shutil.which("cu++filt"))
+    return (nvcc, cxxfilt) if nvcc and (cxxfilt or _libstdcxx_demangler()) else None
 
 
 def build_module(module: dict, cuda_dir: Path, hash_: str, arch: str, dest: Path, nvcc: str,
@@ -113,16 +150,17 @@ def build_module(module: dict, cuda_dir: Path, hash_: str, arch: str, dest: Path
     if proc.returncode != 0:
         raise RuntimeError(f"nvcc failed on {module['name']}: {proc.stderr.strip()[-400:]}")
     names = match_names(module["expressions"], _demangle(_ENTRY.findall(proc.stderr), cxxfilt))
-    return {"file": module["file"], "options": list(module["options"]), "cubin": cubin.name, "names": names}
+    return {"file": module["file"], "options": list(module["options"]), "cubin": cubin.name, "names": names,
+            "unmatched": [e for e in module["expressions"] if e not in names]}
 
 
 def build(cuda_dir: Path, dest: Path, archs=DEFAULT_ARCHS, jobs: int | None = None, log=print) -> dict | None:
     """Build every module of the listing for every arch into `dest` (replaced), with its manifest;
-    the manifest, or None when nvcc or c++filt is missing or the listing is absent."""
+    the manifest, or None when nvcc or a demangler is missing or the listing is absent."""
     found = tools()
     listing_path = Path(cuda_dir) / LISTING
     if found is None or not listing_path.is_file():
-        log("autosage: no nvcc/c++filt or no cuda/prebuilt.json; kernels will compile on first use")
+        log("autosage: no nvcc (or demangler) or no cuda/prebuilt.json; kernels will compile on first use")
         return None
     nvcc, cxxfilt = found
     modules = json.loads(listing_path.read_text())["modules"]
@@ -143,7 +181,10 @@ def build(cuda_dir: Path, dest: Path, archs=DEFAULT_ARCHS, jobs: int | None = No
             except RuntimeError as exc:   # that module compiles with NVRTC at run time
                 failed.append(f"{exc}")
         manifest["archs"][arch] = built
+        unmatched = [e for m in built.values() for e in m["unmatched"]]
         log(f"autosage: {len(built)} prebuilt modules for sm_{arch}"
-            + (f", {len(failed)} failed: {failed[0]}" if failed else ""))
+            + (f", {len(failed)} failed: {failed[0]}" if failed else "")
+            + (f"; {len(unmatched)} kernels not named (they compile on first use): {unmatched[0]}"
+               if unmatched else ""))
     (dest / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
     return manifest

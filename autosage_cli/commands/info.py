@@ -49,9 +49,9 @@ def command(as_json):
 
 
 def prebuilt_line(built: dict) -> str:
-    """'PATH (72 modules for sm_90)', or why a tune compiles instead."""
+    """'PATH (72 modules, 878 kernels for sm_90)', or why a tune compiles instead."""
     if not built["modules"]:
         return f"{built['path']} (none: nvcc was not found at install; kernels compile on first use)"
     archs = ", ".join(f"sm_{a}" for a in built["archs"])
     stale = "" if built["current"] else "; stale: cuda/ changed since, kernels compile on first use"
-    return f"{built['path']} ({built['modules']} modules for {archs}{stale})"
+    return f"{built['path']} ({built['modules']} modules, {built['kernels']} kernels for {archs}{stale})"

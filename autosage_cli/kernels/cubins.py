@@ -101,9 +101,10 @@ def status() -> dict:
     modules, and whether they match these sources."""
     path = PREBUILT_DIR / prebuild.MANIFEST
     if not path.is_file():
-        return {"path": str(PREBUILT_DIR), "modules": 0, "archs": [], "current": False}
+        return {"path": str(PREBUILT_DIR), "modules": 0, "kernels": 0, "archs": [], "current": False}
     manifest = json.loads(path.read_text())
     archs = manifest.get("archs", {})
     return {"path": str(PREBUILT_DIR), "modules": sum(len(m) for m in archs.values()),
+            "kernels": sum(len(m["names"]) for mods in archs.values() for m in mods.values()),
             "archs": sorted(archs), "current": manifest.get("sources_hash") == sources_hash()}
 

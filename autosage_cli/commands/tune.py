@@ -130,11 +130,15 @@ def command(graph, dataset, root, k, op, heads, dtype, cache_path, top_k, budget
     if not (dry_run or retune) and _answer_from_memo(memo.recall(graph, dataset), op, k, heads, cache_path,
                                                      settings, progress, as_json, err):
         return
-    with err.status(f"loading {graph or dataset}…", spinner="dots"):   # no line left behind
-        g = load_input_graph(graph, dataset, root)
-    memo.remember(graph, dataset, g)
-    op_specs.check_graph_values(op, g, dtype, graph or dataset)
-    planned = _planned_case(g, graph or dataset, op, k, heads, full, dtype)
+    from ..scheduler.prefetch import Prefetch
+
+    # the GPU's initialisation and the vendor's imports run while the graph loads (not --dry-run)
+    with Prefetch(op, enabled=not dry_run) as ahead:
+        with err.status(f"loading {graph or dataset}…", spinner="dots"):   # no line left behind
+            g = load_input_graph(graph, dataset, root)
+        memo.remember(graph, dataset, g)
+        op_specs.check_graph_values(op, g, dtype, graph or dataset)
+        planned = _planned_case(g, graph or dataset, op, k, heads, full, dtype)
     if dry_run:
         dry_run_mod.report([planned], "autosage tune", as_json,
                            {"cache": str(cache_path or default_path())})
@@ -146,7 +150,7 @@ def command(graph, dataset, root, k, op, heads, dtype, cache_path, top_k, budget
 
     known = _remembered_features(memo, graph, dataset, g, progress)
     result = tune_mod.tune(g, op, k, heads, cache=DecisionCache(cache_path), progress=progress,
-                           retune=retune, features=known, **settings)
+                           retune=retune, features=known, **ahead.machine(), **settings)
     if known is None and not result.cache_hit and isinstance(result.entry.get("features"), dict):
         memo.remember(graph, dataset, g, features=(tune_mod.features_version(), result.entry["features"]))
     _emit(result, as_json, err)

@@ -107,6 +107,11 @@ def _environment():
     return environment.device_info(), environment.software_info()
 
 
+def machine() -> tuple[dict | None, dict]:
+    """This machine's device and software descriptions, as a tune's cache key records them."""
+    return _machine(None, None)
+
+
 def _machine(device_info: dict | None, software_info: dict | None) -> tuple[dict | None, dict]:
     """This machine's device and software descriptions where not given; the software always
     carries the hash of the cuda/ sources (a changed kernel must re-tune)."""

@@ -93,9 +93,9 @@ class Loaded(NamedTuple):
 
 
 def build_module(ref: KernelRef, device_id: int | None = None):
-    """Load the module of `ref` from the install-time cubins (kernels/cubins.py), else compile it
-    (or load it from CuPy's disk cache), and return its kernel (a module
-    of several expressions: {expression: kernel}). On a worker thread, `device_id` is the caller's
+    """Load the module of `ref` from the install-time cubins (kernels/cubins.py; wrapped in
+    `Loaded`), else compile it (or load it from CuPy's disk cache); its kernel, or for a module of
+    several expressions {expression: kernel}. On a worker thread, `device_id` is the caller's
     device, made current first (it also makes that device's context current, which loading a
     module needs)."""
     import cupy

@@ -14,7 +14,7 @@ import os
 import threading
 from pathlib import Path
 
-from ..cuda_sources import CUDA_DIR, sources_hash
+from ..cuda_sources import sources_hash
 from .. import prebuild
 
 PREBUILT_DIR = Path(os.environ.get("AUTOSAGE_PREBUILT_DIR", Path(__file__).resolve().parents[1] / "_cubins"))
@@ -24,8 +24,6 @@ def enabled() -> bool:
     return os.environ.get("AUTOSAGE_PREBUILT", "1") != "0"
 
 
-# ---------------------------------------------------------------- loading
-
 class Prebuilt:
     """The manifest of one cubin directory, and the cubins loaded from it in this process."""
 
@@ -33,7 +31,7 @@ class Prebuilt:
         self.directory = Path(directory)
         self._lock = threading.Lock()
         self._modules: dict[str, object] = {}
-        self._index: dict | None = None
+        self._index: dict[str, dict] = {}   # per architecture
         self.reason = ""
 
     def _load_index(self, arch: str) -> dict:
@@ -56,9 +54,9 @@ class Prebuilt:
 
     def index(self, arch: str) -> dict:
         with self._lock:
-            if self._index is None:
-                self._index = self._load_index(arch)
-            return self._index
+            if arch not in self._index:
+                self._index[arch] = self._load_index(arch)
+            return self._index[arch]
 
     def entries(self, source_file: str, expressions, options: list[str], arch: str) -> list | None:
         """The (cubin, mangled) of every expression, or None when one is missing or was built

@@ -29,6 +29,7 @@ from pathlib import Path
 LISTING = "prebuilt.json"
 MANIFEST = "manifest.json"
 DEFAULT_ARCHS = ("90",)          # sm_90: H100/H200, the GPUs the kernels are tuned for
+NVCC_TIMEOUT_S = 900             # one module; the largest takes about 20 s on 2 cores
 _ENTRY = re.compile(r"Compiling entry function '([^']+)' for")
 _QUALIFIER = re.compile(r"\b[A-Za-z_]\w*::")
 # EDG-style demanglers (cu++filt) spell integral template arguments as casts, (int)8 or (bool)1,
@@ -146,7 +147,10 @@ def build_module(module: dict, cuda_dir: Path, hash_: str, arch: str, dest: Path
         cu.write_text(text + "\n// instantiations (name expressions)\n" + instantiations(module["expressions"]) + "\n")
         cmd = [nvcc, f"-arch=sm_{arch}", "-cubin", "-ftz=true", *module["options"], f"-I{cuda_dir}",
                "-Xptxas", "-v", "-o", str(cubin), str(cu)]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=NVCC_TIMEOUT_S)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise RuntimeError(f"nvcc did not finish {module['name']}: {exc}") from None
     if proc.returncode != 0:
         raise RuntimeError(f"nvcc failed on {module['name']}: {proc.stderr.strip()[-400:]}")
     names = match_names(module["expressions"], _demangle(_ENTRY.findall(proc.stderr), cxxfilt))

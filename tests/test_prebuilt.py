@@ -145,3 +145,16 @@ def test_a_build_of_a_changed_source_tree_is_keyed_to_it(tmp_path):
     manifest = prebuild.build(cuda, tmp_path / "out", log=lambda message: None)
     assert manifest["sources_hash"] == prebuild.sources_hash(cuda) != sources_hash()
     assert set(manifest["archs"]["90"]["util/core"]["names"]) == set(subset["modules"][0]["expressions"])
+
+
+def test_a_module_nvcc_cannot_finish_is_left_to_nvrtc(tmp_path, monkeypatch):
+    """A hung or missing compiler fails that module only; the install goes on."""
+    import subprocess
+
+    def hung(cmd, **kw):
+        raise subprocess.TimeoutExpired(cmd, kw.get("timeout"))
+    monkeypatch.setattr(prebuild, "tools", lambda: ("nvcc", None))
+    monkeypatch.setattr(prebuild.subprocess, "run", hung)
+    messages = []
+    manifest = prebuild.build(CUDA_DIR, tmp_path / "out", log=messages.append)
+    assert manifest["archs"]["90"] == {} and "failed: nvcc did not finish" in messages[0]

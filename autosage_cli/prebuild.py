@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import hashlib
 import json
 import os
@@ -25,6 +26,7 @@ import subprocess
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Callable
 
 LISTING = "prebuilt.json"
 MANIFEST = "manifest.json"
@@ -95,9 +97,10 @@ def match_names(expressions, demangled: dict[str, str]) -> dict[str, str]:
     return out
 
 
-def _libstdcxx_demangler():
+@functools.lru_cache(maxsize=1)
+def _runtime_demangler():
     """abi::__cxa_demangle of the C++ runtime every Linux Python process can load (the GNU
-    spelling, as binutils' c++filt), or None where it cannot be loaded."""
+    spelling, as binutils' c++filt), as a function of one name; None where it cannot be loaded."""
     try:
         lib = ctypes.CDLL(ctypes.util.find_library("stdc++") or "libstdc++.so.6")
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
@@ -120,24 +123,29 @@ def _libstdcxx_demangler():
     return one
 
 
-def _demangle(names: list[str], cxxfilt: str | None) -> dict[str, str]:
-    one = _libstdcxx_demangler()
+def demangler() -> Callable[[list[str]], dict[str, str]] | None:
+    """names -> {mangled: demangled}: the C++ runtime's, else c++filt's; None without either."""
+    one = _runtime_demangler()
     if one is not None:
-        return {n: one(n) for n in names}
-    proc = subprocess.run([cxxfilt], input="\n".join(names), capture_output=True, text=True, check=True)
-    return dict(zip(names, proc.stdout.splitlines()))
+        return lambda names: {n: one(n) for n in names}
+    cxxfilt = shutil.which("c++filt") or shutil.which("cu++filt")
+    if cxxfilt is None:
+        return None
+
+    def run(names: list[str]) -> dict[str, str]:
+        proc = subprocess.run([cxxfilt], input="\n".join(names), capture_output=True, text=True, check=True)
+        return dict(zip(names, proc.stdout.splitlines()))
+    return run
 
 
-def tools() -> tuple[str, str | None] | None:
-    """(nvcc, a c++filt or None when the C++ runtime demangles), or None when nvcc or any
-    demangler is missing."""
-    nvcc = shutil.which("nvcc")
-    cxxfilt = None if _libstdcxx_demangler() else (shutil.which("c++filt") or shutil.which("cu++filt"))
-    return (nvcc, cxxfilt) if nvcc and (cxxfilt or _libstdcxx_demangler()) else None
+def tools() -> tuple[str, Callable] | None:
+    """(nvcc, a demangler), or None when nvcc or any demangler is missing."""
+    nvcc, demangle = shutil.which("nvcc"), demangler()
+    return (nvcc, demangle) if nvcc and demangle else None
 
 
 def build_module(module: dict, cuda_dir: Path, hash_: str, arch: str, dest: Path, nvcc: str,
-                 cxxfilt: str) -> dict:
+                 demangle: Callable) -> dict:
     """Compile one listing module for `arch` into dest; its manifest entry (cubin, names)."""
     cuda_dir = Path(cuda_dir)
     text = module_text((cuda_dir / module["file"]).read_text(), hash_)
@@ -153,7 +161,7 @@ def build_module(module: dict, cuda_dir: Path, hash_: str, arch: str, dest: Path
             raise RuntimeError(f"nvcc did not finish {module['name']}: {exc}") from None
     if proc.returncode != 0:
         raise RuntimeError(f"nvcc failed on {module['name']}: {proc.stderr.strip()[-400:]}")
-    names = match_names(module["expressions"], _demangle(_ENTRY.findall(proc.stderr), cxxfilt))
+    names = match_names(module["expressions"], demangle(_ENTRY.findall(proc.stderr)))
     return {"file": module["file"], "options": list(module["options"]), "cubin": cubin.name, "names": names,
             "unmatched": [e for e in module["expressions"] if e not in names]}
 
@@ -166,7 +174,7 @@ def build(cuda_dir: Path, dest: Path, archs=DEFAULT_ARCHS, jobs: int | None = No
     if found is None or not listing_path.is_file():
         log("autosage: no nvcc (or demangler) or no cuda/prebuilt.json; kernels will compile on first use")
         return None
-    nvcc, cxxfilt = found
+    nvcc, demangle = found
     modules = json.loads(listing_path.read_text())["modules"]
     hash_ = sources_hash(cuda_dir)
     dest = Path(dest)
@@ -176,7 +184,7 @@ def build(cuda_dir: Path, dest: Path, archs=DEFAULT_ARCHS, jobs: int | None = No
     jobs = jobs or min(32, os.cpu_count() or 1)
     for arch in archs:
         with ThreadPoolExecutor(jobs) as pool:
-            futures = {m["name"]: pool.submit(build_module, m, cuda_dir, hash_, arch, dest, nvcc, cxxfilt)
+            futures = {m["name"]: pool.submit(build_module, m, cuda_dir, hash_, arch, dest, nvcc, demangle)
                        for m in modules}
         built, failed = {}, []
         for name, fut in futures.items():

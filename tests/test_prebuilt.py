@@ -71,7 +71,7 @@ def test_the_build_module_imports_only_the_standard_library():
 
 def test_the_runtime_demangler_spells_kernels_as_nvrtc_expressions():
     mangled = "_Z10spmm_splitI13__nv_bfloat16Li8ELi8ELi2ELb1ELb0EEviPKiS2_"
-    names = prebuild._demangle([mangled, "autosage_fill_u32"], None)
+    names = prebuild.demangler()([mangled, "autosage_fill_u32"])
     assert names["autosage_fill_u32"] == "autosage_fill_u32"           # extern "C": as it is
     assert prebuild.match_names(["spmm_split<__nv_bfloat16, 8, 8, 2, true, false>"], names) == {
         "spmm_split<__nv_bfloat16, 8, 8, 2, true, false>": mangled}
@@ -115,9 +115,9 @@ def test_a_current_build_is_used_and_a_stale_or_foreign_one_is_not(tmp_path):
 def built(tmp_path_factory):
     """The package's cubins when the install built them from these sources (CI's install does,
     with nvcc), else a fresh build of the whole listing."""
-    manifest = cubins.PREBUILT_DIR / prebuild.MANIFEST
-    if manifest.is_file() and json.loads(manifest.read_text()).get("sources_hash") == sources_hash():
-        return cubins.PREBUILT_DIR, json.loads(manifest.read_text())
+    manifest = cubins.read_manifest()
+    if manifest is not None and cubins.is_current(manifest):
+        return cubins.PREBUILT_DIR, manifest
     if prebuild.tools() is None:
         pytest.skip("nvcc or c++filt is not on PATH")
     out = tmp_path_factory.mktemp("cubins")
@@ -153,7 +153,7 @@ def test_a_module_nvcc_cannot_finish_is_left_to_nvrtc(tmp_path, monkeypatch):
 
     def hung(cmd, **kw):
         raise subprocess.TimeoutExpired(cmd, kw.get("timeout"))
-    monkeypatch.setattr(prebuild, "tools", lambda: ("nvcc", None))
+    monkeypatch.setattr(prebuild, "tools", lambda: ("nvcc", lambda names: {}))
     monkeypatch.setattr(prebuild.subprocess, "run", hung)
     messages = []
     manifest = prebuild.build(CUDA_DIR, tmp_path / "out", log=messages.append)

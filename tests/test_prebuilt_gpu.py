@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from autosage_cli.cuda_sources import CUDA_DIR, sources_hash
+from autosage_cli.cuda_sources import CUDA_DIR
 from autosage_cli import prebuild
 from autosage_cli.kernels import cubins
 
@@ -25,8 +25,8 @@ DATASETS = ROOT / "datasets"
 
 @pytest.fixture(scope="module")
 def cubin_dir(tmp_path_factory) -> Path:
-    manifest = cubins.PREBUILT_DIR / prebuild.MANIFEST
-    if manifest.is_file() and json.loads(manifest.read_text()).get("sources_hash") == sources_hash():
+    manifest = cubins.read_manifest()
+    if manifest is not None and cubins.is_current(manifest):
         return cubins.PREBUILT_DIR
     if prebuild.tools() is None:
         pytest.skip("no install-time cubins of these sources and no nvcc/c++filt to build them")

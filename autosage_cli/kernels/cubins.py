@@ -20,6 +20,17 @@ from .. import prebuild
 PREBUILT_DIR = Path(os.environ.get("AUTOSAGE_PREBUILT_DIR", Path(__file__).resolve().parents[1] / "_cubins"))
 
 
+def read_manifest(directory: Path = PREBUILT_DIR) -> dict | None:
+    """The manifest of a cubin directory, or None where there is none."""
+    path = Path(directory) / prebuild.MANIFEST
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def is_current(manifest: dict) -> bool:
+    """Whether the cubins were built from the cuda/ sources of this tree."""
+    return manifest.get("sources_hash") == sources_hash()
+
+
 def enabled() -> bool:
     return os.environ.get("AUTOSAGE_PREBUILT", "1") != "0"
 
@@ -36,12 +47,11 @@ class Prebuilt:
 
     def _load_index(self, arch: str) -> dict:
         """(file, expression) -> (cubin, mangled name, options) for `arch`, or {} with a reason."""
-        path = self.directory / prebuild.MANIFEST
-        if not path.is_file():
+        manifest = read_manifest(self.directory)
+        if manifest is None:
             self.reason = f"no prebuilt kernels in {self.directory}"
             return {}
-        manifest = json.loads(path.read_text())
-        if manifest.get("sources_hash") != sources_hash():
+        if not is_current(manifest):
             self.reason = "the prebuilt kernels were built from other cuda/ sources"
             return {}
         modules = manifest.get("archs", {}).get(arch)
@@ -97,12 +107,11 @@ def functions(source_file: str, expressions, options: list[str]) -> dict | None:
 def status() -> dict:
     """What `autosage info` shows: where the cubins are, for which architectures, how many
     modules, and whether they match these sources."""
-    path = PREBUILT_DIR / prebuild.MANIFEST
-    if not path.is_file():
+    manifest = read_manifest()
+    if manifest is None:
         return {"path": str(PREBUILT_DIR), "modules": 0, "kernels": 0, "archs": [], "current": False}
-    manifest = json.loads(path.read_text())
     archs = manifest.get("archs", {})
     return {"path": str(PREBUILT_DIR), "modules": sum(len(m) for m in archs.values()),
             "kernels": sum(len(m["names"]) for mods in archs.values() for m in mods.values()),
-            "archs": sorted(archs), "current": manifest.get("sources_hash") == sources_hash()}
+            "archs": sorted(archs), "current": is_current(manifest)}
 

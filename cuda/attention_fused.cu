@@ -36,8 +36,12 @@
 namespace attention_fused_detail {
 
 using autosage::group_mask;
+using autosage::load_raw;
 using autosage::load_vec;
+using autosage::Raw;
 using autosage::store_vec;
+using autosage::unpack_raw;
+using autosage::zero_raw;
 
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
 
@@ -58,9 +62,11 @@ struct State {
 // Fold one step of E scores (log2 domain, -inf for padding edges) and their V rows into `st`:
 //   m' = max(m, s_1..s_E);  l = l * 2^(m - m') + sum_e 2^(s_e - m');  acc likewise.
 // m_new (= m') is finite: the step's first edge is always valid. First step: m = -inf gives alpha = 0.
-template <int E, int NV, int VEC>
+// The V rows arrive as loaded (Raw: a 2-byte type's 8 elements in 4 registers) and are converted
+// edge by edge here, so the step's loads stay in flight in half the registers.
+template <typename T, int E, int NV, int VEC>
 __device__ __forceinline__ void fold_step(State<NV, VEC>& st, const float (&s)[E], float m_new,
-                                          const float (&vv)[E][NV][VEC]) {
+                                          const Raw<T, VEC> (&vv)[E][NV]) {
   const float alpha = fast_exp2(st.m - m_new);
   st.m = m_new;
   st.l *= alpha;
@@ -75,8 +81,10 @@ __device__ __forceinline__ void fold_step(State<NV, VEC>& st, const float (&s)[E
     st.l += p;
 #pragma unroll
     for (int c = 0; c < NV; ++c) {
+      float x[VEC];
+      unpack_raw<T, VEC>(vv[u][c], x);
 #pragma unroll
-      for (int v = 0; v < VEC; ++v) st.acc[c][v] = fmaf(p, vv[u][c][v], st.acc[c][v]);
+      for (int v = 0; v < VEC; ++v) st.acc[c][v] = fmaf(p, x[v], st.acc[c][v]);
     }
   }
 }
@@ -114,7 +122,8 @@ __device__ __forceinline__ void attend_edges(
     }
     const int n = (stop - base < W) ? (int)(stop - base) : W;
     for (int e0 = 0; e0 < n; e0 += E) {
-      float kv[E][NV][VEC], vv[E][NV][VEC], s[E];
+      Raw<T, VEC> kv[E][NV], vv[E][NV];
+      float s[E];
       bool ok[E];
 #pragma unroll
       for (int u = 0; u < E; ++u) {
@@ -125,11 +134,11 @@ __device__ __forceinline__ void attend_edges(
         for (int c = 0; c < NV; ++c) {
           const int f = (c * LANES + g_lane) * VEC;
           if (ok[u] && f < d) {
-            load_vec<VEC>(Kmat + off + f, kv[u][c]);
-            load_vec<VEC>(Vmat + off + f, vv[u][c]);
+            load_raw<T, VEC>(Kmat + off + f, kv[u][c]);
+            load_raw<T, VEC>(Vmat + off + f, vv[u][c]);
           } else {
-#pragma unroll
-            for (int v = 0; v < VEC; ++v) { kv[u][c][v] = 0.f; vv[u][c][v] = 0.f; }
+            zero_raw<T, VEC>(kv[u][c]);
+            zero_raw<T, VEC>(vv[u][c]);
           }
         }
       }
@@ -138,8 +147,10 @@ __device__ __forceinline__ void attend_edges(
         float dot = 0.f;
 #pragma unroll
         for (int c = 0; c < NV; ++c) {
+          float x[VEC];
+          unpack_raw<T, VEC>(kv[u][c], x);
 #pragma unroll
-          for (int v = 0; v < VEC; ++v) dot = fmaf(q[c][v], kv[u][c][v], dot);
+          for (int v = 0; v < VEC; ++v) dot = fmaf(q[c][v], x[v], dot);
         }
         s[u] = dot;
       }
@@ -157,7 +168,7 @@ __device__ __forceinline__ void attend_edges(
         s[u] = ok[u] ? s[u] + b : neg_inf();
         m_new = fmaxf(m_new, s[u]);
       }
-      fold_step<E, NV, VEC>(st, s, m_new, vv);
+      fold_step<T, E, NV, VEC>(st, s, m_new, vv);
     }
   }
 }
@@ -398,7 +409,8 @@ __device__ __forceinline__ void attend_edges_additive(
     if (en < stop) col_next = indices[en];
     const int n = (stop - base < W) ? (int)(stop - base) : W;
     for (int e0 = 0; e0 < n; e0 += E) {
-      float vv[E][NV][VEC], s[E];
+      Raw<T, VEC> vv[E][NV];
+      float s[E];
 #pragma unroll
       for (int u = 0; u < E; ++u) {
         const I col = __shfl_sync(mask, col_mine, e0 + u, W);
@@ -409,10 +421,9 @@ __device__ __forceinline__ void attend_edges_additive(
         for (int c = 0; c < NV; ++c) {
           const int f = (c * LANES + g_lane) * VEC;
           if (ok && f < d) {
-            load_vec<VEC>(Vmat + off + f, vv[u][c]);
+            load_raw<T, VEC>(Vmat + off + f, vv[u][c]);
           } else {
-#pragma unroll
-            for (int v = 0; v < VEC; ++v) vv[u][c][v] = 0.f;
+            zero_raw<T, VEC>(vv[u][c]);
           }
         }
         const float x = a_dst + s[u];
@@ -421,7 +432,7 @@ __device__ __forceinline__ void attend_edges_additive(
       float m_new = st.m;
 #pragma unroll
       for (int u = 0; u < E; ++u) m_new = fmaxf(m_new, s[u]);
-      fold_step<E, NV, VEC>(st, s, m_new, vv);
+      fold_step<T, E, NV, VEC>(st, s, m_new, vv);
     }
   }
 }

@@ -223,6 +223,59 @@ __device__ __forceinline__ void store_vec(__nv_bfloat16* __restrict__ p, const f
 }
 #endif  // AUTOSAGE_2BYTE_TYPES
 
+// ------------------------------------------------------------------ staged (unconverted) vectors
+// A loop that keeps U edges' loads in flight holds them in registers until it uses them. Held as
+// floats, V 2-byte elements take V registers; held as loaded, V/2. Raw<T, V> is the loaded form
+// (float: the floats themselves), load_raw fills it with the same single load as load_vec and
+// unpack_raw converts it where it is used, so a 16-byte bf16 load staged for 4 edges costs 16
+// registers instead of 32 (the G = 8 split shapes then keep 4 edges in flight under the 64-register
+// cap without spilling: nvcc 13.0, sm_90).
+
+template <typename T> constexpr bool kIsFloat = false;
+template <> constexpr bool kIsFloat<float> = true;
+
+template <typename T, int V> struct Raw { float f[V]; };
+#if AUTOSAGE_2BYTE_TYPES
+template <> struct Bits<1> { using type = unsigned short; };
+template <int V> struct Raw<__half, V> { typename Bits<V>::type bits; };
+template <int V> struct Raw<__nv_bfloat16, V> { typename Bits<V>::type bits; };
+#endif
+
+template <typename T, int V>
+__device__ __forceinline__ void load_raw(const T* __restrict__ p, Raw<T, V>& r) {
+    if constexpr (kIsFloat<T>) {
+        load_vec<V>(p, r.f);
+    } else {
+        r.bits = __ldg(reinterpret_cast<const decltype(r.bits)*>(p));
+    }
+}
+
+// The loaded form of V zeros (all-zero bits are +0 in every type).
+template <typename T, int V>
+__device__ __forceinline__ void zero_raw(Raw<T, V>& r) {
+    if constexpr (kIsFloat<T>) {
+#pragma unroll
+        for (int v = 0; v < V; ++v) r.f[v] = 0.0f;
+    } else {
+        r.bits = {};
+    }
+}
+
+template <typename T, int V>
+__device__ __forceinline__ void unpack_raw(const Raw<T, V>& r, float (&out)[V]) {
+    if constexpr (kIsFloat<T>) {
+#pragma unroll
+        for (int v = 0; v < V; ++v) out[v] = r.f[v];
+    }
+#if AUTOSAGE_2BYTE_TYPES
+    else if constexpr (V == 1) {
+        out[0] = to_float(*reinterpret_cast<const T*>(&r.bits));
+    } else {
+        unpack<T, V>(r.bits, out);
+    }
+#endif
+}
+
 // ------------------------------------------------------------------ the rest
 
 template <int V>

@@ -30,18 +30,21 @@ __device__ __forceinline__ void group_row_accumulate(int begin, int end,
     for (; e + U <= end; e += U) {
         int c[U];
         float a[U];
-        float b[U][V];
+        Raw<T, V> staged[U];  // as loaded: converted only where it is used
 #pragma unroll
         for (int u = 0; u < U; ++u) {
             c[u] = __ldg(indices + e + u);
             a[u] = VALUES ? to_float(load_scalar(values + e + u)) : 1.0f;
         }
 #pragma unroll
-        for (int u = 0; u < U; ++u) load_vec<V>(B + c[u] * ldb + col, b[u]);
+        for (int u = 0; u < U; ++u) load_raw<T, V>(B + c[u] * ldb + col, staged[u]);
 #pragma unroll
-        for (int u = 0; u < U; ++u)
+        for (int u = 0; u < U; ++u) {
+            float b[V];
+            unpack_raw<T, V>(staged[u], b);
 #pragma unroll
-            for (int v = 0; v < V; ++v) acc[v] = VALUES ? fmaf(a[u], b[u][v], acc[v]) : acc[v] + b[u][v];
+            for (int v = 0; v < V; ++v) acc[v] = VALUES ? fmaf(a[u], b[v], acc[v]) : acc[v] + b[v];
+        }
     }
 #pragma unroll 1
     for (; e < end; ++e) {
@@ -121,25 +124,27 @@ __device__ __forceinline__ void warp_range_accumulate(int begin, int end,
                 a[u] = VALUES ? __shfl_sync(AUTOSAGE_FULL_MASK, cur_a, src) : 1.0f;
                 ok[u] = src < cnt;
             }
-            float b[UU][P][V];
+            Raw<T, V> staged[UU][P];  // as loaded: converted only where it is used
 #pragma unroll
             for (int u = 0; u < UU; ++u)
 #pragma unroll
                 for (int p = 0; p < P; ++p) {
                     if (ok[u] && col_ok[p]) {
-                        load_vec<V>(B + c[u] * ldb + col0 + p * G * V, b[u][p]);
+                        load_raw<T, V>(B + c[u] * ldb + col0 + p * G * V, staged[u][p]);
                     } else {
-#pragma unroll
-                        for (int v = 0; v < V; ++v) b[u][p][v] = 0.0f;
+                        zero_raw<T, V>(staged[u][p]);
                     }
                 }
 #pragma unroll
             for (int u = 0; u < UU; ++u)
 #pragma unroll
-                for (int p = 0; p < P; ++p)
+                for (int p = 0; p < P; ++p) {
+                    float b[V];
+                    unpack_raw<T, V>(staged[u][p], b);
 #pragma unroll
                     for (int v = 0; v < V; ++v)
-                        acc[p][v] = VALUES ? fmaf(a[u], b[u][p][v], acc[p][v]) : acc[p][v] + b[u][p][v];
+                        acc[p][v] = VALUES ? fmaf(a[u], b[v], acc[p][v]) : acc[p][v] + b[v];
+                }
             if ((j0 + UU) * E >= cnt) break;  // uniform across the warp
         }
     }

@@ -2,8 +2,9 @@
 # One call on the lent H200 (the device tool runs it in the repository root, with .whl carried):
 # install the carried wheels and the project, then the steps named in STEPS, each cut to what is
 # left of DEADLINE_S (the tool stops a call at 600 s). Logs and results come back under $OUT.
-#   STEPS    space-separated: tests first_run first_run_nvrtc profile train bench (default: tests
-#            first_run bench)
+#   STEPS    space-separated: tests first_run first_run_nvrtc profile train exp bench (default:
+#            tests first_run bench)
+#   EXP, EXP_CAP  the exp step's shell command (an experiment script writing under $OUT) and cap (s)
 #   BENCH    arguments for `autosage bench` (the results directory is RESULTS)
 #   TRAIN_ARGS, TRAIN_CAP  arguments and time cap (s) of the train step (`autosage bench --suite
 #            training`, results in $OUT/train)
@@ -73,6 +74,8 @@ for step in ${STEPS:-tests first_run bench}; do
                t0=$(date +%s.%N); timeout "$(cap 120)" python3 -X importtime -m autosage_cli.cli tune $t --retune \
                    --cache "$OUT/profile-$n.json" --json >"$OUT/profile-$n.json.out" 2>"$OUT/importtime-$n.txt"
                echo "unprofiled miss: $(awk "BEGIN{print $(date +%s.%N) - $t0}") s wall" | tee -a "$OUT/profile-$n.txt"; done ;;
+    exp)   # an experiment script (EXP: a shell command; it writes what it keeps under $OUT)
+           timeout "$(cap ${EXP_CAP:-300})" bash -c "${EXP:-true}" 2>&1 | tee "$OUT/exp.log" | tail -n 60 ;;
     bench) mkdir -p "$RESULTS"
            timeout "$(cap 600)" autosage bench ${BENCH:-} --out "$RESULTS" --cache "$RESULTS/decisions.json" \
                2>"$OUT/bench.stderr" | tail -n 60; tail -n 15 "$OUT/bench.stderr"

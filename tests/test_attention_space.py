@@ -137,6 +137,8 @@ def test_split_segments_cover_every_edge_once():
         covered[chunk_begin[c]:end] += 1
     light = seg_rows[n_chunks:]
     assert sorted(light.tolist()) == [r for r in range(60) if r not in (0, 7, 59)]
+    bins = np.floor(np.log2(deg[light] + 1.0))
+    assert (np.diff(bins) <= 0).all()  # a warp's rows come from one degree bin where it can
     for row in light:
         covered[indptr[row]:indptr[row + 1]] += 1
     assert (covered == 1).all()
@@ -147,7 +149,8 @@ def test_split_segments_cover_every_edge_once():
 def test_split_segments_without_heavy_rows_and_int64():
     indptr = np.array([0, 0, 3, 3], dtype=np.int64)
     seg_rows, chunk_begin, heavy, chunk_ptr = split_segments(indptr, 512, 256)
-    assert seg_rows.tolist() == [0, 1, 2] and chunk_begin.size == 0 and heavy.size == 0
+    # light rows longest degree bin first, ascending ids within a bin
+    assert seg_rows.tolist() == [1, 0, 2] and chunk_begin.size == 0 and heavy.size == 0
     assert chunk_ptr.tolist() == [0] and seg_rows.dtype == np.int64
 
 

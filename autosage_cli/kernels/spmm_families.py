@@ -268,18 +268,19 @@ def _stream_space(make) -> list:
 # families' hub shapes (their float partials take 32 bytes per lane: cuda/common.cuh store_partials).
 HALF_VEC = 8
 HALF_SUBWARP_LANES = (2, 4, 8, 16, 32)
-# (lanes, split, chunk, reduce, unroll) per split family. split's sub-warp light rows keep 2 edges
-# in flight (4 spilled: 8 halves x 4 edges next to the heavy-chunk path's registers, nvcc 13.0
-# sm_90), as do splitwarp's G = 8, 16. Those cover K = 64, 128 in one pass of 16-byte loads: without
-# them the bf16 choices at K = 64 on reddit-/products-like were 8-byte-load shapes (split.g16.v4;
-# H200, 39c4129) and ran only 1.12-1.15x faster than float32, twice the load instructions per byte
-# being one reading of why (these shapes are not yet measured).
-HALF_SPLIT_SHAPES = {"split": ((4, 256, 256, "atomic", 2), (16, 256, 256, "atomic", 2),
-                               (8, 256, 256, "atomic", 2)),
+# (lanes, split, chunk, reduce, unroll) per split family. G = 8 and 16 cover K = 64, 128 in one pass
+# of 16-byte loads. The loads in flight are held as loaded (cuda/common.cuh Raw: 8 halves in 4
+# registers), which leaves room under the 64-register cap for more edges in flight: split G = 8
+# keeps 8 (64 registers, no spill; G = 16 spills at 8 and keeps 4), splitwarp G = 16 and warprow
+# G = 8 keep 4. On the H200 (bf16, reddit-/products-like, bf87f24) these were each shape's fastest
+# or within 3% of it; splitwarp G = 8 ran as fast with 2 as with 4 or 8 and keeps 2 (fewer
+# registers).
+HALF_SPLIT_SHAPES = {"split": ((4, 256, 256, "atomic", 2), (16, 256, 256, "atomic", 4),
+                               (8, 256, 256, "atomic", 8)),
                      "splitwarp": ((32, 2048, 512, "atomic", 4), (32, 2048, 1024, "twophase", 4),
-                                   (8, 2048, 512, "atomic", 2), (16, 2048, 512, "atomic", 2))}
-# (lanes, unroll) of warprow's 16-byte half shapes: G = 8 keeps 2 staged edges in flight (4 spilled).
-HALF_WARPROW_SHAPES = ((32, 4), (8, 2), (16, 4))
+                                   (8, 2048, 512, "atomic", 2), (16, 2048, 512, "atomic", 4))}
+# (lanes, unroll) of warprow's 16-byte half shapes.
+HALF_WARPROW_SHAPES = ((32, 4), (8, 4), (16, 4))
 
 
 def _subwarp_half(make) -> list:

@@ -57,7 +57,7 @@ from autosage_cli.kernels import compile as kc, cubins
 d = DeviceGraph.from_host(load_graph(dataset="cora", root=sys.argv[1]))
 out = {}
 for name, k, dtype in (("spmm.warprow.g16.v4.t256.u4", 64, "float32"),
-                       ("spmm.split.g8.v8.t256.u2.s256c256a", 64, "bfloat16"),
+                       ("spmm.split.g8.v8.t256.u8.s256c256a", 64, "bfloat16"),
                        ("sddmm.edge.g4.v4.t256.u2", 32, "float16")):
     plan = native.prepare(d, name, k, 1, None, dtype)
     inputs = ops.make_inputs(plan.op, d, k, 1, 3, dtype)

@@ -3,7 +3,8 @@
 environment holds setuptools alone) into the package's `_cubins/`, so that a first tune loads its
 kernels instead of compiling them. Without nvcc nothing is built: kernels compile on first use.
 AUTOSAGE_BUILD_CUBINS=0 skips the build; AUTOSAGE_CUBIN_ARCHS (e.g. "80,90") picks the
-architectures (default sm_90). Everything else is in pyproject.toml."""
+architectures (default sm_90). A built (non-editable) install also carries the kernel sources, the
+top-level cuda/, as the package's `_cuda/`. Everything else is in pyproject.toml."""
 import importlib.util
 import os
 from pathlib import Path
@@ -24,11 +25,14 @@ def _prebuild():
 class BuildPyWithCubins(build_py):
     def run(self):
         super().run()
+        prebuild = _prebuild()
+        # An editable install imports the package from the source tree (cuda/ beside it, the
+        # cubins into it); a built one carries its own copy of the kernel sources.
+        root = HERE if self.editable_mode else Path(self.build_lib)
+        if not self.editable_mode:
+            prebuild.copy_sources(HERE / "cuda", root / "autosage_cli" / "_cuda")
         if os.environ.get("AUTOSAGE_BUILD_CUBINS", "1") == "0":
             return
-        prebuild = _prebuild()
-        # An editable install imports the package from the source tree: the cubins go there.
-        root = HERE if self.editable_mode else Path(self.build_lib)
         archs = tuple(a.strip().removeprefix("sm_") for a in
                       os.environ.get("AUTOSAGE_CUBIN_ARCHS", ",".join(prebuild.DEFAULT_ARCHS)).split(",") if a.strip())
         try:

@@ -9,7 +9,12 @@ from pathlib import Path
 from .errors import AutosageError
 from . import prebuild   # standard library only (setup.py loads it at install time)
 
-CUDA_DIR = Path(os.environ.get("AUTOSAGE_CUDA_DIR", Path(__file__).resolve().parents[1] / "cuda"))
+# A built (non-editable) install carries a copy of cuda/ inside the package (setup.py writes it
+# to _cuda/ at build time); a source tree or an editable install reads the top-level cuda/ itself.
+PACKAGED_CUDA = Path(__file__).resolve().parent / "_cuda"
+SOURCE_TREE_CUDA = Path(__file__).resolve().parents[1] / "cuda"
+CUDA_DIR = Path(os.environ.get("AUTOSAGE_CUDA_DIR")
+                or (PACKAGED_CUDA if PACKAGED_CUDA.is_dir() else SOURCE_TREE_CUDA))
 
 
 def kernel_source(filename: str) -> str:

@@ -51,6 +51,18 @@ def sources_hash(cuda_dir: Path) -> str:
     return h.hexdigest()
 
 
+def copy_sources(cuda_dir: Path, dest: Path) -> int:
+    """Copy the kernel sources (.cu, .cuh) and the module listing of `cuda_dir` into `dest`: a built
+    install's package carries them there (cuda_sources.PACKAGED_CUDA), since the top-level cuda/
+    is not part of it. Returns the number of files copied."""
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    files = [p for p in sorted(Path(cuda_dir).glob("*")) if p.suffix in (".cu", ".cuh") or p.name == LISTING]
+    for path in files:
+        shutil.copyfile(path, dest / path.name)
+    return len(files)
+
+
 def module_text(source: str, hash_: str) -> str:
     """The text a module is compiled from: the file, then a comment naming the hash of every
     source (CuPy's disk cache keys a module on its text, not on the headers it includes)."""

@@ -3,6 +3,7 @@ sources and their module listing inside the package (setup.py -> autosage_cli/_c
 installed package reads them there, with the same sources hash as the tree (CPU)."""
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -29,7 +30,9 @@ def wheel(tmp_path_factory) -> Path:
     shutil.copytree(ROOT / "autosage_cli", src / "autosage_cli",
                     ignore=shutil.ignore_patterns("__pycache__", "_cubins", "_cuda"))
     env = dict(os.environ, AUTOSAGE_BUILD_CUBINS="0")
-    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+    # Build with the setuptools at hand where there is one (no download); else pip's isolated build.
+    isolation = ["--no-build-isolation"] if importlib.util.find_spec("setuptools") else []
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", *isolation,
                            "-q", "-w", str(out), str(src)], capture_output=True, text=True, env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
     (found,) = out.glob("autosage-*.whl")

@@ -272,9 +272,9 @@ HALF_SUBWARP_LANES = (2, 4, 8, 16, 32)
 # of 16-byte loads. The loads in flight are held as loaded (cuda/common.cuh Raw: 8 halves in 4
 # registers), which leaves room under the 64-register cap for more edges in flight: split G = 8
 # keeps 8 (64 registers, no spill; G = 16 spills at 8 and keeps 4), splitwarp G = 16 and warprow
-# G = 8 keep 4. On the H200 (bf16, reddit-/products-like, bf87f24) these were each shape's fastest
-# or within 3% of it; splitwarp G = 8 ran as fast with 2 as with 4 or 8 and keeps 2 (fewer
-# registers).
+# G = 8 keep 4, splitwarp G = 8 keeps 2 (fewer registers). On the H200 (bf16, reddit-/products-like,
+# K = 64 and 128, bf87f24) each kept U was its shape's fastest or within 4% of it, except split
+# G = 16, whose U = 8 ran up to 6% faster on products-like but spills.
 HALF_SPLIT_SHAPES = {"split": ((4, 256, 256, "atomic", 2), (16, 256, 256, "atomic", 4),
                                (8, 256, 256, "atomic", 8)),
                      "splitwarp": ((32, 2048, 512, "atomic", 4), (32, 2048, 1024, "twophase", 4),

@@ -54,10 +54,14 @@ def sources_hash(cuda_dir: Path) -> str:
 def copy_sources(cuda_dir: Path, dest: Path) -> int:
     """Copy the kernel sources (.cu, .cuh) and the module listing of `cuda_dir` into `dest`: a built
     install's package carries them there (cuda_sources.PACKAGED_CUDA), since the top-level cuda/
-    is not part of it. Returns the number of files copied."""
+    is not part of it. Returns the number of files copied. A tree without kernel sources (an
+    sdist made without MANIFEST.in's `graft cuda`) fails here rather than install a package that
+    cannot build a kernel."""
     dest = Path(dest)
-    dest.mkdir(parents=True, exist_ok=True)
     files = [p for p in sorted(Path(cuda_dir).glob("*")) if p.suffix in (".cu", ".cuh") or p.name == LISTING]
+    if not any(p.suffix == ".cu" for p in files):
+        raise FileNotFoundError(f"no kernel sources (.cu) in {cuda_dir}")
+    dest.mkdir(parents=True, exist_ok=True)
     for path in files:
         shutil.copyfile(path, dest / path.name)
     return len(files)

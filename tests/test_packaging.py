@@ -1,6 +1,7 @@
 """A built (non-editable) install works away from the source tree: the wheel carries the kernel
 sources and their module listing inside the package (setup.py -> autosage_cli/_cuda), and the
-installed package reads them there, with the same sources hash as the tree (CPU)."""
+installed package reads them there, with the same sources hash as the tree; an sdist carries cuda/
+(MANIFEST.in) for the wheel built from it (CPU)."""
 from __future__ import annotations
 
 import importlib.util
@@ -9,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -17,6 +19,7 @@ import pytest
 from autosage_cli import cuda_sources, prebuild
 
 ROOT = Path(__file__).resolve().parents[1]
+SOURCE_FILES = ("pyproject.toml", "setup.py", "README.md", "MANIFEST.in")
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +27,7 @@ def wheel(tmp_path_factory) -> Path:
     """A wheel built from a clean copy of what the build reads (the tree's own build/ folder could
     hand a stale package to setuptools), without cubins: the sources are the point here."""
     src, out = tmp_path_factory.mktemp("src"), tmp_path_factory.mktemp("wheel")
-    for name in ("pyproject.toml", "setup.py", "README.md"):
+    for name in SOURCE_FILES:
         shutil.copyfile(ROOT / name, src / name)
     shutil.copytree(ROOT / "cuda", src / "cuda")
     shutil.copytree(ROOT / "autosage_cli", src / "autosage_cli",
@@ -63,3 +66,30 @@ def test_the_installed_package_reads_its_own_sources(wheel, tmp_path):
     assert Path(cuda_dir) == target / "autosage_cli" / "_cuda"
     assert hash_ == prebuild.sources_hash(cuda_sources.SOURCE_TREE_CUDA)
     assert size == len((cuda_sources.SOURCE_TREE_CUDA / "spmm_split.cu").read_text())
+
+
+def test_the_sdist_carries_the_kernel_sources(tmp_path):
+    """An sdist is what a wheel may later be built from: without cuda/ in it, that build fails
+    (prebuild.copy_sources) instead of installing a package with no kernels."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in SOURCE_FILES:
+        shutil.copyfile(ROOT / name, src / name)
+    shutil.copytree(ROOT / "cuda", src / "cuda")
+    shutil.copytree(ROOT / "autosage_cli", src / "autosage_cli",
+                    ignore=shutil.ignore_patterns("__pycache__", "_cubins", "_cuda"))
+    proc = subprocess.run([sys.executable, "setup.py", "-q", "sdist", "-d", str(tmp_path / "dist")],
+                          cwd=src, capture_output=True, text=True, env=dict(os.environ, AUTOSAGE_BUILD_CUBINS="0"))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (sdist,) = (tmp_path / "dist").glob("autosage-*.tar.gz")
+    with tarfile.open(sdist) as tar:
+        names = {Path(n).relative_to(Path(n).parts[0]).as_posix() for n in tar.getnames() if len(Path(n).parts) > 1}
+    wanted = {f"cuda/{p.name}" for p in (ROOT / "cuda").iterdir()
+              if p.suffix in (".cu", ".cuh") or p.name == prebuild.LISTING}
+    assert wanted <= names, sorted(wanted - names)
+
+
+def test_copying_from_a_tree_without_kernels_fails(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no kernel sources"):
+        prebuild.copy_sources(tmp_path, tmp_path / "_cuda")
+    assert not (tmp_path / "_cuda").exists()

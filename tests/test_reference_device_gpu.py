@@ -30,7 +30,11 @@ def _host(op, dgraph, inputs, scale, dtype):
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 @pytest.mark.parametrize("op,k,heads,scale", [("spmm", 33, 1, None), ("sddmm", 24, 1, None),
-                                               ("attention", 16, 4, None), ("attention", 64, 1, 0.3)])
+                                               ("attention", 16, 4, None), ("attention", 64, 1, 0.3),
+                                               # a warp per (row, head): d below, across and above
+                                               # the warp's 32 lanes
+                                               ("attention", 1, 2, None), ("attention", 33, 3, None),
+                                               ("attention", 100, 1, None)])
 def test_the_device_reference_is_the_host_reference(dgraph, dtype, op, k, heads, scale):
     inputs = ops.make_inputs(op, dgraph, k, heads, seed=3, dtype=dtype)
     got = ops.device_reference(op, dgraph, inputs, scale, dtype)   # None would be the host fallback
@@ -50,3 +54,15 @@ def test_the_host_reference_when_the_device_cannot_hold_it(dgraph, monkeypatch):
     got = GpuMeasurer().reference("attention", dgraph, inputs, None, "bfloat16")
     np.testing.assert_allclose(got.get(), _host("attention", dgraph, inputs, None, "bfloat16"), rtol=1e-12)
     assert reference_device.device_bytes(dgraph, inputs, 10, 3) > 1 << 20
+
+
+def test_the_attention_reference_walks_a_grid_smaller_than_its_warps(dgraph, monkeypatch):
+    """One block of 8 warps strides over all (row, head) pairs: the same bits as a warp each."""
+    from autosage_cli.kernels import util
+
+    inputs = ops.make_inputs("attention", dgraph, 40, 3, seed=5, dtype="bfloat16")
+    full = ops.device_reference("attention", dgraph, inputs, None, "bfloat16").get()
+    monkeypatch.setattr(util, "MAX_BLOCKS", 1)
+    strided = ops.device_reference("attention", dgraph, inputs, None, "bfloat16").get()
+    np.testing.assert_array_equal(strided, full)
+    assert np.abs(full).sum() > 0

@@ -11,7 +11,7 @@ same arithmetic in float64 on the GPU, in seconds:
   sddmm      out[e] = a_e <X[i], Y[j]>                     (helper module: a thread per edge)
   attention  per head, s_e = scale <Q[i], K[j]>; p = the row softmax of s (the row maximum first);
              O[i] = sum_e p_e V[j]; rows without edges give zeros; A's values unused (helper
-             module: a thread per (row, head))
+             module: a warp per (row, head))
 Inputs are read as stored (bfloat16 as its bit patterns, exactly widened) and A's values rounded
 to the type as the plans read them (value_arrays.graph_values), as the host reference does. On the device
 the helper module (kernels/util.py) sums each output in CSR order, in float64; the array-module

@@ -304,7 +304,8 @@ def reference_attention(indptr, indices, Q, K, V, scale: float):
 
     n_rows, heads, d = indptr.size - 1, Q.shape[1], Q.shape[2]
     out = cupy.empty((n_rows, heads, d), dtype=cupy.float64)
-    _launch(f"autosage_reference_attention<{codec(Q)}, {index_type(indptr)}>", n_rows * heads,
+    # a warp per (row, head) (cuda/util_reference.cu)
+    _launch(f"autosage_reference_attention<{codec(Q)}, {index_type(indptr)}>", n_rows * heads * 32,
             (indptr, indices, Q, K, V, np.int64(n_rows), np.int32(heads), np.int32(d), np.float64(scale), out))
     return out
 

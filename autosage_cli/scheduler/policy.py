@@ -12,6 +12,15 @@ sample (82%): the right schedule was rarely among them. So the sample is kept on
 timing the top candidates on the whole graph would cost more than the budget (attention with many
 heads on 100M-edge graphs), and its best few are confirmed on the whole graph when that fits.
 
+When even that does not fit, the vendors are what make it expensive: at H = 8 on a 124M-edge
+graph a cuSPARSE composition runs 0.2-1.2 s a launch, our kernels 40-80 ms. The sample still
+decides the guardrail (ours against the vendors, a 10-30x gap there), but the sample's bias is by
+family: on the H200 (attention, d = 64, H = 8, products-like) it put a row-per-group `fused`
+kernel 2-3x behind a `fused_split` one that the whole graph ran 1.1x slower, so the sample's
+choice lost 7-9%. So the sample's best of each family (up to FAMILY_CHECK) is re-timed on the
+whole graph without vendors, verified against the float64 reference, when that costs at most
+FAMILY_CHECK_FACTOR x the budget: one launch of each family tells them apart.
+
 Cost of a whole-graph probe, predicted before anything runs. The estimate's absolute times ran
 0.6-0.85x the measured full-graph times in that study, so a launch is predicted at
 estimate x NATIVE_CALIBRATION; vendors at their rough estimate x VENDOR_CALIBRATION. Every vendor
@@ -41,21 +50,28 @@ SURVIVOR_LAUNCHES = 3         # a survivor's second batch: warm-up + MIN_REPEATS
 CONFIRM_LAUNCHES = SCREEN_LAUNCHES + SURVIVOR_LAUNCHES
 MIN_FULL_CANDIDATES = 4       # fewer than this on the whole graph: sample instead
 CONFIRM = 3                   # sample path: the sample's best natives re-timed on the whole graph
+FAMILY_CHECK = 3              # sample only: the most families whose sample best is re-timed...
+FAMILY_CHECK_FACTOR = 4.0     # ...when that costs at most this x the budget (the decision is cached:
+                              # a few launches once against every later run of a 7-9% slower kernel)
+REFERENCE_LAUNCHES = 3        # the float64 reference's cost, in launches of the fastest candidate
 
 
 @dataclass
 class ProbePlan:
     """What the probe will do: `where` is "full" (the candidates timed on the whole graph) or
     "sample" (timed on a sample; the best `confirm` natives and every vendor then re-timed on the
-    whole graph, 0 when even that does not fit)."""
+    whole graph, 0 when even that does not fit; then the sample's best of up to `check_families`
+    families are re-timed there without vendors)."""
     where: str
     candidates: list                 # [(Schedule, estimate_ms)] in estimate order
     confirm: int
     predicted_ms: float              # predicted GPU time of the whole-graph part
     why: str
+    check_families: int = 0
 
     def to_dict(self) -> dict:
         return {"where": self.where, "candidates": len(self.candidates), "confirm": self.confirm,
+                "check_families": self.check_families,
                 "predicted_full_ms": round(self.predicted_ms, 3), "why": self.why}
 
 
@@ -88,6 +104,25 @@ def confirm_cost_ms(ranked, vendor_est_ms: float, n_vendors: int) -> float:
     return vendor_cost_ms(vendor_est_ms, n_vendors) + len(head) * CONFIRM_LAUNCHES * per
 
 
+def family_bests(ranked, limit: int = FAMILY_CHECK) -> list:
+    """The best-estimated (Schedule, est) of each family in `ranked`, in estimate order, at most `limit`."""
+    bests: dict = {}
+    for s, ms in ranked:
+        bests.setdefault(s.family, (s, ms))
+    return list(bests.values())[:limit]
+
+
+def family_check_cost_ms(ranked) -> float:
+    """Predicted GPU ms of re-timing one schedule of each of the families `family_bests` picks on
+    the whole graph: its screen, the survivors' launches at the fastest, and the float64 reference."""
+    head = family_bests(ranked)
+    if not head:
+        return 0.0
+    fastest = native_launch_ms(min(ms for _, ms in head))
+    screen = sum(SCREEN_LAUNCHES * native_launch_ms(ms) for _, ms in head)
+    return screen + (min(SURVIVORS, len(head)) * SURVIVOR_LAUNCHES + REFERENCE_LAUNCHES) * fastest
+
+
 def plan_probe(ranked, top_k: int, budget_ms: float, vendor_est_ms: float, n_vendors: int,
                full_forced: bool = False, whole_is_sample: str | None = None) -> ProbePlan:
     """The probe for `ranked` [(Schedule, est)] (fastest first): the most candidates, up to
@@ -114,6 +149,11 @@ def plan_probe(ranked, top_k: int, budget_ms: float, vendor_est_ms: float, n_ven
         return ProbePlan("sample", shortlist, CONFIRM, confirm,
                          f"sample: the whole graph would cost ~{cost:.0f} ms for {len(shortlist)} "
                          f"candidates; the sample's best {CONFIRM} are confirmed on it (~{confirm:.0f} ms)")
-    return ProbePlan("sample", shortlist, 0, confirm,
-                     f"sample only: confirming on the whole graph would cost ~{confirm:.0f} ms "
-                     f"(> {budget_ms:g} ms budget)")
+    why = f"confirming on the whole graph would cost ~{confirm:.0f} ms (> {budget_ms:g} ms budget)"
+    families = len(family_bests(shortlist))
+    check = family_check_cost_ms(shortlist)
+    if families >= 2 and check <= FAMILY_CHECK_FACTOR * budget_ms:
+        return ProbePlan("sample", shortlist, 0, check,
+                         f"sample: {why}; the sample's best of each of {families} families is "
+                         f"re-timed on the whole graph without vendors (~{check:.0f} ms)", families)
+    return ProbePlan("sample", shortlist, 0, confirm, f"sample only: {why}")

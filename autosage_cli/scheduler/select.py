@@ -4,6 +4,10 @@ A native candidate wins only if it matched the vendor output on the probe graph 
 most `guardrail` (default 0.95) x the best vendor algorithm's; otherwise the best vendor algorithm
 runs. The 5% margin absorbs probe noise and the sample-to-full-graph gap, so a tie goes to the
 library everyone already trusts. Every decision carries a one-line reason.
+
+When the vendors could be timed only on the sample (policy.py: the family check), the guardrail
+is the sample's: the natives that pass it there, one of each family (`family_bests`), are re-timed
+on the whole graph, and the fastest of those wins (`decide_checked`).
 """
 from __future__ import annotations
 
@@ -83,3 +87,44 @@ def decide(candidates, vendor, guardrail: float = DEFAULT_GUARDRAIL) -> Decision
                     f"{best_v.name} {_ms(best_v.ms)}; no native candidate within guardrail: best native "
                     f"{best_n.name} {speedup:.2f}x (needs >= {1 / guardrail:.2f}x)",
                     best_n.ms, best_v.ms, 1.0)
+
+
+def _passing(natives, vendors, guardrail: float) -> list:
+    """The verified, timed natives within `guardrail` x the best verified vendor (all of them when
+    no vendor ran), fastest first."""
+    ok = sorted((r for r in natives if r.status == "ok" and r.ms is not None), key=lambda r: r.ms)
+    bar = min((r.ms for r in vendors if r.status == "ok" and r.ms is not None), default=None)
+    return [r for r in ok if bar is None or r.ms <= guardrail * bar]
+
+
+def family_bests(natives, vendors, guardrail: float, limit: int) -> list:
+    """The fastest native of each family (`params["family"]`) among those passing the guardrail,
+    fastest first, at most `limit`."""
+    bests: dict = {}
+    for r in _passing(natives, vendors, guardrail):
+        bests.setdefault((r.params or {}).get("family", r.name), r)
+    return list(bests.values())[:limit]
+
+
+def decide_checked(checked, sample_natives, vendors, guardrail: float = DEFAULT_GUARDRAIL) -> Decision:
+    """Decision from a family check: `checked` are natives timed on the whole graph, `sample_natives`
+    the same natives' records on the sample (each passed the guardrail there) and `vendors` the
+    sample's. The fastest checked native wins; its ratio to the vendors is the sample's. Without
+    one verified on the whole graph, the sample decides (`decide`)."""
+    full = [r for r in checked if r.status == "ok" and r.ms is not None]
+    on_sample = {r.name: r for r in sample_natives}
+    if not full:
+        return decide(sample_natives, vendors, guardrail)
+    best = min(full, key=lambda r: r.ms)
+    mine = on_sample.get(best.name)
+    best_v = min((r for r in vendors if r.status == "ok" and r.ms is not None), key=lambda r: r.ms,
+                 default=None)
+    others = ", ".join(f"{r.name} {_ms(r.ms)}" for r in full if r is not best)
+    reason = f"native {best.name} {_ms(best.ms)} on the whole graph (the sample's best per family: {others})"
+    if best_v is None or mine is None or mine.ms is None:
+        return Decision("native", best.name, reason + "; no vendor ran on the sample", best.ms, None,
+                        None, dict(best.params))
+    speedup = best_v.ms / mine.ms if mine.ms > 0 else float("inf")
+    return Decision("native", best.name,
+                    reason + f"; on the sample {_ms(mine.ms)} <= {guardrail:g} x {best_v.name} "
+                    f"{_ms(best_v.ms)} ({speedup:.2f}x)", best.ms, best_v.ms, speedup, dict(best.params))

@@ -15,12 +15,13 @@ from . import estimate, phases, policy, probe, roofline, sample, tune_features
 from .tune_features import features_version  # noqa: F401  (the CLI's graph memo checks it)
 from .measure import GpuMeasurer
 from .plans import plan_for, resolve_schedule  # noqa: F401  (a decision to a plan; API and replay)
-from .select import DEFAULT_GUARDRAIL, Decision, decide
+from .probe_run import decide_outcome, run_probe
+from .select import DEFAULT_GUARDRAIL, Decision
 
 DEFAULT_TOP_K = 12      # the most candidates a probe times; the budget may allow fewer (policy.py)
 # Bumped when the way a decision is reached changes (sampling, screening, confirmation): a decision
 # cached under another policy is re-tuned, with a message saying so.
-POLICY_VERSION = 4
+POLICY_VERSION = 5
 
 
 def validate_options(op: str, k: int, heads: int = 1, top_k: int = DEFAULT_TOP_K,
@@ -184,13 +185,13 @@ def tune(graph, op: str, k: int, heads: int = 1, *, cache=None, top_k: int = DEF
     t = time.perf_counter()
     clock = phases.PhaseClock()
     with clock.timing_imports():    # a vendor's first use of torch or nvmath is timed as imports
-        outcome = _run_probe(graph, device_graph, (op, k, heads, dtype), pplan, vendor_names, target,
-                             budget_ms, measure, seed, say, clock)
+        outcome = run_probe(graph, device_graph, (op, k, heads, dtype), pplan, vendor_names, target,
+                             (budget_ms, guardrail), measure, seed, say, clock)
     split = _probe_split(outcome, clock, (time.perf_counter() - t) * 1e3, built_before)
 
     if outcome.overrun_ms > 0:
         messages.append(_overrun_note(budget_ms, outcome.overrun_ms))
-    decision = decide(outcome.natives, outcome.vendors, guardrail)
+    decision = decide_outcome(outcome, guardrail)
     say(f"decision: {decision.schedule} ({decision.reason})")
     probed = {r.name for r in outcome.natives + outcome.sample_natives}
     candidates = [r.to_dict() for r in outcome.natives + outcome.sample_natives] + [
@@ -282,72 +283,6 @@ def _cache_hit(e: dict, key, cache, lookup_ms: float, say) -> TuneResult:
     return TuneResult(Decision.from_dict(e["decision"]), True, e.get("candidates", []),
                       e.get("vendor", []), {"lookup_ms": lookup_ms, "total_ms": lookup_ms},
                       e, key.id, str(cache.path), ["cache hit: no probe run"])
-
-
-@dataclass
-class _Outcome:
-    """The probe's records: `natives` and `vendors` are those the decision is made from (on the
-    whole graph when it was timed there), `sample_natives` the sample's when it was confirmed."""
-    natives: list
-    vendors: list
-    sample_natives: list
-    reference: str
-    spent_ms: float
-    floor_ms: float
-    overrun_ms: float
-    sample_ms: float
-    info: dict
-    compile_ms: float = 0.0     # building the probed candidates' kernels (wall ms)
-
-
-def _run_probe(graph, device_graph, case, pplan, vendor_names, target, budget_ms, measure,
-               seed, say, clock) -> _Outcome:
-    """Run the probe `pplan` describes for `case` (op, k, heads, dtype): the candidates on the whole
-    graph, or on a sample and then its best `pplan.confirm` natives with every vendor on the whole
-    graph. `clock` (phases.PhaseClock) collects where the time went, uploads included."""
-    op, k, heads, dtype = case
-    whole = {"graph": "full", "rows": graph.n_rows, "nnz": graph.nnz, "why": pplan.why}
-    dgraph = device_graph
-
-    def on_whole(cands, budget):
-        nonlocal dgraph
-        if dgraph is None:
-            with clock.phase("upload"):
-                dgraph = measure.to_device(graph)
-        return probe.probe_candidates(dgraph, op, k, heads, cands, vendor_names, budget, measure=measure,
-                                      seed=seed, progress=say, where="full", dtype=dtype, clock=clock)
-
-    if pplan.where == "full":
-        r = on_whole(pplan.candidates, budget_ms)
-        return _Outcome(r.natives, r.vendors, [], r.reference, r.spent_ms,
-                        r.floor_ms, r.overrun_ms, 0.0, whole, r.compile_ms)
-    t = time.perf_counter()
-    say("sampling windows of whole rows")
-    probe_graph, _rows = sample.sample_rows(graph, target, seed)
-    sample_ms = (time.perf_counter() - t) * 1e3
-    s_info = probe_graph.source["sample"]
-    info = {"graph": "sample", **{f: s_info[f] for f in ("rows", "nnz", "target_nnz", "window", "seed")},
-            "why": pplan.why}
-    with clock.phase("upload"):
-        sample_dgraph = measure.to_device(probe_graph)
-    rs = probe.probe_candidates(sample_dgraph, op, k, heads, pplan.candidates, vendor_names,
-                                budget_ms, measure=measure, seed=seed, progress=say, where="sample",
-                                dtype=dtype, clock=clock)
-    best = sorted((r for r in rs.natives if r.ok), key=lambda r: r.ms)[:pplan.confirm]
-    if not best or not pplan.confirm:
-        return _Outcome(rs.natives, rs.vendors, [], rs.reference, rs.spent_ms,
-                        rs.floor_ms, rs.overrun_ms, sample_ms, info, rs.compile_ms)
-    by_name = {s.name: (s, est) for s, est in pplan.candidates}
-    confirm = [by_name[r.name] for r in best]
-    say(f"confirming the sample's best {len(confirm)} on the whole graph")
-    rf = on_whole(confirm, max(budget_ms - rs.spent_ms, 0.0))
-    confirmed = {r.name for r in rf.natives}
-    rest = [r for r in rs.natives if r.name not in confirmed]
-    return _Outcome(rf.natives, rf.vendors, rest, rf.reference,
-                    rs.spent_ms + rf.spent_ms, rs.floor_ms + rf.floor_ms,
-                    max(0.0, rs.spent_ms + rf.spent_ms - budget_ms), sample_ms,
-                    {**info, "confirmed_on": "full", "confirmed": len(confirm)},
-                    rs.compile_ms + rf.compile_ms)
 
 
 def vendor_default(op: str) -> Decision:

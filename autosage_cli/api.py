@@ -262,10 +262,10 @@ def _prepare_tuned(graph: CSRGraph, dgraph, op: str, k: int, heads: int, scale, 
     entry = store.find(cache_mod.make_key(graph, op, k, dtype, heads)).entry
     if entry is not None:
         return tuner.plan_for(dgraph, entry["decision"], k, heads, scale, dtype=dtype)
-    return _untuned_vendor_plan(dgraph, op, k, heads, scale, dtype)
+    return untuned_vendor_plan(dgraph, op, k, heads, scale, dtype)
 
 
-def _untuned_vendor_plan(dgraph, op: str, k: int, heads: int, scale, dtype: str):
+def untuned_vendor_plan(dgraph, op: str, k: int, heads: int, scale, dtype: str):
     """The op's default vendor entry, else the first other one that runs `dtype` (cusparseSDDMM,
     the SDDMM default, refuses bfloat16). Running out of memory or a CUDA fault is not a refusal."""
     from .errors import OutOfMemory, is_sticky_cuda_fault, resource_error

@@ -349,6 +349,23 @@ class DecisionCache:
                                 f"(lock file {self.lock_path})") from None
         return dict(stored, id=key.id)
 
+    def annotate(self, entry_id: str, fields: dict) -> None:
+        """Add `fields` to the stored entry `entry_id` (scheduler.kinds records an entry's kind
+        this way), under the lock; a missing entry is left missing."""
+        if self.read_only:
+            raise AutosageError(f"cache {self.path} was opened read-only")
+        try:
+            with self._lock():
+                read = self._read(locked=True)
+                if entry_id not in read["entries"]:
+                    return
+                doc = {**read, "entries": dict(read["entries"])}
+                doc["entries"][entry_id] = jsonable({**doc["entries"][entry_id], **fields})
+                self._write(doc)
+        except filelock.Timeout:
+            raise AutosageError(f"cache {self.path} stayed locked for {LOCK_TIMEOUT_S} s "
+                                f"(lock file {self.lock_path})") from None
+
     def _append_probes(self, key: CacheKey, records: list[dict], stamp: str) -> None:
         with open(self.probes_path, "a", encoding="utf-8") as fh:
             for rec in records:

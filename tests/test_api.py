@@ -227,7 +227,7 @@ def test_untuned_calls_fall_back_to_a_vendor_that_runs_the_type(monkeypatch):
         return f"plan {name}"
 
     monkeypatch.setattr(ops, "prepare_vendor", prepare)
-    assert api._untuned_vendor_plan(None, "sddmm", 8, 1, None, "bfloat16") == "plan v-second"
+    assert api.untuned_vendor_plan(None, "sddmm", 8, 1, None, "bfloat16") == "plan v-second"
     assert prepared == ["v-default", "v-second"]
 
     def refuse_all(dgraph, name, k, heads, scale, dtype):
@@ -236,11 +236,11 @@ def test_untuned_calls_fall_back_to_a_vendor_that_runs_the_type(monkeypatch):
     monkeypatch.setattr(ops, "prepare_vendor", refuse_all)
     with pytest.raises(AutosageError, match=r"no vendor sddmm runs bfloat16 here and tuning is off "
                                             r"\(v-default: ValueError: v-default refuses bfloat16; v-second"):
-        api._untuned_vendor_plan(None, "sddmm", 8, 1, None, "bfloat16")
+        api.untuned_vendor_plan(None, "sddmm", 8, 1, None, "bfloat16")
 
     def out_of_memory(dgraph, name, k, heads, scale, dtype):
         raise MemoryError("no room")
 
     monkeypatch.setattr(ops, "prepare_vendor", out_of_memory)
     with pytest.raises(MemoryError):
-        api._untuned_vendor_plan(None, "spmm", 8, 1, None, "float16")
+        api.untuned_vendor_plan(None, "spmm", 8, 1, None, "float16")

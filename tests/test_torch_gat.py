@@ -101,10 +101,19 @@ def test_bad_input_names_the_problem(edges, call, message):
         call(g, _leaf(N, 2), _leaf(N, 2, 3))
 
 
-def test_duplicate_edges_are_refused():
+def test_duplicate_edges_count_once_per_listing():
+    """A sampler drawing with replacement lists some edges twice: each listing weighs in the
+    softmax, as in PyG's GATConv (the dense reference counts them), values and gradients."""
     dup = random_edge_index(N, seed=6, duplicates=True)
-    with pytest.raises(AutosageError, match="duplicate edges"):
-        at.additive_attention(at.Graph.from_edge_index(dup, N), _leaf(N, 1), _leaf(N, 1), _leaf(N, 1, 2))
+    g = at.Graph.from_edge_index(dup, N)
+    assert g.has_duplicates
+    a_dst, a_src, V = _leaf(N, 2, seed=1), _leaf(N, 2, seed=2), _leaf(N, 2, 3, seed=3)
+    ours = at.additive_attention(g, a_dst, a_src, V)
+    ref = dense_additive_attention(dense_adjacency(dup, N), a_dst, a_src, V, 0.2)
+    _close([ours], [ref])
+    _close(_grads(ours, (a_dst, a_src, V)), _grads(ref, (a_dst, a_src, V)))
+    coalesced = at.Graph.from_edge_index(torch.unique(dup, dim=1), N)
+    assert not torch.allclose(at.additive_attention(coalesced, a_dst, a_src, V), ours)
 
 
 # ------------------------------------------------------------------ GATConv against PyG

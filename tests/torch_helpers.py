@@ -45,21 +45,25 @@ def dense_adjacency(edge_index: torch.Tensor, n: int, weight=None, dtype=torch.f
     return torch.zeros(n * n, dtype=w.dtype, device=w.device).index_add(0, flat, w).view(n, n)
 
 
+def _counted(scores: torch.Tensor, A: torch.Tensor) -> torch.Tensor:
+    """Scores where an entry of A counts its edges: log A added, so that each of a duplicate
+    edge's listings weighs e^s in the softmax (PyG's treatment); -inf where A has no edge."""
+    return (scores + A.clamp_min(1e-300).log()).masked_fill(A == 0, float("-inf"))
+
+
 def dense_attention(A: torch.Tensor, Q, K, V, scale: float) -> torch.Tensor:
-    """Masked softmax attention per head over A's nonzeros; rows without edges give zeros."""
-    mask = A != 0
-    scores = torch.einsum("ihd,jhd->hij", Q, K) * scale
-    scores = scores.masked_fill(~mask, float("-inf"))
+    """Masked softmax attention per head over A's edges, A[i, j] counting the edges j -> i (see
+    dense_adjacency); rows without edges give zeros."""
+    scores = _counted(torch.einsum("ihd,jhd->hij", Q, K) * scale, A)
     probs = torch.softmax(scores, dim=-1).nan_to_num(0.0)  # empty rows: all -inf -> NaN -> 0
     return torch.einsum("hij,jhd->ihd", probs, V)
 
 
 def dense_additive_attention(A: torch.Tensor, a_dst, a_src, V, negative_slope: float) -> torch.Tensor:
-    """GAT attention per head over A's nonzeros: softmax_j LeakyReLU(a_dst[i] + a_src[j]); rows
-    without edges give zeros."""
-    mask = A != 0
+    """GAT attention per head over A's edges (A[i, j] counting the edges j -> i):
+    softmax_j LeakyReLU(a_dst[i] + a_src[j]); rows without edges give zeros."""
     scores = torch.nn.functional.leaky_relu(a_dst.T[:, :, None] + a_src.T[:, None, :], negative_slope)
-    probs = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1).nan_to_num(0.0)
+    probs = torch.softmax(_counted(scores, A), dim=-1).nan_to_num(0.0)
     return torch.einsum("hij,jhd->ihd", probs, V)
 
 

@@ -11,8 +11,10 @@ SDDMM) and `HeadsOutPlan` (n_rows x H x d: attention).
 """
 from __future__ import annotations
 
+import contextvars
 import time
 from abc import ABC, abstractmethod
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from .. import dtypes
@@ -133,9 +135,25 @@ class HeadsOutPlan(Plan):
         return (graph.n_rows, heads, k)
 
 
+_SYNCHRONIZED_PREPARE = contextvars.ContextVar("autosage_synchronized_prepare", default=True)
+
+
+@contextmanager
+def unsynchronized_prepare():
+    """Plans prepared inside wait for nothing: their prepare_ms is host time only. For callers that
+    prepare plans between their own GPU work (a training step on a new graph), where waiting for
+    the device would stall the queue once per plan."""
+    token = _SYNCHRONIZED_PREPARE.set(False)
+    try:
+        yield
+    finally:
+        _SYNCHRONIZED_PREPARE.reset(token)
+
+
 class PrepareTimer:
-    """`with PrepareTimer(plan): ...` records the wall time of preparation (synchronized) in
-    plan.prepare_ms, and how much of it went into building kernel modules in plan.compile_ms."""
+    """`with PrepareTimer(plan): ...` records the wall time of preparation (synchronized, unless
+    inside `unsynchronized_prepare`) in plan.prepare_ms, and how much of it went into building
+    kernel modules in plan.compile_ms."""
 
     def __init__(self, plan: Plan):
         self.plan = plan
@@ -148,7 +166,8 @@ class PrepareTimer:
     def __exit__(self, *exc):
         import cupy
 
-        cupy.cuda.get_current_stream().synchronize()
+        if _SYNCHRONIZED_PREPARE.get():
+            cupy.cuda.get_current_stream().synchronize()
         self.plan.prepare_ms = (time.perf_counter() - self.t0) * 1e3
         self.plan.compile_ms = compile_ms_total() - self.compiled0
         return False

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from itertools import product
 
-from .family import Family, first_reason
+from .family import Family, every_schedule, first_reason
 from ..dtypes import info as dtype_info
 
 FUSED_SOURCE = "attention_fused.cu"
@@ -265,7 +265,7 @@ FAMILIES: dict[str, Family] = {
         "softmax states are merged two-phase (reduce)",
         schedules=_fused_split_space(VECTOR_SHAPES, SCALAR_SHAPES),
         half_schedules=_fused_split_space(HALF_SHAPES), space_rules=_fused_rules(splits_rows=True),
-        plan="segments",
+        plan="segments", host_work_lists=every_schedule,
         launches=_segments_launches, wide_indices=True,
         variants={"additive": _fused_kernel("attention_additive_segments")}),
     "unfused": Family(
@@ -275,5 +275,6 @@ FAMILIES: dict[str, Family] = {
         "edges (chunk = split) take a block of `threads` threads; the sub-steps are native "
         "schedules chosen at prepare",
         schedules=_unfused_space, space_rules=_unfused_rules, cost="unfused", plan="pipeline",
-        launches=_unfused_launches, wide_indices=True, substeps=("sddmm", "spmm")),
+        launches=_unfused_launches, wide_indices=True, substeps=("sddmm", "spmm"),
+        host_work_lists=every_schedule),
 }

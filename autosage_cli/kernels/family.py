@@ -25,6 +25,11 @@ from typing import Callable, Mapping, Optional, Sequence
 from ..dtypes import info as dtype_info
 
 
+def every_schedule(schedule) -> bool:
+    """A `host_work_lists` rule: every schedule of the family builds them."""
+    return True
+
+
 @dataclass(frozen=True)
 class Family:
     op: str                                        # the op it computes: "spmm" | "sddmm" | "attention"
@@ -64,6 +69,14 @@ class Family:
     # The ops whose native schedules its plan also runs, chosen at prepare (their kernels are part
     # of its plan's, and of its op's precompiled set): () for a plan of its own kernels only.
     substeps: tuple[str, ...] = ()
+    # Its plan builds work lists (row partitions, segments, windows) from the graph on the host:
+    # (schedule) -> bool; None: never. Such a plan copies the graph to the host and walks it once
+    # per new graph, so a decision that carries over to new graphs (scheduler/kinds.py) takes one
+    # of the others.
+    host_work_lists: Optional[Callable[..., bool]] = None
+
+    def reads_host_graph(self, schedule) -> bool:
+        return bool(self.host_work_lists and self.host_work_lists(schedule))
 
     def kernels(self, schedule, dtype: str, index: str = "int") -> tuple[str, ...]:
         """The name expressions of every kernel a plan of `schedule` launches itself, in `dtype` (a

@@ -122,7 +122,7 @@ FAMILIES: dict[str, Family] = {
         "edges in flight",
         schedules=_rowgroup_space(ROWGROUP_SHAPES, CHUNKED_SHAPES),
         half_schedules=_rowgroup_space(HALF_ROWGROUP_SHAPES, HALF_CHUNKED_SHAPES),
-        space_rules=_rowgroup_rules),
+        space_rules=_rowgroup_rules, host_work_lists=lambda s: bool(s.chunk)),
     "edge": Family(
         "sddmm", "sddmm_edge.cu", _edge_expr, supports,
         "lanes: G lanes per group; vec: floats per load; unroll: U consecutive edges per group; any "

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from itertools import product
 
-from .family import Family, first_reason
+from .family import Family, every_schedule, first_reason
 
 # A schedule whose lanes x vector width exceeds 4K leaves more than 3/4 of its lanes idle.
 MAX_LANE_WASTE = 4
@@ -369,12 +369,13 @@ FAMILIES: dict[str, Family] = {
         "each, partials combined by `reduce`; light rows: lanes per row (32/lanes rows per warp); "
         "vec: floats per load; unroll: edges in flight",
         schedules=_split_space(SPLIT_VARIANTS), half_schedules=_split_half("split"),
-        space_rules=_rules(_no_tile, _splits_rows), plan="split"),
+        space_rules=_rules(_no_tile, _splits_rows), plan="split", host_work_lists=every_schedule),
     "splitwarp": Family(
         "spmm", "spmm_split.cu", _split_expr(light_warp=True), supports,
         "as split, but a warp of 32/lanes edge slots per light row too",
         _whole_warp, schedules=_split_space(SPLITWARP_VARIANTS), half_schedules=_split_half("splitwarp"),
-        space_rules=_rules(_no_tile, _splits_rows), plan="split", stages_edges=True),
+        space_rules=_rules(_no_tile, _splits_rows), plan="split", stages_edges=True,
+        host_work_lists=every_schedule),
     "vector": Family(
         "spmm", "spmm_vector.cu", _vector_expr, vector_supports,
         "lanes: G lanes per row splitting its edges; tile: KMAX, the sums each lane keeps (serves "
@@ -388,7 +389,8 @@ FAMILIES: dict[str, Family] = {
         "tile: KMAX, the sums each lane keeps (serves KMAX/2 < K <= KMAX); unroll: edges per lane "
         "in flight; persistent groups, rows longest first; vec is 1",
         schedules=_parreduce_space, space_rules=_rules(_no_split, _parreduce_knobs),
-        cost="persistent-edge-parallel", plan="persistent", heavy_threshold=parreduce_heavy_threshold),
+        cost="persistent-edge-parallel", plan="persistent", heavy_threshold=parreduce_heavy_threshold,
+        host_work_lists=every_schedule),
     "stream": Family(
         "spmm", "spmm_stream.cu", _stream_expr, vector_supports,
         "a block per window of threads x unroll consecutive nonzeros (rows crossing a window edge "
@@ -396,5 +398,5 @@ FAMILIES: dict[str, Family] = {
         "(serves KMAX/2 < K <= KMAX); lanes 1 and vec 1 (B rows are gathered as vectors when "
         "K == KMAX)",
         schedules=_stream_space, space_rules=_rules(_no_split, _stream_knobs), cost="stream",
-        plan="stream", launches=_stream_launches),
+        plan="stream", launches=_stream_launches, host_work_lists=every_schedule),
 }

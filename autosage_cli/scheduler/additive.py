@@ -14,7 +14,7 @@ from .. import dtypes
 from ..errors import AutosageError
 from ..graphs.csr import CSRGraph
 from ..kernels.attention_families import FAMILIES
-from ..kernels.schedule import Schedule, get
+from ..kernels.schedule import Schedule, family_of, get
 
 # The families with an additive-score kernel, in table order (named in messages).
 ADDITIVE_FAMILIES = tuple(name for name, family in FAMILIES.items() if family.variant("additive"))
@@ -49,11 +49,33 @@ def additive_schedule(graph: CSRGraph, d: int, heads: int, schedule: str | None 
                         f"256 features per head)")
 
 
-def prepare_additive_plan(graph: CSRGraph, dgraph, d: int, heads: int, negative_slope: float,
-                          schedule: str | None = None, dtype: str = dtypes.DEFAULT):
-    """A prepared additive-score plan on `dgraph` (the device copy of `graph`), V and the output
-    in `dtype`."""
+def additive_schedule_of_kind(features: dict, checksum: int, host_graph, d: int, heads: int,
+                              dtype: str = dtypes.DEFAULT) -> Schedule:
+    """The additive schedule for a graph of `features` (autosage_cli.torch.Graph.kind_features),
+    chosen once per kind (scheduler/kinds.py): the cost model's best for the first graph of the
+    kind (`host_graph()`, its CSRGraph, built only then), and for the kind's other graphs its best
+    whose plan builds no work lists on the host."""
+    from . import kinds
+
+    def ranked_once() -> kinds.Kind:
+        from ..features import compute_features
+        from .estimate import rank
+
+        ranked = [c for c, _ms in rank(compute_features(host_graph(), symmetry=False), "attention", d,
+                                       heads, dtype=dtype) if runs_additive(c)]
+        if not ranked:
+            additive_schedule(host_graph(), d, heads, None, dtype)   # raises, saying why
+        on_device = [c for c in ranked if not family_of(c.family).reads_host_graph(c)]
+        return kinds.Kind(features, checksum, {"schedule": ranked[0].name},
+                          {"schedule": (on_device or ranked)[0].name})
+
+    chosen = kinds.lookup(("attention-additive", d, heads, dtype), features, checksum, ranked_once)
+    return get(chosen["schedule"])
+
+
+def prepare_additive_plan(dgraph, schedule: Schedule, d: int, heads: int, negative_slope: float,
+                          dtype: str = dtypes.DEFAULT):
+    """A prepared additive-score plan of `schedule` on `dgraph`, V and the output in `dtype`."""
     from ..backends.native_attention import prepare_additive
 
-    return prepare_additive(dgraph, additive_schedule(graph, d, heads, schedule, dtype), d, heads,
-                            negative_slope, dtype)
+    return prepare_additive(dgraph, schedule, d, heads, negative_slope, dtype)

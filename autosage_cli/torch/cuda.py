@@ -22,6 +22,7 @@ and its row statistics are float32 whatever the type (n x H numbers, read once p
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from ..errors import AutosageError
@@ -101,38 +102,87 @@ def _cupy(t: torch.Tensor):
     return cupy.from_dlpack(t)
 
 
+class HostOnDemand:
+    """The host side of a DeviceGraph made from a Graph: its sizes at once, its CSR arrays only
+    when something asks for them (a plan whose family builds work lists on the host, a tune of a new
+    kind), copied then, once (Graph.host_csr counts it). The per-step path never asks."""
+
+    def __init__(self, graph: Graph, weighted: bool):
+        self._graph, self._weighted = graph, weighted
+
+    n_rows = property(lambda self: self._graph.n_rows)
+    n_cols = property(lambda self: self._graph.n_cols)
+    nnz = property(lambda self: self._graph.nnz)
+
+    def describe(self) -> str:
+        return self._graph.describe()
+
+    def csr(self):
+        return self._graph.host_csr(weighted=self._weighted)
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.csr(), name)
+
+
 def device_graph(graph: Graph, weighted: bool, device: torch.device):
     """The DeviceGraph of `graph` on `device` (weights, or the all-ones pattern), made once."""
     from ..backends.base import DeviceGraph
+    from ..graphs.csr import index_dtype
 
     which = "weighted" if weighted and graph.weight is not None else "pattern"
     key = ("dgraph", which, device.index)
     if key not in graph.gpu:
-        host = graph.host_csr(weighted=which == "weighted")
-        index = torch.int32 if host.indptr.dtype.itemsize == 4 else torch.int64
+        index = torch.int32 if index_dtype(graph.nnz, max(graph.shape)) == np.int32 else torch.int64
         rowptr = graph.on("rowptr", device).to(index).contiguous()
         col = graph.on("col", device).to(index).contiguous()
         values = (graph.on("weight", device).float().contiguous() if which == "weighted"
                   else torch.ones(graph.nnz, dtype=torch.float32, device=device))
         # the torch tensors stay referenced here: the CuPy views borrow their memory
         graph.gpu[key + ("tensors",)] = (rowptr, col, values)
-        graph.gpu[key] = DeviceGraph(host, _cupy(rowptr), _cupy(col), _cupy(values))
+        dgraph = DeviceGraph(HostOnDemand(graph, which == "weighted"), _cupy(rowptr), _cupy(col), _cupy(values))
+        # known without looking: a pattern is all ones, and a Graph keeps weights only when they
+        # are not (Graph.from_coo); the kernels skip reading values of a pattern
+        dgraph.derived["values_all_ones"] = which == "pattern"
+        graph.gpu[key] = dgraph
     return graph.gpu[key]
 
 
 def plan(graph: Graph, op: str, k: int, device: torch.device, *, heads: int = 1, scale=None,
          weighted: bool = False, dtype: str = "float32"):
-    """The prepared plan for (op, k, heads, scale, dtype) on `graph`, made (and tuned if needed)
-    once."""
-    from .. import api
+    """The prepared plan for (op, k, heads, scale, dtype) on `graph`, made once: a fixed schedule
+    from graph.schedules, else the decision for the graph's kind (scheduler/kinds.py: no probe,
+    no copy of the graph for a kind already decided), tuning a new kind once."""
+    weighted = weighted and graph.weight is not None
+    key = ("plan", op, k, heads, scale, weighted, device.index, dtype)
+    found = graph.gpu.get(key)
+    if found is None:
+        from ..backends.base import unsynchronized_prepare
 
-    key = ("plan", op, k, heads, scale, weighted and graph.weight is not None, device.index, dtype)
-    if key not in graph.gpu:
         dgraph = device_graph(graph, weighted, device)
-        graph.gpu[key] = api.prepare_plan(dgraph.host, dgraph, op, k, heads,
-                                          schedule=graph.schedules.get(op), scale=scale,
-                                          cache=graph.cache, tune=graph.tune, dtype=dtype)
-    return graph.gpu[key]
+        with unsynchronized_prepare():
+            found = graph.gpu[key] = _prepare(graph, dgraph, (op, k, heads, dtype, weighted), scale)
+    return found
+
+
+def _prepare(graph: Graph, dgraph, question: tuple, scale):
+    from .. import api
+    from ..scheduler import kinds
+    from ..scheduler.plans import plan_for
+
+    op, k, heads, dtype, weighted = question
+    fixed = graph.schedules.get(op)
+    if fixed is not None or graph.nnz > kinds.KIND_MAX_NNZ:
+        # a fixed schedule, or a graph large enough to be tuned as itself (by fingerprint)
+        host = dgraph.host.csr()
+        return api.prepare_plan(host, dgraph, op, k, heads, schedule=fixed, scale=scale,
+                                cache=graph.cache, tune=graph.tune, dtype=dtype)
+    decision = kinds.decide(graph.kind_features(), graph.structure_stats()["checksum"], question,
+                            cache=graph.cache, tune=graph.tune, host_graph=dgraph.host.csr)
+    if decision is None:
+        return api.untuned_vendor_plan(dgraph, op, k, heads, scale, dtype)
+    return plan_for(dgraph, decision, k, heads, scale, dtype=dtype)
 
 
 def spmm(graph: Graph, values, B: torch.Tensor) -> torch.Tensor:
@@ -191,14 +241,22 @@ def additive_plan(graph: Graph, d: int, heads: int, negative_slope: float, devic
                   dtype: str = "float32"):
     """The additive-score (GAT) plan for (d, heads, slope, dtype of V) on `graph`, made once: a
     fixed schedule from graph.schedules["attention-additive"], else the cost model's best fused
-    schedule (scheduler.additive: not probed)."""
-    from ..scheduler.additive import prepare_additive_plan
+    schedule (scheduler.additive: not probed), chosen once per kind of graph."""
+    from ..backends.base import unsynchronized_prepare
+    from ..scheduler import additive, kinds
 
     key = ("plan", "attention-additive", d, heads, negative_slope, device.index, dtype)
     if key not in graph.gpu:
         dgraph = device_graph(graph, False, device)
-        graph.gpu[key] = prepare_additive_plan(dgraph.host, dgraph, d, heads, negative_slope,
-                                               graph.schedules.get("attention-additive"), dtype)
+        fixed = graph.schedules.get("attention-additive")
+        if fixed is not None or graph.nnz > kinds.KIND_MAX_NNZ:
+            schedule = additive.additive_schedule(dgraph.host.csr(), d, heads, fixed, dtype)
+        else:
+            schedule = additive.additive_schedule_of_kind(graph.kind_features(),
+                                                          graph.structure_stats()["checksum"],
+                                                          dgraph.host.csr, d, heads, dtype)
+        with unsynchronized_prepare():
+            graph.gpu[key] = additive.prepare_additive_plan(dgraph, schedule, d, heads, negative_slope, dtype)
     return graph.gpu[key]
 
 

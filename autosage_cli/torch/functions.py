@@ -263,7 +263,8 @@ def sddmm(graph, X: torch.Tensor, Y: torch.Tensor, edge_weight: torch.Tensor | N
 def attention(graph, Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, scale: float | None = None):
     """O[i, h] = sum over edges (i, j) of softmax_j(scale <Q[i,h], K[j,h]>) V[j, h], shapes
     Q (n_rows, H, d), K and V (n_cols, H, d); rows without edges give zeros; scale defaults to
-    1/sqrt(d). The graph's weights are not used; duplicate edges are refused."""
+    1/sqrt(d). The graph's weights are not used; a duplicate edge counts once per listing in the
+    softmax, as in PyG's layers."""
     g = Graph.coerce(graph)
     _check("Q", Q, 3, g.n_rows)
     _check("K", K, 3, g.n_cols, like=Q)
@@ -271,7 +272,7 @@ def attention(graph, Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, scale: f
     if K.shape[1:] != Q.shape[1:] or V.shape[1:] != Q.shape[1:]:
         raise AutosageError(f"Q, K, V must share (heads, d); got {tuple(Q.shape[1:])}, "
                             f"{tuple(K.shape[1:])}, {tuple(V.shape[1:])}")
-    _refuse_duplicates(g)
+    g = g.with_duplicates()
     value = 1.0 / math.sqrt(Q.shape[2]) if scale is None else float(scale)
     if not math.isfinite(value):
         raise AutosageError(f"scale must be finite, got {scale!r}")
@@ -284,7 +285,7 @@ def additive_attention(graph, a_dst: torch.Tensor, a_src: torch.Tensor, V: torch
     """GAT attention: O[i, h] = sum over edges (i, j) of softmax_j(LeakyReLU(a_dst[i,h] +
     a_src[j,h])) V[j, h], shapes a_dst (n_rows, H), a_src (n_cols, H), V (n_cols, H, d); rows without
     edges give zeros. In PyG's terms (edge_index = [src, dst]) a_dst is the target's term and a_src
-    the source's. The graph's weights are not used; duplicate edges are refused."""
+    the source's. The graph's weights are not used; a duplicate edge counts once per listing."""
     g = Graph.coerce(graph)
     _check("V", V, 3, g.n_cols)
     wide = torch.float32 if V.dtype in kernels.TWO_BYTE else None   # autocast's per-node terms
@@ -293,14 +294,8 @@ def additive_attention(graph, a_dst: torch.Tensor, a_src: torch.Tensor, V: torch
     if a_dst.shape[1] != V.shape[1] or a_src.shape[1] != V.shape[1]:
         raise AutosageError(f"a_dst and a_src need one score per head ({V.shape[1]}), got shapes "
                             f"{tuple(a_dst.shape)}, {tuple(a_src.shape)}")
-    _refuse_duplicates(g)
+    g = g.with_duplicates()
     slope = float(negative_slope)
     if not math.isfinite(slope):
         raise AutosageError(f"negative_slope must be finite, got {negative_slope!r}")
     return AdditiveAttentionFunction.apply(g, a_dst, a_src, V, slope)
-
-
-def _refuse_duplicates(g: Graph) -> None:
-    if g.num_user_edges != g.nnz:
-        raise AutosageError("attention over a graph with duplicate edges: coalesce the edges first "
-                            "(each edge would count once)")

@@ -24,27 +24,66 @@ from ..errors import AutosageError
 from ..graphs.csr import CSRGraph, from_arrays
 
 
-def _check_index(name: str, idx: torch.Tensor, bound: int) -> None:
-    if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= bound):
-        raise AutosageError(f"{name}: index out of range [0, {bound})")
+# Device-to-host copies of a graph's index arrays made by `host_csr` in this process: the per-step
+# path of a mini-batch loop must make none (tests count them).
+_HOST_COPIES = [0]
 
 
-def _canonical_order(row: torch.Tensor, col: torch.Tensor, n_cols: int):
-    """(unique row-major keys, canonical position of every input edge, whether the input already
-    was canonical) — one stable sort on the edges' device."""
+def host_copies() -> int:
+    """How many times a Graph's CSR was copied to the host in this process (`Graph.host_csr`)."""
+    return _HOST_COPIES[0]
+
+
+def _check_edges(row: torch.Tensor, col: torch.Tensor, shape: tuple, weight) -> None:
+    """Index bounds and finite weights, read back in one transfer (each check alone would wait for
+    the device once: a mini-batch step builds a Graph every time)."""
+    if not row.numel():
+        return
+    checks = [row.min(), row.max(), col.min(), col.max()]
+    if weight is not None:
+        checks.append(torch.isfinite(weight).all().to(row.dtype))
+    low_r, high_r, low_c, high_c, *finite = torch.stack(checks).tolist()
+    for name, low, high, bound in (("row", low_r, high_r, shape[0]), ("col", low_c, high_c, shape[1])):
+        if low < 0 or high >= bound:
+            raise AutosageError(f"{name}: index out of range [0, {bound})")
+    if finite and not finite[0]:
+        raise AutosageError("edge weights contain NaN or Inf")
+
+
+def _canonical_order(row: torch.Tensor, col: torch.Tensor, n_cols: int, keep_duplicates: bool):
+    """(row-major keys in canonical order, canonical position of every input edge): one stable
+    sort on the edges' device. Duplicates share one key unless `keep_duplicates` (then every edge
+    keeps its own position, duplicates side by side in input order)."""
     key = row * n_cols + col
     sorted_key, order = torch.sort(key, stable=True)
-    unique_key, inverse_sorted = torch.unique_consecutive(sorted_key, return_inverse=True)
+    if keep_duplicates:
+        canon_key, position = sorted_key, torch.arange(key.numel(), device=key.device)
+    else:
+        canon_key, position = torch.unique_consecutive(sorted_key, return_inverse=True)
     user_to_canon = torch.empty_like(order)
-    user_to_canon[order] = inverse_sorted
-    identity = unique_key.numel() == key.numel() and torch.equal(
-        user_to_canon, torch.arange(key.numel(), device=key.device))
-    return unique_key, user_to_canon, identity
+    user_to_canon[order] = position
+    return canon_key, user_to_canon
 
 
 def _rowptr(row: torch.Tensor, n_rows: int) -> torch.Tensor:
-    counts = torch.bincount(row, minlength=n_rows)
-    return torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)])
+    """The CSR row pointer of sorted row ids, without a transfer (bincount would read the largest
+    id back to size its output)."""
+    return torch.searchsorted(row, torch.arange(n_rows + 1, device=row.device, dtype=row.dtype))
+
+
+_CHECK_MODULUS = 2**31 - 1
+_TRANSPOSED = 0x5BD1E995   # marks a checksum taken from the transpose's
+
+# Positions at which the sorted degrees are read for a graph's kind (scheduler/kinds.py).
+_QUANTILES = (0.5, 0.9, 0.99)
+
+
+def _degree_stats(degrees: torch.Tensor) -> list:
+    """[q50, q90, q99, max, empty rows] of a degree vector, on the device (no transfer)."""
+    n = degrees.numel()
+    ordered = torch.sort(degrees).values
+    at = torch.tensor([int(q * (n - 1)) for q in _QUANTILES] + [n - 1], device=degrees.device)
+    return [ordered.index_select(0, at), (degrees == 0).sum().reshape(1)]
 
 
 class Graph:
@@ -69,24 +108,24 @@ class Graph:
         self._transpose = None
         self._t_perm = None
         self._host: dict = {}
+        self._stats = None
 
     # ------------------------------------------------------------------------------ builders
     @classmethod
-    def from_coo(cls, row, col, weight, shape, **options) -> "Graph":
-        """From edges (row[e], col[e], weight[e]) in the user's order; duplicates are summed."""
+    def from_coo(cls, row, col, weight, shape, *, keep_duplicates: bool = False, **options) -> "Graph":
+        """From edges (row[e], col[e], weight[e]) in the user's order; duplicates are summed into
+        one edge, or kept as edges of their own with `keep_duplicates` (attention counts every
+        listed edge in its softmax, as PyG does)."""
         n_rows, n_cols = (int(s) for s in shape)
         if n_rows < 1 or n_cols < 1:
             raise AutosageError(f"graph dimensions must be positive, got {n_rows}x{n_cols}")
         row, col = row.to(torch.int64), col.to(torch.int64)
-        _check_index("row", row, n_rows)
-        _check_index("col", col, n_cols)
         if weight is not None:
             weight = weight.detach().to(torch.float32)
             if weight.shape != row.shape:
                 raise AutosageError(f"edge weights: expected shape {tuple(row.shape)}, got {tuple(weight.shape)}")
-            if not bool(torch.isfinite(weight).all()):
-                raise AutosageError("edge weights contain NaN or Inf")
-        keys, user_to_canon, identity = _canonical_order(row, col, n_cols)
+        _check_edges(row, col, (n_rows, n_cols), weight)
+        keys, user_to_canon = _canonical_order(row, col, n_cols, keep_duplicates)
         canon_row, canon_col = keys // n_cols, keys % n_cols
         nnz = keys.numel()
         if weight is not None:
@@ -96,8 +135,15 @@ class Graph:
                 0, user_to_canon, torch.ones(row.numel(), device=row.device))
         else:
             canon_weight = None
-        if canon_weight is not None and bool((canon_weight == 1).all()):
-            canon_weight = None  # a pattern: kernels then skip reading values
+        # whether the input was canonical already, and whether the values are all ones (a pattern:
+        # kernels then skip reading values), read back together
+        flags = [(user_to_canon == torch.arange(nnz, device=row.device)).all() if nnz == row.numel()
+                 else torch.zeros((), dtype=torch.bool, device=row.device)]
+        if canon_weight is not None:
+            flags.append((canon_weight == 1).all())
+        identity, *all_ones = torch.stack(flags).tolist()
+        if all_ones and all_ones[0]:
+            canon_weight = None
         return cls(_rowptr(canon_row, n_rows), canon_row, canon_col, canon_weight, (n_rows, n_cols),
                    user_to_canon=None if identity else user_to_canon, user_weight=weight, **options)
 
@@ -250,12 +296,66 @@ class Graph:
         u2c = self.on("user_to_canon", edge_values.device)
         return edge_values if u2c is None else edge_values.index_select(0, u2c)
 
+    @property
+    def has_duplicates(self) -> bool:
+        return self.num_user_edges != self.nnz
+
+    def with_duplicates(self) -> "Graph":
+        """The graph with every listed edge kept as an edge of its own (duplicates side by side, in
+        canonical row order), made once: attention's softmax counts each, as PyG's layers do.
+        `self` when there are none."""
+        if not self.has_duplicates:
+            return self
+        if "duplicates" not in self.derived:
+            u2c = self.user_to_canon
+            self.derived["duplicates"] = Graph.from_coo(self.row[u2c], self.col[u2c], self.user_weight,
+                                                        self.shape, keep_duplicates=True, **self._options())
+        return self.derived["duplicates"]
+
+    # ------------------------------------------------------------------------------ kind
+    def structure_stats(self) -> dict:
+        """The degree features of rows and columns and a checksum of the structure, computed on the
+        device and read back in one transfer, once per structure: what a decision made for another
+        graph of the same kind is matched on (scheduler/kinds.py), without copying the graph."""
+        parent = getattr(self, "_structure_of", None)
+        if parent is not None:
+            return parent.structure_stats()
+        if self._stats is None:
+            origin = self._transpose
+            if origin is not None and origin._stats is not None:   # the transpose's, swapped
+                o = origin._stats
+                self._stats = {"rows": o["cols"], "cols": o["rows"], "checksum": o["checksum"] ^ _TRANSPOSED}
+                return self._stats
+            ones = torch.ones(self.nnz, dtype=torch.int64, device=self.device)
+            col_degrees = torch.zeros(self.n_cols, dtype=torch.int64, device=self.device).index_add_(0, self.col, ones)
+            # a checksum of the edges (not a fingerprint: it only tells the graph a decision was
+            # probed on from another graph of its kind), exact in int64 below 2^32 edges
+            mixed = (self.col * 1_000_003 + self.row).remainder_(_CHECK_MODULUS).sum().reshape(1)
+            parts = _degree_stats(self.rowptr.diff()) + _degree_stats(col_degrees) + [mixed]
+            values = [int(v) for v in torch.cat([p.to(torch.int64) for p in parts]).tolist()]
+            names = ("q50", "q90", "q99", "max", "empty")
+            self._stats = {"rows": dict(zip(names, values[:5])), "cols": dict(zip(names, values[5:10])),
+                           "checksum": values[10]}
+        return self._stats
+
+    def kind_features(self) -> dict:
+        """What scheduler/kinds.py matches graphs on: sizes and the row degrees' quantiles."""
+        rows = self.structure_stats()["rows"]
+        return {"n_rows": self.n_rows, "n_cols": self.n_cols, "nnz": self.nnz,
+                "deg_q50": rows["q50"], "deg_q90": rows["q90"], "deg_q99": rows["q99"],
+                "deg_max": rows["max"], "empty_share": rows["empty"] / self.n_rows}
+
     # ------------------------------------------------------------------------------ host CSR
     def host_csr(self, weighted: bool = True) -> CSRGraph:
         """The canonical CSR on the host (for tuning and the decision cache): with the graph's
-        weights, or the pattern (all ones). Same object when the graph has no weights."""
+        weights, or the pattern (all ones). Same object when the graph has no weights. A copy of
+        the graph (counted by `host_copies`): the per-step path never asks for it."""
+        parent = getattr(self, "_structure_of", None)
         which = "weighted" if weighted and self.weight is not None else "pattern"
+        if which == "pattern" and parent is not None:
+            return parent.host_csr(weighted=False)
         if which not in self._host:
+            _HOST_COPIES[0] += 1
             values = (self.weight.float().cpu().numpy() if which == "weighted"
                       else np.ones(self.nnz, dtype=np.float32))
             self._host[which] = from_arrays(self.rowptr.cpu().numpy(), self.col.cpu().numpy(),

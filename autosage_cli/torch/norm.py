@@ -91,7 +91,9 @@ def mean_graph(g: Graph) -> Graph:
         if g.user_to_canon is None:
             count = torch.ones(g.nnz, dtype=torch.float64, device=g.device)
         else:
-            count = torch.bincount(g.user_to_canon, minlength=g.nnz).to(torch.float64)
+            # each edge's multiplicity (index_add, not bincount: no transfer to size the output)
+            count = torch.zeros(g.nnz, dtype=torch.float64, device=g.device).index_add_(
+                0, g.user_to_canon, torch.ones(g.user_to_canon.numel(), dtype=torch.float64, device=g.device))
         degree = count.new_zeros(g.n_rows).index_add(0, g.row, count)
         g.derived[key] = g.with_weights(count / degree[g.row])
     return g.derived[key]

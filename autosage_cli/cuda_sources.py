@@ -24,14 +24,6 @@ def kernel_source(filename: str) -> str:
     return path.read_text()
 
 
-_HASHES: dict[str, str] = {}   # kernel folder -> its hash, computed once per process
-
-
 def sources_hash() -> str:
-    """Hash of every file under cuda/: part of the cache's software key (a changed kernel re-tunes).
-    Hashed once per process and folder: every decision lookup asks for it, and reading and hashing
-    the sources took ~10 ms of each mini-batch step's plan lookups."""
-    folder = str(CUDA_DIR)
-    if folder not in _HASHES:
-        _HASHES[folder] = prebuild.sources_hash(CUDA_DIR)
-    return _HASHES[folder]
+    """Hash of every file under cuda/: part of the cache's software key (a changed kernel re-tunes)."""
+    return prebuild.sources_hash(CUDA_DIR)

@@ -60,23 +60,9 @@ def _cusparse_version() -> str | None:
         return None
 
 
-_SOFTWARE: dict[str, dict] = {}   # kernel folder -> software_info(), read once per process
-
-
 def software_info() -> dict:
     """Versions that change results: CUDA driver and runtime, CuPy, cuSPARSE, Python, NumPy, SciPy,
-    and the hash of the cuda/ kernel sources. CUDA entries are None without a usable GPU. Read once
-    per process (a copy each call): SciPy's version comes from package metadata, whose parsing
-    took most of a mini-batch step's host time when every plan lookup read it again."""
-    from . import cuda_sources
-
-    folder = str(cuda_sources.CUDA_DIR)
-    if folder not in _SOFTWARE:
-        _SOFTWARE[folder] = _read_software_info()
-    return dict(_SOFTWARE[folder])
-
-
-def _read_software_info() -> dict:
+    and the hash of the cuda/ kernel sources. CUDA entries are None without a usable GPU."""
     import numpy
 
     info = {"driver": None, "cuda_runtime": None, "cupy": None, "cusparse": None,

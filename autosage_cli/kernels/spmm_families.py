@@ -374,8 +374,7 @@ FAMILIES: dict[str, Family] = {
         "spmm", "spmm_split.cu", _split_expr(light_warp=True), supports,
         "as split, but a warp of 32/lanes edge slots per light row too",
         _whole_warp, schedules=_split_space(SPLITWARP_VARIANTS), half_schedules=_split_half("splitwarp"),
-        space_rules=_rules(_no_tile, _splits_rows), plan="split", stages_edges=True,
-        host_work_lists=every_schedule),
+        space_rules=_rules(_no_tile, _splits_rows), plan="split", stages_edges=True, host_work_lists=every_schedule),
     "vector": Family(
         "spmm", "spmm_vector.cu", _vector_expr, vector_supports,
         "lanes: G lanes per row splitting its edges; tile: KMAX, the sums each lane keeps (serves "
@@ -388,9 +387,8 @@ FAMILIES: dict[str, Family] = {
         "edges: a warp each); "
         "tile: KMAX, the sums each lane keeps (serves KMAX/2 < K <= KMAX); unroll: edges per lane "
         "in flight; persistent groups, rows longest first; vec is 1",
-        schedules=_parreduce_space, space_rules=_rules(_no_split, _parreduce_knobs),
-        cost="persistent-edge-parallel", plan="persistent", heavy_threshold=parreduce_heavy_threshold,
-        host_work_lists=every_schedule),
+        schedules=_parreduce_space, space_rules=_rules(_no_split, _parreduce_knobs), host_work_lists=every_schedule,
+        cost="persistent-edge-parallel", plan="persistent", heavy_threshold=parreduce_heavy_threshold),
     "stream": Family(
         "spmm", "spmm_stream.cu", _stream_expr, vector_supports,
         "a block per window of threads x unroll consecutive nonzeros (rows crossing a window edge "

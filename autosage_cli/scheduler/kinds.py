@@ -67,7 +67,7 @@ def reads_host_graph(record: dict) -> bool:
     """Whether a probed native candidate's plan builds work lists from the graph on the host."""
     from .plans import resolve_schedule
 
-    schedule = resolve_schedule(record)
+    schedule = resolve_schedule({"schedule": record["name"], "params": record.get("params")})
     return family_of(schedule.family).reads_host_graph(schedule)
 
 
@@ -212,7 +212,8 @@ def decide(features: dict, checksum: int, question: tuple, *, cache=None, tune: 
         return None
 
     def tuned() -> Kind:
-        result = tuner.lookup_or_tune(host_graph(), op, k, heads, cache=store, dtype=dtype, progress=say)
+        graph = replayable(host_graph(), store)
+        result = tuner.lookup_or_tune(graph, op, k, heads, cache=store, dtype=dtype, progress=say)
         carry = carry_decision(result.candidates, result.vendor, select.DEFAULT_GUARDRAIL)
         if not result.cache_hit:
             TABLE.probes += 1
@@ -221,6 +222,26 @@ def decide(features: dict, checksum: int, question: tuple, *, cache=None, tune: 
         return Kind(features, checksum, result.decision.to_dict(), carry, result.key_id or "")
 
     return lookup(scope, features, checksum, tuned)
+
+
+def replayable(graph, store: cache_mod.DecisionCache):
+    """`graph` with a source `autosage replay` can reload: a graph built in memory (a sampled
+    batch) is saved once, as a SciPy .npz beside the cache (`<stem>.graphs/<fingerprint>.npz`), so
+    the decision of its kind can be re-checked later on the graph it was probed on."""
+    import dataclasses
+
+    from ..graphs.csr import replayable_source
+
+    if replayable_source(graph.source):
+        return graph
+    import scipy.sparse as sp
+
+    folder = store.path.parent / f"{store.path.stem}.graphs"
+    path = folder / f"{graph.fingerprint[:32]}.npz"
+    if not path.is_file():
+        folder.mkdir(parents=True, exist_ok=True)
+        sp.save_npz(str(path), graph.to_scipy(), compressed=True)
+    return dataclasses.replace(graph, source={**graph.source, "path": str(path)})
 
 
 def lookup(scope: tuple, features: dict, checksum: int, make) -> dict:

@@ -148,15 +148,19 @@ class Graph:
                    user_to_canon=None if identity else user_to_canon, user_weight=weight, **options)
 
     @classmethod
-    def from_edge_index(cls, edge_index, num_nodes: int | None = None, edge_weight=None,
-                        **options) -> "Graph":
+    def from_edge_index(cls, edge_index, num_nodes: int | None = None, edge_weight=None, *,
+                        size: tuple[int, int] | None = None, **options) -> "Graph":
         """From a PyG `edge_index` (2, E) of source -> target edges; `num_nodes` defaults to the
-        largest id + 1."""
+        largest id + 1. `size = (n_src, n_dst)` (PyG's convention) makes a bipartite graph: n_dst
+        rows (targets) by n_src columns (sources), as a sampler's layer hands it over."""
         if not isinstance(edge_index, torch.Tensor) or edge_index.dim() != 2 or edge_index.shape[0] != 2:
             raise AutosageError(f"edge_index: expected a (2, E) tensor, got "
                                 f"{tuple(getattr(edge_index, 'shape', ())) or type(edge_index).__name__}")
         if edge_index.dtype.is_floating_point or edge_index.dtype == torch.bool:
             raise AutosageError(f"edge_index: expected integer ids, got {edge_index.dtype}")
+        if size is not None:
+            n_src, n_dst = (int(s) for s in size)
+            return cls.from_coo(edge_index[1], edge_index[0], edge_weight, (n_dst, n_src), **options)
         if num_nodes is None:
             num_nodes = int(edge_index.max()) + 1 if edge_index.numel() else 1
         return cls.from_coo(edge_index[1], edge_index[0], edge_weight, (num_nodes, num_nodes), **options)

@@ -9,8 +9,10 @@ built once and kept), or an `edge_index` (2, E) of source -> target edges, or a 
 adjacency; the Graph made from an edge_index tensor is remembered while that tensor lives and is
 not modified in place.
 
-Not supported (refused when asked for): bipartite (tuple) inputs, SAGE aggregations other than
-mean, attention dropout and edge features in TransformerConv and GATConv, GATConv's residual.
+Bipartite inputs (`x = (x_src, x_dst)`, `in_channels = (source, target)`, a graph of n_dst
+targets by n_src sources) run in SAGEConv and GATConv, as in PyG. Not supported (refused when asked
+for): SAGE aggregations other than mean, attention dropout and edge features in TransformerConv and
+GATConv, GATConv's residual.
 """
 from __future__ import annotations
 
@@ -30,26 +32,55 @@ _GRAPH_MEMO_SLOTS = 8
 _graph_memo: list = []  # (weakref to the edge_index tensor, its _version, num_nodes, Graph)
 
 
-def as_graph(edge_index, num_nodes: int) -> Graph:
-    """A Graph for a layer input; an edge_index tensor maps to the same Graph while it lives
-    unchanged, so the layer's derived graphs and plans are built once."""
+def as_graph(edge_index, size: int | tuple[int, int]) -> Graph:
+    """A Graph for a layer input of `size` nodes, or (n_src, n_dst) for a bipartite input; an
+    edge_index tensor maps to the same Graph while it lives unchanged, so the layer's derived
+    graphs and plans are built once."""
     if isinstance(edge_index, Graph):
+        bipartite = isinstance(size, tuple)
+        expected = (size[1], size[0]) if bipartite else None
+        if bipartite and edge_index.shape != expected:
+            raise AutosageError(f"graph: expected {expected[0]} x {expected[1]} (targets x sources) for "
+                                f"inputs of {size[0]} sources and {size[1]} targets, got "
+                                f"{edge_index.shape[0]} x {edge_index.shape[1]}")
         return edge_index
     if isinstance(edge_index, torch.Tensor) and edge_index.layout == torch.strided:
         for ref, version, n, graph in _graph_memo:
-            if ref() is edge_index and version == edge_index._version and n == num_nodes:
+            if ref() is edge_index and version == edge_index._version and n == size:
                 return graph
-        graph = Graph.from_edge_index(edge_index, num_nodes)
-        _graph_memo.append((weakref.ref(edge_index), edge_index._version, num_nodes, graph))
+        if isinstance(size, tuple):
+            graph = Graph.from_edge_index(edge_index, size=size)
+        else:
+            graph = Graph.from_edge_index(edge_index, size)
+        _graph_memo.append((weakref.ref(edge_index), edge_index._version, size, graph))
         del _graph_memo[:-_GRAPH_MEMO_SLOTS]
         return graph
-    return Graph.coerce(edge_index, num_nodes)
+    return Graph.coerce(edge_index, size if isinstance(size, int) else None)
 
 
 def _int_channels(name: str, value) -> int:
     if not isinstance(value, int) or value < 1:
-        raise AutosageError(f"{name} must be a positive int (bipartite inputs are not supported), got {value!r}")
+        raise AutosageError(f"{name} must be a positive int, got {value!r}")
     return value
+
+
+def _pair_channels(name: str, value) -> tuple[int, int]:
+    """(source, target) input widths: an int for both, or a pair for bipartite inputs."""
+    pair = (value, value) if isinstance(value, int) else tuple(value) if isinstance(value, (tuple, list)) else ()
+    if len(pair) != 2:
+        raise AutosageError(f"{name} must be a positive int or a (source, target) pair, got {value!r}")
+    return tuple(_int_channels(name, v) for v in pair)
+
+
+def _split_input(x):
+    """(x_src, x_dst, size) of a layer input: one tensor for both node sets (size n), or a
+    bipartite pair (size (n_src, n_dst))."""
+    if isinstance(x, torch.Tensor):
+        return x, x, x.shape[0]
+    if isinstance(x, (tuple, list)) and len(x) == 2 and all(isinstance(t, torch.Tensor) for t in x):
+        return x[0], x[1], (x[0].shape[0], x[1].shape[0])
+    raise AutosageError("x must be a tensor or a (x_src, x_dst) pair of tensors (a target set given as "
+                        "None is not supported)")
 
 
 def _refuse_attention_options(layer: str, dropout: float, edge_dim) -> None:
@@ -106,41 +137,45 @@ class GCNConv(nn.Module):
 
 
 class SAGEConv(nn.Module):
-    """x'_i = W_l mean_{j -> i} x_j + b + W_r x_i (PyG's SAGEConv, mean aggregation). When the
-    output is narrower than the input the product with W_l runs before the aggregation (the same
-    function: a mean is linear and the bias is added after), so the SpMM moves fewer columns."""
+    """x'_i = W_l mean_{j -> i} x_j + b + W_r x_i (PyG's SAGEConv, mean aggregation). Bipartite
+    inputs as PyG takes them: `in_channels = (source, target)` widths and `x = (x_src, x_dst)` on a
+    graph of n_dst targets by n_src sources (a sampler's layer). When the output is narrower than
+    the input the product with W_l runs before the aggregation (the same function: a mean is linear
+    and the bias is added after), so the SpMM moves fewer columns."""
 
-    def __init__(self, in_channels: int, out_channels: int, aggr: str = "mean",
+    def __init__(self, in_channels, out_channels: int, aggr: str = "mean",
                  normalize: bool = False, root_weight: bool = True, project: bool = False,
                  bias: bool = True):
         super().__init__()
         if aggr != "mean":
             raise AutosageError(f"SAGEConv: only aggr='mean' is supported, got {aggr!r}")
-        self.in_channels = _int_channels("in_channels", in_channels)
+        source, target = _pair_channels("in_channels", in_channels)
+        self.in_channels = in_channels if isinstance(in_channels, int) else (source, target)
         self.out_channels = _int_channels("out_channels", out_channels)
         self.aggr, self.normalize, self.root_weight, self.project = aggr, normalize, root_weight, project
         if project:
-            self.lin = nn.Linear(in_channels, in_channels, bias=True)
-        self.lin_l = nn.Linear(in_channels, out_channels, bias=bias)
+            self.lin = nn.Linear(source, source, bias=True)
+        self.lin_l = nn.Linear(source, out_channels, bias=bias)
         if root_weight:
-            self.lin_r = nn.Linear(in_channels, out_channels, bias=False)
+            self.lin_r = nn.Linear(target, out_channels, bias=False)
 
     def reset_parameters(self) -> None:
         for lin in (getattr(self, "lin", None), self.lin_l, getattr(self, "lin_r", None)):
             if lin is not None:
                 lin.reset_parameters()
 
-    def forward(self, x: torch.Tensor, edge_index):
-        g = mean_graph(as_graph(edge_index, x.shape[0]))
-        x_src = self.lin(x).relu() if self.project else x
-        if self.out_channels < self.in_channels:
+    def forward(self, x, edge_index):
+        x_src, x_dst, size = _split_input(x)
+        g = mean_graph(as_graph(edge_index, size))
+        x_src = self.lin(x_src).relu() if self.project else x_src
+        if self.out_channels < self.lin_l.in_features:
             out = spmm(g, F.linear(x_src, self.lin_l.weight))
             if self.lin_l.bias is not None:
                 out = out + self.lin_l.bias
         else:
             out = self.lin_l(spmm(g, x_src))
         if self.root_weight:
-            out = out + self.lin_r(x)
+            out = out + self.lin_r(x_dst)
         return F.normalize(out, p=2.0, dim=-1) if self.normalize else out
 
     def extra_repr(self) -> str:
@@ -201,10 +236,13 @@ class GATConv(nn.Module):
     """Additive graph attention (PyG's GATConv): per head, softmax over the edges j -> i of
     LeakyReLU(<a_dst, W x_i> + <a_src, W x_j>), weighting W x_j; heads concatenated or averaged;
     plus the bias. With add_self_loops (the default) every node's own loops are replaced by one, as
-    PyG does. Runs on the fused attention kernel with the additive score; dropout must be 0 (the
-    fused kernel never stores per-edge probabilities to drop), no edge features, no residual."""
+    PyG does; a duplicate edge counts once per listing. Bipartite inputs as PyG takes them:
+    `in_channels = (source, target)` (then `lin_src` and `lin_dst` instead of `lin`) and
+    `x = (x_src, x_dst)`, self-loops on the ids below min(n_src, n_dst). Runs on the fused attention
+    kernel with the additive score; dropout must be 0 (the fused kernel never stores per-edge
+    probabilities to drop), no edge features, no residual."""
 
-    def __init__(self, in_channels: int, out_channels: int, heads: int = 1, concat: bool = True,
+    def __init__(self, in_channels, out_channels: int, heads: int = 1, concat: bool = True,
                  negative_slope: float = 0.2, dropout: float = 0.0, add_self_loops: bool = True,
                  edge_dim: int | None = None, fill_value="mean", bias: bool = True,
                  residual: bool = False):
@@ -212,33 +250,47 @@ class GATConv(nn.Module):
         _refuse_attention_options("GATConv", dropout, edge_dim)
         if residual:
             raise AutosageError("GATConv: residual=True is not supported")
-        self.in_channels = _int_channels("in_channels", in_channels)
+        source, target = _pair_channels("in_channels", in_channels)
+        self.in_channels = in_channels if isinstance(in_channels, int) else (source, target)
         self.out_channels = _int_channels("out_channels", out_channels)
         self.heads = _int_channels("heads", heads)
         self.concat, self.negative_slope, self.dropout = concat, float(negative_slope), dropout
         self.add_self_loops, self.fill_value = add_self_loops, fill_value
-        self.lin = nn.Linear(in_channels, heads * out_channels, bias=False)
+        width = heads * out_channels
+        if isinstance(in_channels, int):
+            self.lin = nn.Linear(in_channels, width, bias=False)
+        else:   # PyG's names for the bipartite layer, so state dicts load both ways
+            self.lin_src = nn.Linear(source, width, bias=False)
+            self.lin_dst = nn.Linear(target, width, bias=False)
         self.att_src = nn.Parameter(torch.empty(1, heads, out_channels))
         self.att_dst = nn.Parameter(torch.empty(1, heads, out_channels))
-        width = heads * out_channels if concat else out_channels
-        self.bias = nn.Parameter(torch.empty(width)) if bias else None
+        out_width = width if concat else out_channels
+        self.bias = nn.Parameter(torch.empty(out_width)) if bias else None
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        for t in (self.lin.weight, self.att_src, self.att_dst):
+        for lin in ("lin", "lin_src", "lin_dst"):
+            if hasattr(self, lin):
+                _glorot(getattr(self, lin).weight)
+        for t in (self.att_src, self.att_dst):
             _glorot(t)
         if self.bias is not None:
             nn.init.zeros_(self.bias)
 
-    def forward(self, x: torch.Tensor, edge_index):
-        g = as_graph(edge_index, x.shape[0])
+    def forward(self, x, edge_index):
+        x_src, x_dst, size = _split_input(x)
+        g = as_graph(edge_index, size)
         if self.add_self_loops:
             g = with_self_loops(g)[0]
         H, C = self.heads, self.out_channels
-        h = self.lin(x).view(-1, H, C)
-        a_src = (h * self.att_src).sum(dim=-1)       # (n, H): the source's term of every score
-        a_dst = (h * self.att_dst).sum(dim=-1)       # the target's term
-        out = additive_attention(g, a_dst, a_src, h, self.negative_slope)
+        if hasattr(self, "lin"):
+            h_src = self.lin(x_src).view(-1, H, C)
+            h_dst = h_src if x_dst is x_src else self.lin(x_dst).view(-1, H, C)
+        else:
+            h_src, h_dst = self.lin_src(x_src).view(-1, H, C), self.lin_dst(x_dst).view(-1, H, C)
+        a_src = (h_src * self.att_src).sum(dim=-1)       # (n_src, H): the source's term of every score
+        a_dst = (h_dst * self.att_dst).sum(dim=-1)       # (n_dst, H): the target's term
+        out = additive_attention(g, a_dst, a_src, h_src, self.negative_slope)
         out = out.reshape(-1, H * C) if self.concat else out.mean(dim=1)
         return out if self.bias is None else out + self.bias
 

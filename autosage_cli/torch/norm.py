@@ -30,13 +30,14 @@ def user_edges(g: Graph) -> tuple[torch.Tensor, torch.Tensor]:
 
 def with_self_loops(g: Graph) -> tuple[Graph, torch.Tensor]:
     """(the graph PyG's add_remaining_self_loops makes, the user edges it keeps): g's edges that
-    are not self-loops (duplicates kept) followed by one self-loop per node, in that input order."""
+    are not self-loops (duplicates kept) followed by one self-loop per node, in that input order.
+    A bipartite graph gets loops on the nodes that are both sources and targets (ids below
+    min(n_src, n_dst)), as PyG's GATConv adds them."""
     key = ("self_loops",)
     if key not in g.derived:
-        _require_square(g, "adding self-loops")
         row, col = user_edges(g)
         keep = row != col
-        nodes = torch.arange(g.n_rows, device=g.device)
+        nodes = torch.arange(min(g.n_rows, g.n_cols), device=g.device)
         looped = Graph.from_coo(torch.cat([row[keep], nodes]), torch.cat([col[keep], nodes]), None,
                                 g.shape, **g._options())
         g.derived[key] = (looped, keep)
@@ -62,6 +63,7 @@ def gcn_values(g: Graph, edge_weight=None, *, add_self_loops: bool = True, fill:
     values = _user_values(g, edge_weight, dtype)
     target = g
     if add_self_loops:
+        _require_square(g, "the GCN normalisation with self-loops")
         target, keep = with_self_loops(g)
         row, _ = user_edges(g)
         loops = torch.full((g.n_rows,), float(fill), dtype=dtype, device=values.device)

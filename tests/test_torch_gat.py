@@ -165,7 +165,6 @@ def test_gat_trains_in_float32(edges):
     (lambda: at.GATConv(4, 4, dropout=0.5), "dropout"),
     (lambda: at.GATConv(4, 4, edge_dim=3), "edge_dim"),
     (lambda: at.GATConv(4, 4, residual=True), "residual"),
-    (lambda: at.GATConv((4, 5), 4), "bipartite"),
 ])
 def test_unsupported_options_are_refused(make, message):
     with pytest.raises(AutosageError, match=message):

@@ -128,7 +128,7 @@ def test_layers_train_in_float32(data):
 
 @pytest.mark.parametrize("make, message", [
     (lambda: at.SAGEConv(4, 4, aggr="max"), "only aggr='mean'"),
-    (lambda: at.SAGEConv((4, 5), 4), "bipartite"),
+    (lambda: at.SAGEConv((4, 5, 6), 4), "in_channels must be a positive int or a"),
     (lambda: at.TransformerConv(4, 4, dropout=0.1), "dropout"),
     (lambda: at.TransformerConv(4, 4, edge_dim=3), "edge_dim"),
     (lambda: at.GCNConv(4, 4, normalize=False, add_self_loops=True), "needs normalize"),

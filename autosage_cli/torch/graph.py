@@ -34,35 +34,40 @@ def host_copies() -> int:
     return _HOST_COPIES[0]
 
 
-def _check_edges(row: torch.Tensor, col: torch.Tensor, shape: tuple, weight) -> None:
-    """Index bounds and finite weights, read back in one transfer (each check alone would wait for
-    the device once: a mini-batch step builds a Graph every time)."""
-    if not row.numel():
-        return
-    checks = [row.min(), row.max(), col.min(), col.max()]
-    if weight is not None:
-        checks.append(torch.isfinite(weight).all().to(row.dtype))
-    low_r, high_r, low_c, high_c, *finite = torch.stack(checks).tolist()
-    for name, low, high, bound in (("row", low_r, high_r, shape[0]), ("col", low_c, high_c, shape[1])):
-        if low < 0 or high >= bound:
-            raise AutosageError(f"{name}: index out of range [0, {bound})")
-    if finite and not finite[0]:
-        raise AutosageError("edge weights contain NaN or Inf")
-
-
-def _canonical_order(row: torch.Tensor, col: torch.Tensor, n_cols: int, keep_duplicates: bool):
-    """(row-major keys in canonical order, canonical position of every input edge): one stable
-    sort on the edges' device. Duplicates share one key unless `keep_duplicates` (then every edge
-    keeps its own position, duplicates side by side in input order)."""
+def _canonical_order(row: torch.Tensor, col: torch.Tensor, weight, shape: tuple, keep_duplicates: bool):
+    """(row-major keys in canonical order, canonical position of every input edge, whether the
+    input already was canonical, whether the canonical values are all ones): one stable sort on
+    the edges' device and ONE transfer back, which also carries the index bounds and the weights'
+    finiteness (a mini-batch step builds a Graph every time; each check read back alone would wait
+    for the device once). Duplicates share one key unless `keep_duplicates` (then every edge keeps
+    its own position, duplicates side by side in input order)."""
+    n_rows, n_cols = shape
+    dev, E = row.device, row.numel()
     key = row * n_cols + col
     sorted_key, order = torch.sort(key, stable=True)
-    if keep_duplicates:
-        canon_key, position = sorted_key, torch.arange(key.numel(), device=key.device)
-    else:
-        canon_key, position = torch.unique_consecutive(sorted_key, return_inverse=True)
+    first = torch.ones(E, dtype=torch.bool, device=dev)
+    if E > 1 and not keep_duplicates:
+        first[1:] = sorted_key[1:] != sorted_key[:-1]
+    zero = torch.zeros((), dtype=torch.int64, device=dev)
+    bounds = [row.min(), row.max(), col.min(), col.max()] if E else [zero] * 4
+    distinct = first.sum()
+    in_order = (order == torch.arange(E, device=dev)).all()
+    ones = (weight == 1).all() if weight is not None else torch.ones((), dtype=torch.bool, device=dev)
+    finite = torch.isfinite(weight).all() if weight is not None else torch.ones((), dtype=torch.bool, device=dev)
+    low_r, high_r, low_c, high_c, n_keys, in_order, ones, finite = torch.stack(
+        bounds + [distinct, in_order.long(), ones.long(), finite.long()]).tolist()
+    for name, low, high, bound in (("row", low_r, high_r, n_rows), ("col", low_c, high_c, n_cols)):
+        if E and (low < 0 or high >= bound):
+            raise AutosageError(f"{name}: index out of range [0, {bound})")
+    if not finite:
+        raise AutosageError("edge weights contain NaN or Inf")
+    position = torch.cumsum(first, 0) - 1            # each sorted edge's canonical position
+    canon_key = torch.empty(n_keys, dtype=key.dtype, device=dev).scatter_(0, position, sorted_key)
     user_to_canon = torch.empty_like(order)
     user_to_canon[order] = position
-    return canon_key, user_to_canon
+    unique = n_keys == E
+    # summed duplicates are values of their own (a count, or a sum of weights): never "all ones"
+    return canon_key, user_to_canon, bool(unique and in_order), bool(unique and ones)
 
 
 def _rowptr(row: torch.Tensor, n_rows: int) -> torch.Tensor:
@@ -124,26 +129,17 @@ class Graph:
             weight = weight.detach().to(torch.float32)
             if weight.shape != row.shape:
                 raise AutosageError(f"edge weights: expected shape {tuple(row.shape)}, got {tuple(weight.shape)}")
-        _check_edges(row, col, (n_rows, n_cols), weight)
-        keys, user_to_canon = _canonical_order(row, col, n_cols, keep_duplicates)
+        keys, user_to_canon, identity, all_ones = _canonical_order(row, col, weight, (n_rows, n_cols),
+                                                                   keep_duplicates)
         canon_row, canon_col = keys // n_cols, keys % n_cols
         nnz = keys.numel()
-        if weight is not None:
+        if all_ones:
+            canon_weight = None   # a pattern: kernels then skip reading values
+        elif weight is not None:
             canon_weight = weight.new_zeros(nnz).index_add_(0, user_to_canon, weight)
-        elif nnz != row.numel():  # duplicates without weights count once each
+        else:                     # duplicates without weights count once each
             canon_weight = torch.zeros(nnz, device=row.device).index_add_(
                 0, user_to_canon, torch.ones(row.numel(), device=row.device))
-        else:
-            canon_weight = None
-        # whether the input was canonical already, and whether the values are all ones (a pattern:
-        # kernels then skip reading values), read back together
-        flags = [(user_to_canon == torch.arange(nnz, device=row.device)).all() if nnz == row.numel()
-                 else torch.zeros((), dtype=torch.bool, device=row.device)]
-        if canon_weight is not None:
-            flags.append((canon_weight == 1).all())
-        identity, *all_ones = torch.stack(flags).tolist()
-        if all_ones and all_ones[0]:
-            canon_weight = None
         return cls(_rowptr(canon_row, n_rows), canon_row, canon_col, canon_weight, (n_rows, n_cols),
                    user_to_canon=None if identity else user_to_canon, user_weight=weight, **options)
 
@@ -312,8 +308,10 @@ class Graph:
             return self
         if "duplicates" not in self.derived:
             u2c = self.user_to_canon
-            self.derived["duplicates"] = Graph.from_coo(self.row[u2c], self.col[u2c], self.user_weight,
-                                                        self.shape, keep_duplicates=True, **self._options())
+            multi = Graph.from_coo(self.row[u2c], self.col[u2c], self.user_weight, self.shape,
+                                   keep_duplicates=True, **self._options())
+            multi._coalesced = self
+            self.derived["duplicates"] = multi
         return self.derived["duplicates"]
 
     # ------------------------------------------------------------------------------ kind
@@ -358,6 +356,11 @@ class Graph:
         which = "weighted" if weighted and self.weight is not None else "pattern"
         if which == "pattern" and parent is not None:
             return parent.host_csr(weighted=False)
+        coalesced = getattr(self, "_coalesced", None)
+        if coalesced is not None:
+            # a CSRGraph holds no duplicate edges: features and tunes of a graph that keeps them
+            # (attention's) read its coalesced graph, of the same rows and nearly the same edges
+            return coalesced.host_csr(weighted=False)
         if which not in self._host:
             _HOST_COPIES[0] += 1
             values = (self.weight.float().cpu().numpy() if which == "weighted"

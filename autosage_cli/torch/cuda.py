@@ -45,13 +45,19 @@ def _stream(device: torch.device):
     return stream
 
 
+_devices: dict = {}
+
+
 class _on_torch_stream:
     """`with _on_torch_stream(device):` CuPy work goes to torch's current stream on that device."""
 
     def __init__(self, device: torch.device):
-        import cupy
+        found = _devices.get(device.index)
+        if found is None:
+            import cupy
 
-        self.device = cupy.cuda.Device(device.index)
+            found = _devices[device.index] = cupy.cuda.Device(device.index)
+        self.device = found
         self.stream = _stream(device)
 
     def __enter__(self):
@@ -94,12 +100,18 @@ def operand(name: str, t: torch.Tensor, dtype: torch.dtype | None = None) -> tor
     return t
 
 
+_CUPY_TYPES = {torch.float32: "float32", torch.float16: "float16", torch.int32: "int32", torch.int64: "int64",
+               torch.bfloat16: "uint16"}   # CuPy has no bfloat16: the bits, as uint16
+
+
 def _cupy(t: torch.Tensor):
+    """A CuPy view of a contiguous CUDA tensor, made from its pointer (the tensor is kept alive by
+    the view): DLPack's hand-off took ~0.1 ms per operand on the H200 (a stream handshake per
+    call), several times each op's launch."""
     import cupy
 
-    if t.dtype == torch.bfloat16:   # CuPy has no bfloat16: share the bits as uint16
-        return cupy.from_dlpack(t.view(torch.int16)).view(cupy.uint16)
-    return cupy.from_dlpack(t)
+    memory = cupy.cuda.UnownedMemory(t.data_ptr(), t.numel() * t.element_size(), t, t.device.index)
+    return cupy.ndarray(tuple(t.shape), _CUPY_TYPES[t.dtype], cupy.cuda.MemoryPointer(memory, 0))
 
 
 class HostOnDemand:

@@ -37,9 +37,10 @@ def with_self_loops(g: Graph) -> tuple[Graph, torch.Tensor]:
     if key not in g.derived:
         row, col = user_edges(g)
         keep = row != col
+        kept = keep.nonzero().squeeze(1)     # one read-back for both index arrays
         nodes = torch.arange(min(g.n_rows, g.n_cols), device=g.device)
-        looped = Graph.from_coo(torch.cat([row[keep], nodes]), torch.cat([col[keep], nodes]), None,
-                                g.shape, **g._options())
+        looped = Graph.from_coo(torch.cat([row.index_select(0, kept), nodes]),
+                                torch.cat([col.index_select(0, kept), nodes]), None, g.shape, **g._options())
         g.derived[key] = (looped, keep)
     return g.derived[key]
 
@@ -55,6 +56,22 @@ def _user_values(g: Graph, edge_weight, dtype) -> torch.Tensor:
     return torch.ones(g.num_user_edges, dtype=dtype, device=g.device)
 
 
+def _looped_canonical(looped: Graph, keep: torch.Tensor, kept_values: torch.Tensor, loops: torch.Tensor):
+    """Canonical values of `looped` (with_self_loops: the kept edges in order, then one loop per
+    node) from each original edge's value (0 where not kept) and the loops' values, without
+    selecting the kept edges: an edge that is not kept adds its 0 to some slot."""
+    dev = kept_values.device
+    u2c = looped.on("user_to_canon", dev)
+    if u2c is None:
+        u2c = torch.arange(looped.num_user_edges, device=dev)
+    n_kept = looped.num_user_edges - loops.numel()
+    out = kept_values.new_zeros(looped.nnz).index_add(0, u2c[n_kept:], loops)
+    if n_kept:
+        position = (torch.cumsum(keep, 0) - 1).clamp_(min=0)    # each kept edge's place among them
+        out = out.index_add(0, u2c[:n_kept].index_select(0, position), kept_values)
+    return out
+
+
 def gcn_values(g: Graph, edge_weight=None, *, add_self_loops: bool = True, fill: float = 1.0,
                dtype=torch.float32) -> tuple[Graph, torch.Tensor]:
     """(graph, canonical values) of the symmetric GCN normalisation; differentiable in
@@ -66,10 +83,13 @@ def gcn_values(g: Graph, edge_weight=None, *, add_self_loops: bool = True, fill:
         _require_square(g, "the GCN normalisation with self-loops")
         target, keep = with_self_loops(g)
         row, _ = user_edges(g)
-        loops = torch.full((g.n_rows,), float(fill), dtype=dtype, device=values.device)
-        loops = loops.index_put((row[~keep],), values[~keep])
-        values = torch.cat([values[keep], loops])
-    values = target.to_canonical(values)
+        # without compacting (each boolean selection would wait for the device): a self-loop edge
+        # writes its weight into its node's loop, the others into a spare last slot
+        loops = torch.full((g.n_rows + 1,), float(fill), dtype=dtype, device=values.device)
+        loops = loops.index_put((torch.where(keep, g.n_rows, row),), values)[:-1]
+        values = _looped_canonical(target, keep, values.masked_fill(~keep, 0), loops)
+    else:
+        values = target.to_canonical(values)
     row, col = target.on("row", values.device), target.on("col", values.device)
     degree = values.new_zeros(target.n_rows).index_add(0, row, values)
     inv_sqrt = degree.pow(-0.5).masked_fill(degree == 0, 0.0)

@@ -27,6 +27,7 @@ over the `steps` steps (`autosage_cli.torch.probe_count()` before and after).
 """
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import math
 import statistics
@@ -94,7 +95,7 @@ def without_repeats(batches, sample_ms):
     for batch, ms in zip(batches, sample_ms):
         device = batch.edge_index.device
         edges, extra = _timed(device, lambda: unique_edges(batch.edge_index, batch.num_nodes))
-        out.append(type(batch)(batch.n_id, edges, batch.batch_size))
+        out.append(dataclasses.replace(batch, edge_index=edges, num_sampled_edges=()))
         times.append(ms + extra)
     return out, times
 

@@ -11,7 +11,10 @@ neighbours draws none. The batch (PyG's NeighborLoader convention) is
               then each hop's new nodes in increasing global id;
   edge_index  (2, E) source -> target edges over all hops, in local ids;
   batch_size  the number of seeds: every layer runs on the whole subgraph and the loss is taken on
-              the first batch_size outputs.
+              the first batch_size outputs;
+  num_sampled_nodes, num_sampled_edges
+              per hop, as PyG's batches carry them: the seeds and each hop's new nodes, and each
+              hop's edges (its frontier nodes with neighbours x its fanout), in order.
 
 Randomness comes from the `generator` (a torch.Generator on the graph's device), so a seeded
 sampler gives the same batches again. `seed_batches` draws the seeds themselves: distinct within a
@@ -28,10 +31,13 @@ from ..errors import AutosageError
 
 @dataclass
 class Batch:
-    """One sampled subgraph: global ids (seeds first), local edges (source -> target), seeds."""
+    """One sampled subgraph: global ids (seeds first), local edges (source -> target), seeds,
+    and the nodes and edges each hop added."""
     n_id: torch.Tensor
     edge_index: torch.Tensor
     batch_size: int
+    num_sampled_nodes: tuple = ()
+    num_sampled_edges: tuple = ()
 
     @property
     def num_nodes(self) -> int:
@@ -64,7 +70,7 @@ class NeighborSampler:
         if not torch.equal(local[seeds], torch.arange(count, device=device)):
             local[seeds] = -1
             raise AutosageError("seeds: every seed must be distinct (they become local ids 0..batch-1)")
-        nodes, sources, targets, frontier = [seeds], [], [], seeds
+        nodes, sources, targets, edge_counts, frontier = [seeds], [], [], [], seeds
         for fanout in self.fanouts:
             start = self.rowptr[frontier]
             degree = self.rowptr[frontier + 1] - start
@@ -79,12 +85,15 @@ class NeighborSampler:
             local[new] = torch.arange(count, count + new.numel(), device=device)
             count += new.numel()
             sources.append(local[drawn])
+            edge_counts.append(int(drawn.numel()))
             targets.append(local[frontier].repeat_interleave(fanout))
             nodes.append(new)
             frontier = new
         n_id = torch.cat(nodes)
         local[n_id] = -1
-        return Batch(n_id, torch.stack([torch.cat(sources), torch.cat(targets)]), int(seeds.numel()))
+        edge_index = torch.stack([torch.cat(sources), torch.cat(targets)])
+        return Batch(n_id, edge_index, int(seeds.numel()), tuple(int(t.numel()) for t in nodes),
+                     tuple(edge_counts))
 
 
 def unique_edges(edge_index: torch.Tensor, num_nodes: int) -> torch.Tensor:

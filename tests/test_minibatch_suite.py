@@ -40,6 +40,13 @@ def builds_as_probes(monkeypatch):
     return built
 
 
+def error_line(result) -> str:
+    """The one `Error:` line of a command that failed on its input (exit code 2)."""
+    lines = result.stderr.strip().splitlines()
+    assert result.exit_code == 2 and len(lines) == 1 and lines[0].startswith("Error: "), result.stderr
+    return lines[0]
+
+
 def cora_graph():
     return training.training_graph(resolve_graph("cora").load("datasets", 0), "cpu")
 
@@ -191,17 +198,13 @@ def test_the_command_writes_a_results_directory(tmp_path, monkeypatch, builds_as
     (["--dataset", "nope-graph"], "nope-graph"),
 ])
 def test_bad_options_get_one_error_line(args, message):
-    result = run_cli("bench", "--suite", "minibatch", *args, "--dry-run")
-    assert result.exit_code == 2
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("Error: ") and message in lines[0], lines
+    assert message in error_line(run_cli("bench", "--suite", "minibatch", *args, "--dry-run"))
 
 
 @pytest.mark.parametrize("suite", ["training", "default"])
 def test_the_minibatch_options_are_refused_by_the_other_suites(suite):
     result = run_cli("bench", "--suite", suite, "--fanouts", "10,5", "--dry-run")
-    assert result.exit_code == 2
-    assert result.stderr.strip().splitlines() == ["Error: --fanouts applies to --suite minibatch only"]
+    assert error_line(result) == "Error: --fanouts applies to --suite minibatch only"
 
 
 def test_dry_run_lists_every_model_and_type_per_graph():
@@ -221,10 +224,9 @@ def test_without_pyg_the_suite_says_so_in_one_line(monkeypatch):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch_geometric"
                         else real(name, *a))
-    result = run_cli("bench", "--suite", "minibatch", "--dataset", "cora")
-    assert result.exit_code == 2 and result.stderr.strip().splitlines() == [
+    assert error_line(run_cli("bench", "--suite", "minibatch", "--dataset", "cora")) == (
         "Error: --suite minibatch needs torch and torch_geometric (torch_geometric is not installed): "
-        "pip install torch torch_geometric"]
+        "pip install torch torch_geometric")
 
 
 def test_without_a_gpu_the_suite_says_so_in_one_line(monkeypatch):
@@ -234,10 +236,9 @@ def test_without_a_gpu_the_suite_says_so_in_one_line(monkeypatch):
     def no_gpu(what="this command", hint=""):
         raise NoGPUError(f"{what} needs a CUDA GPU: no CUDA device visible; {hint}")
     monkeypatch.setattr(bench_training, "require_gpu", no_gpu)
-    result = run_cli("bench", "--suite", "minibatch", "--dataset", "cora")
-    assert result.exit_code == 2 and result.stderr.strip().splitlines() == [
+    assert error_line(run_cli("bench", "--suite", "minibatch", "--dataset", "cora")) == (
         "Error: autosage bench --suite minibatch needs a CUDA GPU: no CUDA device visible; "
-        "--dry-run validates the run without one"]
+        "--dry-run validates the run without one")
 
 
 def test_without_the_probe_counter_the_run_says_so_in_one_line(monkeypatch):

@@ -23,16 +23,13 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
-import click
-
 from .. import dtypes as dtype_table
-from ..bench import report
 from ..bench.rows import Row
 from ..bench.suites import MINIBATCH as SUITE
 from ..bench.targets import MINIBATCH_PREFIX
 from ..errors import AutosageError
-from .bench_training import (KERNEL_OPTIONS, check_common, execute, run_row, set_baseline, show_plan,
-                             training_graphs, value_type)
+from .bench_training import (KERNEL_OPTIONS, check_common, execute, run_models, run_row, set_baseline,
+                             show_plan)
 
 OP_PREFIX = MINIBATCH_PREFIX
 REFUSED = KERNEL_OPTIONS + ("repeat",)
@@ -129,19 +126,14 @@ def run_graphs(specs, models, settings: dict, params: dict, stamp: dict, out: Pa
     from ..torch import minibatch
 
     require_probe_count()
-    out.mkdir(parents=True, exist_ok=True)
-    rows: list[Row] = []
-    for spec, graph in training_graphs(specs, params, device):
-        for name in params.get("dtypes") or (dtype_table.DEFAULT,):
-            for model, sample_ms, ours, theirs in minibatch.bench_graph(
-                    spec.label, graph, models, seed=params["seed"], dtype=value_type(name),
-                    cache=params.get("cache_path"), **settings):
-                new = _rows_of(spec, graph, model, sample_ms, ours, theirs, stamp, name)
-                rows += new
-                report.write_csv(report.merge_rows(old_rows, rows), out / "results.csv")
-                click.echo(_progress_line(new), err=True)
-        del graph
-    return rows
+
+    def bench(spec, graph, dtype):
+        return minibatch.bench_graph(spec.label, graph, models, seed=params["seed"], dtype=dtype,
+                                     cache=params.get("cache_path"), **settings)
+
+    return run_models(specs, params, out, old_rows, device, bench,
+                      lambda spec, graph, result, name: _rows_of(spec, graph, *result, stamp, name),
+                      _progress_line)
 
 
 def _progress_line(rows: list[Row]) -> str:

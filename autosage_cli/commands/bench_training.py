@@ -213,17 +213,28 @@ def run_graphs(specs, models, steps: int, params: dict, stamp: dict, out: Path, 
     tests)."""
     from ..torch import training
 
+    def bench(spec, graph, dtype):
+        return training.bench_graph(spec.label, graph, models, steps=steps, warmup=WARMUP,
+                                    seed=params["seed"], dtype=dtype)
+
+    return run_models(specs, params, out, old_rows, device, bench,
+                      lambda spec, graph, result, name: _rows_of(spec, graph, *result, stamp, name),
+                      _progress_line)
+
+
+def run_models(specs, params: dict, out: Path, old_rows, device: str, bench, rows_of, progress) -> list[Row]:
+    """A training suite's loop: per graph (loaded once) and dtype of params["dtypes"], the results
+    `bench(spec, graph, torch dtype)` yields, each turned into rows by `rows_of(spec, graph,
+    result, dtype name)`, merged into results.csv at once and told on stderr by `progress(rows)`."""
     out.mkdir(parents=True, exist_ok=True)
     rows: list[Row] = []
     for spec, graph in training_graphs(specs, params, device):
         for name in params.get("dtypes") or (dtype_table.DEFAULT,):
-            for model, ours, theirs in training.bench_graph(spec.label, graph, models, steps=steps,
-                                                            warmup=WARMUP, seed=params["seed"],
-                                                            dtype=value_type(name)):
-                new = _rows_of(spec, graph, model, ours, theirs, stamp, name)
+            for result in bench(spec, graph, value_type(name)):
+                new = rows_of(spec, graph, result, name)
                 rows += new
                 report.write_csv(report.merge_rows(old_rows, rows), out / "results.csv")
-                click.echo(_progress_line(new), err=True)
+                click.echo(progress(new), err=True)
         del graph
     return rows
 

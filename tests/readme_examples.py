@@ -57,6 +57,10 @@ NOT_RUN = {
                                                            "tests/test_training_suite.py runs the suite",
     "autosage bench --suite training --dataset cora --ops train-gat --repeat 5": "as above",
     "autosage bench --suite training --dtypes float32,bfloat16": "as above",
+    "autosage bench --suite minibatch --dataset products-like --out results/minibatch":
+        "needs torch and PyG on the GPU; tests/test_minibatch_suite.py runs the suite",
+    "autosage bench --suite minibatch --dataset reddit-like --ops sage,gcn --dtypes float32,bfloat16": "as above",
+    "autosage bench --suite minibatch --dataset cora --steps 20 --batch-size 256 --fanouts 10,5": "as above",
 }
 
 

@@ -46,6 +46,18 @@ def test_schema_columns_are_section_9_in_order():
     assert {"probe_agrees", "oracle_schedule", "oracle_ms", "tune_ms", "status"} <= set(EXTRA_COLUMNS)
 
 
+def test_minibatch_columns_are_appended_after_the_training_ones():
+    """New columns only ever go at the end: the mini-batch suite's follow the training suite's."""
+    tail = ("loss_first", "loss_last", "first_step_ms", "floor_ms", "probes", "sample_ms")
+    assert ALL_COLUMNS[-len(tail):] == tail
+    row = Row("g", 2, 3, "minibatch-sage", 256, 1, "float32", "autosage", "graph", "probe",
+              first_step_ms=900.0, floor_ms=3.5, probes=4, sample_ms=1.25)
+    back = Row.from_dict({k: str(v) for k, v in row.to_dict().items()})    # a CSV line
+    assert (back.first_step_ms, back.floor_ms, back.probes, back.sample_ms) == (900.0, 3.5, 4, 1.25)
+    old = Row.from_dict({c: row.to_dict()[c] for c in SCHEMA_ORDER})        # a file from before them
+    assert math.isnan(old.floor_ms) and old.probes == 0 and math.isnan(old.sample_ms)
+
+
 def test_csv_header_and_round_trip(rows, tmp_path):
     path = tmp_path / "results.csv"
     report.write_csv(rows, path)

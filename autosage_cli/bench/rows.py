@@ -94,6 +94,13 @@ class Row:
     seed: int = 0
     loss_first: float = math.nan    # training rows: the loss of the first and of the last epoch
     loss_last: float = math.nan
+    # mini-batch training rows (--suite minibatch): the first step's time, the step on a batch
+    # whose graph input is already built and planned, the tuning probes autosage ran over the
+    # steps, and the median time to sample one batch (outside the steps' times)
+    first_step_ms: float = math.nan
+    floor_ms: float = math.nan
+    probes: int = 0
+    sample_ms: float = math.nan
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

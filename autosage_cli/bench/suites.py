@@ -15,6 +15,9 @@
   training   not kernel cases: full-graph training epochs of GCN, GraphSAGE and GAT built from
              autosage's layers against PyG on reddit-like and products-like
              (commands/bench_training.py, autosage_cli.torch.training).
+  minibatch  not kernel cases: mini-batch training steps (sampled subgraphs, a graph built per
+             batch) of the same models against PyG on the same graphs
+             (commands/bench_minibatch.py, autosage_cli.torch.minibatch).
 
 Options narrow or replace parts of a suite: --dataset replaces the graphs (every listed graph gets
 every op of the run), --ops filters the ops, --widths replaces K (and d for attention), --heads
@@ -153,7 +156,8 @@ def resolve_graph(name: str) -> GraphSpec:
 
 
 TRAINING = "training"             # the training suite: models and epochs, run by its own module
-SUITE_NAMES = (*SUITES, TRAINING)
+MINIBATCH = "minibatch"           # mini-batch training steps on sampled subgraphs, likewise
+SUITE_NAMES = (*SUITES, TRAINING, MINIBATCH)
 
 
 def get_suite(name: str) -> Suite:

@@ -137,7 +137,8 @@ class SuiteProgress(StderrBar):
               help=f"Which suite: {', '.join(suites.SUITE_NAMES)}.")
 @click.option("--ops", default=None, type=OpNames(listed=True),
               help="Comma-separated ops; for --suite training, models (train-gcn,train-sage,train-gat,"
-                   "train-transformer).")
+                   "train-transformer); for --suite minibatch, models (minibatch-sage,minibatch-gcn,"
+                   "minibatch-gat).")
 @click.option("--widths", default=None, help="Comma-separated K (d for attention), e.g. 1,2,4,32.")
 @click.option("--heads", default=None, help="Comma-separated attention head counts, e.g. 1,8.")
 @click.option("--dtypes", "dtype_list", default=None,
@@ -146,6 +147,13 @@ class SuiteProgress(StderrBar):
 @click.option("--repeat", type=int, default=None, help="Timed repeats per measurement (median, p20, p80 reported; use >= 10). "
                    "Default: the suite's (20 for default, 10 for the big suites). --suite training: "
                    "epochs per model, the first 2 untimed (default 10).")
+@click.option("--steps", type=int, default=None,
+              help="--suite minibatch: training steps per model and library, one sampled batch each, "
+                   "the first 5 not in the median (default 50).")
+@click.option("--batch-size", type=int, default=None,
+              help="--suite minibatch: seed nodes per batch (default 1024).")
+@click.option("--fanouts", default=None,
+              help="--suite minibatch: neighbours drawn per node and hop, comma-separated (default 15,10,5).")
 @click.option("--flush-l2", is_flag=True, help="Flush the L2 cache between timed repeats.")
 @click.option("--oracle", is_flag=True,
               help="Also tune with a full-graph probe of the top k (tune --full; not exhaustive) and "
@@ -168,16 +176,22 @@ class SuiteProgress(StderrBar):
               help="Validate the options, graphs and output paths and list the cases with their "
                    "estimated memory; no GPU needed.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
-def command(datasets, suite, ops, widths, heads, dtype_list, repeat, flush_l2, oracle, all_schedules, exhaustive,
-            cache_path, out_dir, seed, root, top_k, budget_ms, guardrail, dry_run, as_json):
+def command(datasets, suite, ops, widths, heads, dtype_list, repeat, steps, batch_size, fanouts, flush_l2, oracle,
+            all_schedules, exhaustive, cache_path, out_dir, seed, root, top_k, budget_ms, guardrail, dry_run,
+            as_json):
     """Benchmark autosage against cuSPARSE (and torch / PyG) side by side."""
     from ..bench import report, toolkit as toolkit_mod
     from ..bench.harness import RunOptions, count_cases, make_context, run_suite
-    from . import bench_plan, bench_training, dry_run as dry_run_mod
+    from . import bench_minibatch, bench_plan, bench_training, dry_run as dry_run_mod
 
-    if suite == suites.TRAINING:
+    if suite != suites.MINIBATCH:
+        for flag, value in (("--steps", steps), ("--batch-size", batch_size), ("--fanouts", fanouts)):
+            if value is not None:
+                raise AutosageError(f"{flag} applies to --suite minibatch only")
+    if suite in (suites.TRAINING, suites.MINIBATCH):
         ctx = click.get_current_context()
-        return bench_training.run(ctx.params, _command_line(ctx), default_out, _prior_run, _render)
+        module = bench_training if suite == suites.TRAINING else bench_minibatch
+        return module.run(ctx.params, _command_line(ctx), default_out, _prior_run, _render)
     chosen = suites.get_suite(suite)
     if repeat is not None and repeat < 1:
         raise AutosageError(f"--repeat must be >= 1, got {repeat}")

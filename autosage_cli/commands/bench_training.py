@@ -53,24 +53,54 @@ def parse_models(text: str | None) -> tuple[str, ...]:
     return models
 
 
+def check_common(params: dict, suite: str, refused=KERNEL_OPTIONS) -> tuple[list, tuple[str, ...]]:
+    """(graph specs, dtypes) of a training suite (`suite`: its name) from the bench options;
+    AutosageError on an option in `refused` or on a missing library (torch, PyG)."""
+    for name in refused:
+        if params.get(name) not in (None, False, ()):
+            raise AutosageError(f"--{name.replace('_', '-')} does not apply to --suite {suite}")
+    missing = [m for m in ("torch", "torch_geometric") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise AutosageError(f"--suite {suite} needs torch and torch_geometric ({missing[0]} is not "
+                            "installed): pip install torch torch_geometric")
+    specs = [resolve_graph(name) for name in (params.get("datasets") or GRAPHS)]
+    listed = params.get("dtype_list")
+    return specs, dtype_table.parse_list(listed) if listed is not None else (dtype_table.DEFAULT,)
+
+
 def check_options(params: dict) -> tuple[tuple[str, ...], int, list, tuple[str, ...]]:
     """(models, steps, graph specs, dtypes) from the bench options; AutosageError on anything that
     does not apply to this suite or is missing (torch, PyG)."""
-    for name in KERNEL_OPTIONS:
-        if params.get(name) not in (None, False, ()):
-            raise AutosageError(f"--{name.replace('_', '-')} does not apply to --suite training")
-    missing = [m for m in ("torch", "torch_geometric") if importlib.util.find_spec(m) is None]
-    if missing:
-        raise AutosageError(f"--suite training needs torch and torch_geometric ({missing[0]} is not "
-                            "installed): pip install torch torch_geometric")
+    specs, names = check_common(params, SUITE)
     steps = DEFAULT_STEPS if params.get("repeat") is None else params["repeat"]
     if steps <= WARMUP:
         raise AutosageError(f"--repeat for --suite training counts epochs, {WARMUP} of them untimed: "
                             f"it must be > {WARMUP}, got {steps}")
-    specs = [resolve_graph(name) for name in (params.get("datasets") or GRAPHS)]
-    listed = params.get("dtype_list")
-    names = dtype_table.parse_list(listed) if listed is not None else (dtype_table.DEFAULT,)
     return parse_models(params.get("ops")), steps, specs, names
+
+
+def run_row(base: dict, run, **extra) -> Row:
+    """The row of one library's Run (a training.Run): its times, status and losses."""
+    med, p20, p80 = run.stats()
+    return Row(**base, backend=run.library, schedule=run.mode,
+               decision="probe" if run.library == "autosage" else "fixed",
+               ms_median=med, ms_p20=p20, ms_p80=p80, prepare_ms=run.setup_ms,
+               status=run.status, error=run.error, repeats=len(run.times_ms),
+               loss_first=run.losses[0] if run.losses else math.nan,
+               loss_last=run.losses[-1] if run.losses else math.nan, **extra)
+
+
+def set_baseline(mine: Row, pyg_rows: list[Row]) -> None:
+    """Our row against PyG's fastest row that ran: best_vendor `pyg`, its median and our speed-up,
+    and the relative difference of the two last losses as rel_error."""
+    timed = [r for r in pyg_rows if r.status == "ok" and math.isfinite(r.ms_median)]
+    if not timed:
+        return
+    best = min(timed, key=lambda r: r.ms_median)
+    mine.best_vendor, mine.best_vendor_ms = "pyg", best.ms_median
+    mine.speedup_vs_best_vendor = best.ms_median / mine.ms_median if mine.ms_median > 0 else math.nan
+    if math.isfinite(mine.loss_last) and best.loss_last:
+        mine.rel_error = abs(mine.loss_last - best.loss_last) / abs(best.loss_last)
 
 
 def _rows_of(spec, graph, model: str, ours, theirs, stamp: dict, dtype: str = "float32") -> list[Row]:
@@ -79,30 +109,21 @@ def _rows_of(spec, graph, model: str, ours, theirs, stamp: dict, dtype: str = "f
     k, heads = width(model)
     base = dict(graph=spec.label, n_rows=graph.n_rows, n_cols=graph.n_cols, nnz=graph.nnz,
                 op=f"train-{model}", k=k, heads=heads, dtype=dtype, **stamp)
-    rows = []
-    for run in (theirs, ours):
-        med, p20, p80 = run.stats()
-        rows.append(Row(**base, backend=run.library, schedule=run.mode,
-                        decision="probe" if run.library == "autosage" else "fixed",
-                        ms_median=med, ms_p20=p20, ms_p80=p80, prepare_ms=run.setup_ms,
-                        status=run.status, error=run.error, repeats=len(run.times_ms),
-                        loss_first=run.losses[0] if run.losses else math.nan,
-                        loss_last=run.losses[-1] if run.losses else math.nan))
-    mine, pyg = rows[1], rows[0]
-    if pyg.status == "ok" and math.isfinite(pyg.ms_median):
-        mine.best_vendor, mine.best_vendor_ms = "pyg", pyg.ms_median
-        mine.speedup_vs_best_vendor = pyg.ms_median / mine.ms_median if mine.ms_median > 0 else math.nan
-        if math.isfinite(mine.loss_last) and pyg.loss_last:
-            mine.rel_error = abs(mine.loss_last - pyg.loss_last) / abs(pyg.loss_last)
+    rows = [run_row(base, theirs), run_row(base, ours)]
+    set_baseline(rows[1], rows[:1])
     return rows
 
 
-def _dry_run(specs, models, params: dict, names=(dtype_table.DEFAULT,)) -> None:
+def show_plan(specs, models, params: dict, names=(dtype_table.DEFAULT,), suite: str = SUITE,
+             op_prefix: str = "train-", device_bytes=None) -> None:
+    """The runs listed with their estimated memory; `device_bytes(model, n, nnz, n_in, n_out)`
+    (default: the full-graph training's estimate)."""
     from ..budget import graph_host_bytes
     from ..graphs import synthetic
     from ..torch import training
     from .dry_run import PlannedCase, report as show
 
+    device_bytes = device_bytes or training.device_bytes
     cases = []
     for spec in specs:
         if spec.preset:
@@ -114,11 +135,11 @@ def _dry_run(specs, models, params: dict, names=(dtype_table.DEFAULT,)) -> None:
         for name in names:
             for m in models:
                 k, heads = training.width(m)
-                cases.append(PlannedCase(spec.label, n, n, nnz, f"train-{m}", k, heads,
+                cases.append(PlannedCase(spec.label, n, n, nnz, f"{op_prefix}{m}", k, heads,
                                          graph_host_bytes(n, n, nnz),
-                                         training.device_bytes(m, n, nnz, n_in, n_out), exact, name))
-    show(cases, "autosage bench --suite training", params.get("as_json", False),
-         {"suite": SUITE, "out": params.get("out_dir") or "results/<date>-<gpu name>"})
+                                         device_bytes(m, n, nnz, n_in, n_out), exact, name))
+    show(cases, f"autosage bench --suite {suite}", params.get("as_json", False),
+         {"suite": suite, "out": params.get("out_dir") or "results/<date>-<gpu name>"})
 
 
 def run(params: dict, command: str, default_out, prior_run, render) -> None:
@@ -126,11 +147,23 @@ def run(params: dict, command: str, default_out, prior_run, render) -> None:
     README); `default_out(gpu)`, `prior_run(dir)` and `render(rows, out, as_json)` are the bench
     command's own."""
     models, steps, specs, names = check_options(params)
+    execute(params, command, (default_out, prior_run, render), SUITE, {"repeat": steps},
+            lambda: show_plan(specs, models, params, names),
+            lambda stamp, out, old_rows: run_graphs(specs, models, steps, {**params, "dtypes": names},
+                                                    stamp, out, old_rows))
+
+
+def execute(params: dict, command: str, bench_hooks, suite: str, run_info: dict, dry_run, runner) -> None:
+    """A training suite's run once its options are checked: the dry run (`dry_run()`), or the GPU
+    checks, then `runner(stamp, out, old_rows)` -> new rows, merged into the results directory,
+    whose run list gets this run (`run_info`: the suite's own settings). `bench_hooks`: the bench
+    command's (default_out, prior_run, render)."""
+    default_out, prior_run, render = bench_hooks
     out_dir = params.get("out_dir")
     prior = prior_run(Path(out_dir)) if out_dir is not None else None
     if params.get("dry_run"):
-        return _dry_run(specs, models, params, names)
-    require_gpu("autosage bench --suite training", "--dry-run validates the run without one")
+        return dry_run()
+    require_gpu(f"autosage bench --suite {suite}", "--dry-run validates the run without one")
     from ..torch.training import require_torch_cuda
 
     require_torch_cuda()
@@ -138,28 +171,21 @@ def run(params: dict, command: str, default_out, prior_run, render) -> None:
     gpu = (env.get("device") or {}).get("name", "")
     out = Path(out_dir) if out_dir is not None else default_out(gpu)
     old_rows, runs = prior if prior is not None else prior_run(out)
-    runs = runs + [{"command": command, "suite": SUITE, "timestamp": now_iso(),
-                    "seed": params["seed"], "repeat": steps, "environment": env}]
+    runs = runs + [{"command": command, "suite": suite, "timestamp": now_iso(),
+                    "seed": params["seed"], **run_info, "environment": env}]
     stamp = {"commit": str(env.get("commit", "")), "gpu": gpu, "timestamp": now_iso(),
              "seed": params["seed"]}
-    new_rows = run_graphs(specs, models, steps, {**params, "dtypes": names}, stamp, out, old_rows)
+    new_rows = runner(stamp, out, old_rows)
     all_rows = report.merge_rows(old_rows, new_rows)
     report.write_run_dir(out, all_rows, env, runs)
     render(all_rows, out, params.get("as_json", False))
 
 
-def run_graphs(specs, models, steps: int, params: dict, stamp: dict, out: Path, old_rows,
-               device: str = "cuda") -> list[Row]:
-    """Every model on every graph in every dtype of params["dtypes"] (default float32), rows
-    written to results.csv after each model (`device` cpu: a smoke run of the same path, for
-    tests)."""
+def training_graphs(specs, params: dict, device: str):
+    """(spec, its training Graph on `device`) per spec, loaded one at a time; each is freed before
+    the next is loaded (the caller drops its own reference at the end of its loop body)."""
     from ..torch import training
-    from ..torch.cuda import VALUE_TYPES
 
-    by_name = {name: t for t, name in VALUE_TYPES.items()}
-
-    out.mkdir(parents=True, exist_ok=True)
-    rows: list[Row] = []
     for spec in specs:
         t0 = time.perf_counter()
         click.echo(f"{spec.label}: loading", err=True)
@@ -168,16 +194,48 @@ def run_graphs(specs, models, steps: int, params: dict, stamp: dict, out: Path, 
         del csr
         click.echo(f"{spec.label}: {graph.n_rows:,} nodes, {graph.nnz:,} edges "
                    f"({time.perf_counter() - t0:.1f} s)", err=True)
-        for name in params.get("dtypes") or (dtype_table.DEFAULT,):
-            for model, ours, theirs in training.bench_graph(spec.label, graph, models, steps=steps,
-                                                            warmup=WARMUP, seed=params["seed"],
-                                                            dtype=by_name[name]):
-                new = _rows_of(spec, graph, model, ours, theirs, stamp, name)
-                rows += new
-                report.write_csv(report.merge_rows(old_rows, rows), out / "results.csv")
-                click.echo(_progress_line(new), err=True)
+        yield spec, graph
         del graph
         training.free_memory()
+
+
+def value_type(name: str):
+    """The torch dtype of a dtype name (float32, float16, bfloat16)."""
+    from ..torch.cuda import VALUE_TYPES
+
+    return {n: t for t, n in VALUE_TYPES.items()}[name]
+
+
+def run_graphs(specs, models, steps: int, params: dict, stamp: dict, out: Path, old_rows,
+               device: str = "cuda") -> list[Row]:
+    """Every model on every graph in every dtype of params["dtypes"] (default float32), rows
+    written to results.csv after each model (`device` cpu: a smoke run of the same path, for
+    tests)."""
+    from ..torch import training
+
+    def bench(spec, graph, dtype):
+        return training.bench_graph(spec.label, graph, models, steps=steps, warmup=WARMUP,
+                                    seed=params["seed"], dtype=dtype)
+
+    return run_models(specs, params, out, old_rows, device, bench,
+                      lambda spec, graph, result, name: _rows_of(spec, graph, *result, stamp, name),
+                      _progress_line)
+
+
+def run_models(specs, params: dict, out: Path, old_rows, device: str, bench, rows_of, progress) -> list[Row]:
+    """A training suite's loop: per graph (loaded once) and dtype of params["dtypes"], the results
+    `bench(spec, graph, torch dtype)` yields, each turned into rows by `rows_of(spec, graph,
+    result, dtype name)`, merged into results.csv at once and told on stderr by `progress(rows)`."""
+    out.mkdir(parents=True, exist_ok=True)
+    rows: list[Row] = []
+    for spec, graph in training_graphs(specs, params, device):
+        for name in params.get("dtypes") or (dtype_table.DEFAULT,):
+            for result in bench(spec, graph, value_type(name)):
+                new = rows_of(spec, graph, result, name)
+                rows += new
+                report.write_csv(report.merge_rows(old_rows, rows), out / "results.csv")
+                click.echo(progress(new), err=True)
+        del graph
     return rows
 
 

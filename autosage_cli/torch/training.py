@@ -231,17 +231,23 @@ def pyg_inputs(graph: Graph, dtype: torch.dtype = torch.float32) -> dict:
     return {"sparse-csr": adj_t, "edge-index": torch.stack([graph.col, graph.row])}
 
 
+def random_data(name: str, n_rows: int, device, seed: int, dtype: torch.dtype = torch.float32):
+    """(features, labels) of a graph's nodes, random from `seed`: the features drawn in float32
+    and rounded to `dtype`; their width and the class count are the graph's (FEATURES)."""
+    n_in, n_out = FEATURES.get(name, OTHER_FEATURES)
+    gen = torch.Generator(device=device).manual_seed(seed)
+    x = torch.randn(n_rows, n_in, device=device, generator=gen).to(dtype)
+    return x, torch.randint(0, n_out, (n_rows,), device=device, generator=gen)
+
+
 def bench_graph(name: str, graph: Graph, models, *, steps: int, warmup: int, seed: int,
                 dtype: torch.dtype = torch.float32):
     """Yield (model, ours, PyG) Runs for every model on one graph, same data and initial weights,
     everything in `dtype` (the features drawn in float32 and rounded, as the weights are)."""
     import torch_geometric.nn as pyg
 
-    device = graph.device
+    x, labels = random_data(name, graph.n_rows, graph.device, seed, dtype)
     n_in, n_out = FEATURES.get(name, OTHER_FEATURES)
-    gen = torch.Generator(device=device).manual_seed(seed)
-    x = torch.randn(graph.n_rows, n_in, device=device, generator=gen).to(dtype)
-    labels = torch.randint(0, n_out, (graph.n_rows,), device=device, generator=gen)
     inputs = pyg_inputs(graph, dtype)
     for model_name in models:
         torch.manual_seed(seed)

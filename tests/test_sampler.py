@@ -8,7 +8,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="torch is not installed: the sampler needs it")
 
 from autosage_cli.errors import AutosageError  # noqa: E402
-from autosage_cli.torch.sampler import NeighborSampler, seed_batches, unique_edges  # noqa: E402
+from autosage_cli.torch.sampler import NeighborSampler, seed_batches  # noqa: E402
 
 # Edges j -> i, row i listing its sources j (autosage_cli.torch.Graph's orientation):
 #   0 <- 1, 2, 3;  1 <- 4;  2 <- 0, 5;  3 <- (none);  4 <- 0, 1, 2, 3;  5 <- 6;  6 <- 3;  7 <- (none)
@@ -71,8 +71,6 @@ def test_draws_are_with_replacement_so_edges_repeat():
     batch = sampler((3,)).sample(torch.tensor([1]))
     assert batch.n_id.tolist() == [1, 4]
     assert batch.edge_index.tolist() == [[1, 1, 1], [0, 0, 0]]
-    once = unique_edges(batch.edge_index, batch.num_nodes)
-    assert once.tolist() == [[1], [0]]
 
 
 def test_draws_are_uniform_over_a_nodes_neighbours():

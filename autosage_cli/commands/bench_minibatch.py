@@ -20,7 +20,6 @@ options (--widths, --heads, --oracle, ...) and --repeat (use --steps) are refuse
 """
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 
 from .. import dtypes as dtype_table
@@ -112,20 +111,11 @@ def run(params: dict, command: str, default_out, prior_run, render) -> None:
                                                     stamp, out, old_rows))
 
 
-def require_probe_count() -> None:
-    """The probe counter this suite reports (autosage_cli.torch.probe_count), or one line."""
-    if not callable(getattr(importlib.import_module("autosage_cli.torch"), "probe_count", None)):
-        raise AutosageError("autosage_cli.torch.probe_count is missing: this autosage cannot count "
-                            "tuning probes, which --suite minibatch reports")
-
-
 def run_graphs(specs, models, settings: dict, params: dict, stamp: dict, out: Path, old_rows,
                device: str = "cuda") -> list[Row]:
     """Every model on every graph in every dtype of params["dtypes"], rows written to results.csv
     after each model (`device` cpu: a smoke run of the same path, for tests)."""
     from ..torch import minibatch
-
-    require_probe_count()
 
     def bench(spec, graph, dtype):
         return minibatch.bench_graph(spec.label, graph, models, seed=params["seed"], dtype=dtype,

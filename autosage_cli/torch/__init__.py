@@ -9,13 +9,17 @@ torch tensors, the `Graph` handle they run on, and PyG-style layers (`GCNConv`, 
 
 Importing this package imports torch; `import autosage_cli` never does, and installing autosage
 does not require torch. Submodules: graph (Graph), functions (ops and autograd), kernels (device
-dispatch), cuda (the CUDA path), norm (normalised graphs), nn (layers).
+dispatch), cuda (the CUDA path), norm (normalised graphs), nn (layers), sampler (a neighbour
+sampler for mini-batches), minibatch and training (the benchmarks' step runners). `probe_count()`
+counts the tuning probes run in this process (a mini-batch loop probes once per new kind of graph,
+scheduler/kinds.py); `host_copies()` the copies of a graph to the host.
 """
 from __future__ import annotations
 
+from ..scheduler.kinds import probe_count
 from .functions import additive_attention, attention, sddmm, spmm
-from .graph import Graph
+from .graph import Graph, host_copies
 from .nn import GATConv, GCNConv, SAGEConv, TransformerConv
 
 __all__ = ["Graph", "spmm", "sddmm", "attention", "additive_attention", "GCNConv", "SAGEConv",
-           "TransformerConv", "GATConv"]
+           "TransformerConv", "GATConv", "probe_count", "host_copies"]

@@ -5,8 +5,8 @@ into ours) are the full-graph benchmark's (autosage_cli.torch.training): GraphSA
 GCN 2 layers, GAT 8 heads x 8 then 1 head. Per graph, `steps` batches are sampled once, before
 anything is timed (autosage_cli.torch.sampler: `batch_size` seeds, uniform with replacement at
 `fanouts`), and replayed in the same order for every library, so both train on the same subgraphs.
-GAT trains on each batch's edges without repeats (unique_edges, part of its sampling time): the
-attention layers see an edge once, and a repeated edge would weigh twice in PyG's softmax alone.
+Repeated edges (draws with replacement) stay in every model's batches: both libraries count each
+listing, in SAGE's mean, GCN's degrees and the attention softmax.
 
 A step is: build the library's graph input from the batch's edge_index, forward on the batch's
 nodes, cross-entropy on the seeds' outputs (the first batch_size), backward, Adam (lr 0.01). It is
@@ -27,7 +27,6 @@ over the `steps` steps (`autosage_cli.torch.probe_count()` before and after).
 """
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import math
 import statistics
@@ -40,7 +39,7 @@ import torch.nn.functional as F
 from ..errors import AutosageError
 from . import nn as autosage_layers
 from .graph import Graph
-from .sampler import NeighborSampler, seed_batches, unique_edges
+from .sampler import NeighborSampler, seed_batches
 from .training import FEATURES, LEARNING_RATE, OTHER_FEATURES, Run, build, failure_text, free_memory, random_data
 
 MODELS = ("sage", "gcn", "gat")
@@ -86,18 +85,6 @@ def sample_batches(graph: Graph, steps: int, batch_size: int, fanouts, seed: int
         batches.append(batch)
         times.append(ms)
     return batches, times
-
-
-def without_repeats(batches, sample_ms):
-    """The batches with each edge once (GAT's input), and their sampling times plus the time that
-    took."""
-    out, times = [], []
-    for batch, ms in zip(batches, sample_ms):
-        device = batch.edge_index.device
-        edges, extra = _timed(device, lambda: unique_edges(batch.edge_index, batch.num_nodes))
-        out.append(dataclasses.replace(batch, edge_index=edges, num_sampled_edges=()))
-        times.append(ms + extra)
-    return out, times
 
 
 def pyg_adjacency(edge_index: torch.Tensor, num_nodes: int, dtype: torch.dtype) -> torch.Tensor:
@@ -209,9 +196,8 @@ def bench_graph(name: str, graph: Graph, models, *, steps: int = STEPS, batch_si
 
     x, labels = random_data(name, graph.n_rows, graph.device, seed, dtype)
     dims = FEATURES.get(name, OTHER_FEATURES)
-    plain = sample_batches(graph, steps, batch_size, fanouts, seed)
+    batches, sample_ms = sample_batches(graph, steps, batch_size, fanouts, seed)
     for model_name in models:
-        batches, sample_ms = without_repeats(*plain) if model_name == "gat" else plain
         torch.manual_seed(seed)
         init_state = build(pyg, model_name, *dims).state_dict()
         ours = run_ours(model_name, dims, batches, x, labels, init_state, cache, warmup)

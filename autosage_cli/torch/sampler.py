@@ -96,13 +96,6 @@ class NeighborSampler:
                      tuple(edge_counts))
 
 
-def unique_edges(edge_index: torch.Tensor, num_nodes: int) -> torch.Tensor:
-    """The edges of `edge_index` without repeats, sorted by (target, source): for layers that must
-    see each edge once (the attention layers refuse duplicates)."""
-    key = torch.unique(edge_index[1] * num_nodes + edge_index[0])
-    return torch.stack([key % num_nodes, key // num_nodes])
-
-
 def seed_batches(num_nodes: int, batch_size: int, count: int, generator=None, device=None):
     """`count` batches of distinct seeds: consecutive slices of a random permutation of the nodes,
     a new permutation when one is used up (an epoch); batch_size is capped at num_nodes."""

@@ -2,7 +2,8 @@
 
 `spmm`, `sddmm` and `attention` (see autosage_cli.api) are loaded on first use, so importing the
 package never imports CuPy and works on a machine without a GPU. `AutosageError` is what they raise
-for bad input or an unusable environment (no GPU), with a one-line message.
+for bad input or an unusable environment (no GPU), with a one-line message; `require_gpu()` raises
+it up front where no GPU is usable.
 """
 from __future__ import annotations
 
@@ -16,7 +17,15 @@ except _metadata.PackageNotFoundError:  # running from a source tree that is not
     __version__ = "0.0.0+unknown"
 
 _API = ("spmm", "sddmm", "attention")
-__all__ = [*_API, "AutosageError", "__version__"]
+__all__ = [*_API, "AutosageError", "require_gpu", "__version__"]
+
+
+def require_gpu() -> None:
+    """AutosageError, in one line naming why, unless a CUDA GPU is usable: call it before asking
+    CuPy for device memory, which without a driver or a device fails in a CuPy traceback."""
+    from .capability import require_gpu as check
+
+    check("autosage_cli")
 
 
 def __getattr__(name: str):

@@ -4,9 +4,11 @@ environment holds setuptools alone) into the package's `_cubins/`, so that a fir
 kernels instead of compiling them. Without nvcc nothing is built: kernels compile on first use.
 AUTOSAGE_BUILD_CUBINS=0 skips the build; AUTOSAGE_CUBIN_ARCHS (e.g. "80,90") picks the
 architectures (default sm_90). A built (non-editable) install also carries the kernel sources, the
-top-level cuda/, as the package's `_cuda/`. Everything else is in pyproject.toml."""
+top-level cuda/, as the package's `_cuda/`, and the shipped graphs with their registry, datasets/,
+as `_datasets/`. Everything else is in pyproject.toml."""
 import importlib.util
 import os
+import sys
 from pathlib import Path
 
 from setuptools import setup
@@ -31,6 +33,7 @@ class BuildPyWithCubins(build_py):
         root = HERE if self.editable_mode else Path(self.build_lib)
         if not self.editable_mode:
             prebuild.copy_sources(HERE / "cuda", root / "autosage_cli" / "_cuda")
+            prebuild.copy_datasets(HERE / "datasets", root / "autosage_cli" / "_datasets")
         if os.environ.get("AUTOSAGE_BUILD_CUBINS", "1") == "0":
             return
         archs = tuple(a.strip().removeprefix("sm_") for a in
@@ -41,8 +44,9 @@ class BuildPyWithCubins(build_py):
             self.announce_cubins(f"autosage: install-time cubins not built ({type(exc).__name__}: {exc})")
 
     def announce_cubins(self, message):
-        self.announce(message, level=2)
-        print(message)
+        # stderr, flushed line by line: pip shows the build's output with -v, and turns its spinner
+        # on each line without it
+        print(message, file=sys.stderr, flush=True)
 
 
 setup(cmdclass={"build_py": BuildPyWithCubins})

@@ -24,11 +24,13 @@ import re
 import shutil
 import subprocess
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Callable
 
 LISTING = "prebuilt.json"
+DATASET_REGISTRY = "registry.json"
 MANIFEST = "manifest.json"
 DEFAULT_ARCHS = ("90",)          # sm_90: H100/H200, the GPUs the kernels are tuned for
 NVCC_TIMEOUT_S = 900             # one module; the largest takes about 20 s on 2 cores
@@ -57,10 +59,26 @@ def copy_sources(cuda_dir: Path, dest: Path) -> int:
     is not part of it. Returns the number of files copied. A tree without kernel sources (an
     sdist made without MANIFEST.in's `graft cuda`) fails here rather than install a package that
     cannot build a kernel."""
-    dest = Path(dest)
     files = [p for p in sorted(Path(cuda_dir).glob("*")) if p.suffix in (".cu", ".cuh") or p.name == LISTING]
     if not any(p.suffix == ".cu" for p in files):
         raise FileNotFoundError(f"no kernel sources (.cu) in {cuda_dir}")
+    return _copy_files(files, Path(dest))
+
+
+def copy_datasets(datasets_dir: Path, dest: Path) -> int:
+    """Copy the shipped graphs (`*.mtx.gz`), their registry and README from `datasets_dir` into
+    `dest`: a built install's package carries them there (graphs.datasets.PACKAGED_DATASETS), so
+    `--dataset cora` works away from the source tree. Only these: a dataset downloaded under the
+    default --root (datasets/ogbn_*/) stays out. A tree without the registry fails here."""
+    datasets_dir = Path(datasets_dir)
+    if not (datasets_dir / DATASET_REGISTRY).is_file():
+        raise FileNotFoundError(f"no dataset registry ({DATASET_REGISTRY}) in {datasets_dir}")
+    files = sorted(datasets_dir.glob("*.mtx.gz")) + [datasets_dir / DATASET_REGISTRY]
+    files += [p for p in (datasets_dir / "README.md",) if p.is_file()]
+    return _copy_files(files, Path(dest))
+
+
+def _copy_files(files: list[Path], dest: Path) -> int:
     dest.mkdir(parents=True, exist_ok=True)
     for path in files:
         shutil.copyfile(path, dest / path.name)
@@ -199,15 +217,24 @@ def build(cuda_dir: Path, dest: Path, archs=DEFAULT_ARCHS, jobs: int | None = No
     manifest = {"version": 1, "sources_hash": hash_, "archs": {}}
     jobs = jobs or min(32, os.cpu_count() or 1)
     for arch in archs:
-        with ThreadPoolExecutor(jobs) as pool:
-            futures = {m["name"]: pool.submit(build_module, m, cuda_dir, hash_, arch, dest, nvcc, demangle)
-                       for m in modules}
+        # A line per module as it finishes: the build takes 45-90 s on 2 cores, and pip shows
+        # these lines with -v (without it, each one turns its spinner).
+        log(f"autosage: building {len(modules)} kernel modules for sm_{arch} with nvcc, {jobs} at a time "
+            "(about a minute on 2 cores; AUTOSAGE_BUILD_CUBINS=0 skips this)")
+        started = time.perf_counter()
         built, failed = {}, []
-        for name, fut in futures.items():
-            try:
-                built[name] = fut.result()
-            except RuntimeError as exc:   # that module compiles with NVRTC at run time
-                failed.append(f"{exc}")
+        with ThreadPoolExecutor(jobs) as pool:
+            futures = {pool.submit(build_module, m, cuda_dir, hash_, arch, dest, nvcc, demangle): m["name"]
+                       for m in modules}
+            for done, fut in enumerate(as_completed(futures), 1):
+                name = futures[fut]
+                try:
+                    built[name] = fut.result()
+                except RuntimeError as exc:   # that module compiles with NVRTC at run time
+                    failed.append(f"{exc}")
+                log(f"autosage: [{done}/{len(modules)}] sm_{arch} {name} "
+                    f"({'failed' if name not in built else 'built'}, {time.perf_counter() - started:.0f} s)")
+        built = {m["name"]: built[m["name"]] for m in modules if m["name"] in built}   # listing order
         manifest["archs"][arch] = built
         unmatched = [e for m in built.values() for e in m["unmatched"]]
         log(f"autosage: {len(built)} prebuilt modules for sm_{arch}"

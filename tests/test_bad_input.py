@@ -58,6 +58,10 @@ CASES = [
     ("empty-edge-list", lambda t: ["inspect", _file(t, "e.txt", "# only comments\n")], ["no edges"]),
     ("edge-list-text", lambda t: ["inspect", _file(t, "w.txt", "0 1\n1 two\n")], ["non-numeric target id", "'two'", "edge 2"]),
     ("edge-list-negative", lambda t: ["inspect", _file(t, "m.txt", "0 1\n-3 1\n")], ["negative source id"]),
+    # a float too large for int64: named as written, with no NumPy cast warning before the line
+    ("edge-list-huge-negative", lambda t: ["inspect", _file(t, "h.txt", "1 -1e30\n")],
+     ["negative target id -1e+30 in edge 1"]),
+    ("edge-list-huge", lambda t: ["inspect", _file(t, "h.txt", "1 1e30\n")], ["target id 1e+30 in edge 1 is too large"]),
     ("edge-list-fraction", lambda t: ["inspect", _file(t, "f.txt", "0 1.5\n")], ["not an integer"]),
     ("edge-list-columns", lambda t: ["inspect", _file(t, "k.txt", "0 1 2 3\n")], ["expected 2 or 3 columns"]),
     ("edge-list-ragged", lambda t: ["inspect", _file(t, "r.txt", "0 1\n1 2 3\n")], ["cannot parse"]),
@@ -114,6 +118,9 @@ def _assert_one_line_error(result, words):
     assert result.stdout == ""
 
 
+# A warning would print before the `Error:` line outside pytest (which captures warnings): here it
+# fails the case.
+@pytest.mark.filterwarnings("error")
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_bad_input_is_one_line_error(case, tmp_path, monkeypatch):
     monkeypatch.setattr(ogb, "ogb_installed", lambda: False)  # as in CI: no ogb, so no download

@@ -4,8 +4,8 @@ the *rounded* inputs, within the type's tolerance for the accumulation length (d
 One test per (schedule, dtype, K) runs the schedule on every graph of test_native_gpu (one row of
 3000 edges, no edges, 40% empty rows, a hub with half the nonzeros, all-ones values with hubs, a
 Zipf power law) and reports every graph that fails. Outputs are poisoned with NaN (bfloat16's NaN
-bits for bfloat16) and each plan runs twice. A K a schedule cannot run in the type is skipped with
-its reason. Per-head strided views (ld = H*K, base pointers offset by h*K elements: only 2-byte
+bits for bfloat16) and each plan runs twice. Only the Ks a schedule supports in the type are cases
+(tests/schedule_grids.py); its refusals are checked on the CPU (tests/test_schedule_refusals.py). Per-head strided views (ld = H*K, base pointers offset by h*K elements: only 2-byte
 aligned for odd K) go through the lower-level launches.
 """
 from __future__ import annotations
@@ -22,13 +22,14 @@ from autosage_cli import dtypes
 from autosage_cli.dtypes import from_storage, to_storage
 from autosage_cli.ops import case_tolerance
 
+from schedule_grids import HALF, HALF_ATTENTION
 from test_native_gpu import build_graphs, run_checked
 
 pytestmark = pytest.mark.gpu
 
-DTYPES = ("float16", "bfloat16")
-WIDTHS = (1, 3, 4, 5, 8, 33, 64, 127, 256)
-SCHEDULES = registry("spmm") + registry("sddmm")
+DTYPES = HALF.dtypes
+WIDTHS = HALF.widths
+SCHEDULES = list(HALF.schedules)
 
 
 @pytest.fixture(scope="module")
@@ -104,16 +105,10 @@ def test_device_bfloat16_rounding_matches_the_host_bit_for_bit():
 
 # ------------------------------------------------------------------ native SpMM and SDDMM
 
-@pytest.mark.parametrize("k", WIDTHS)
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("schedule", SCHEDULES, ids=lambda s: s.name)
+@pytest.mark.parametrize("schedule,dtype,k", HALF.supported())
 def test_schedule_matches_the_rounded_reference(schedule: Schedule, dtype: str, k: int, graphs):
     from autosage_cli.backends import native
 
-    reason = schedule.supports(k, 1, dtype)
-    if reason is not None:
-        assert reason.strip(), "a refusal must say why"
-        pytest.skip(reason)
     failures = check_on_every_graph(schedule, schedule.op, k, dtype, graphs,
                                     lambda dg: native.prepare(dg, schedule, k, dtype=dtype))
     assert not failures, f"{schedule.name} {dtype} K={k}:\n" + "\n".join(failures)
@@ -194,30 +189,13 @@ def test_half_plans_refuse_operands_of_another_type(graphs):
 
 # ------------------------------------------------------------------ native attention
 
-ATTENTION_WIDTHS = (1, 3, 4, 5, 8, 32, 64, 127, 128, 256)
-
-
-def attention_schedules():
-    """One schedule per family, vector width, tile and vectors per lane (NV): each NV is its own
-    register layout of the state and of fused_split's chunk partials."""
-    from autosage_cli.kernels.attention_families import vectors_per_lane
-
-    chosen = {}
-    for s in registry("attention"):
-        chosen.setdefault((s.family, s.vec, s.tile, vectors_per_lane(s)), s)
-    return list(chosen.values())
-
-
-@pytest.mark.parametrize("d", ATTENTION_WIDTHS)
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("schedule", attention_schedules(), ids=lambda s: s.name)
+# One schedule per family, vector width, tile and vectors per lane, with two head blocks
+# (schedule_grids.HALF_ATTENTION).
+@pytest.mark.parametrize("schedule,dtype,d", HALF_ATTENTION.supported())
 def test_attention_matches_the_rounded_reference(schedule, dtype, d, graphs):
     from autosage_cli.backends import native
 
-    heads = 2 * schedule.heads_per_block
-    reason = schedule.supports(d, heads, dtype)
-    if reason is not None:
-        pytest.skip(reason)
+    heads = HALF_ATTENTION.heads(schedule)
     failures = check_on_every_graph(schedule, "attention", d, dtype, graphs,
                                     lambda dg: native.prepare(dg, schedule, d, heads, dtype=dtype),
                                     heads=heads)

@@ -25,6 +25,7 @@ PACKAGE = "autosage_cli"
 # package's __init__), from the top layer down. A module may import from its own unit and from the
 # units of lower layers, never from a higher layer nor from another unit of its own layer.
 LAYERS = (
+    ("__main__",),               # `python -m autosage_cli`: the CLI entry point
     (PACKAGE, "cli"),            # the package facade (loads api on first use); the CLI entry point
     ("commands",),               # one module per CLI command
     ("bench", "torch"),          # the benchmark; the PyTorch ops and layers

@@ -270,10 +270,30 @@ def test_zip_members_may_not_escape(tmp_path):
 def test_installed_master_table_overrides_registry(tmp_path, monkeypatch):
     table = {"ogbn-arxiv": {"download_name": "arxiv_v2", "url": "http://x/arxiv_v2.zip",
                             "add_inverse_edge": "True", "binary": "False"}}
-    monkeypatch.setattr(ogb, "installed_master_table", lambda: table)
+    asked = []
+    monkeypatch.setattr(ogb, "installed_master_table", lambda task: asked.append(task) or table)
     meta = ogb.dataset_meta("ogbn-arxiv", datasets.lookup("ogbn-arxiv").params)
     assert meta == {"download_name": "arxiv_v2", "url": "http://x/arxiv_v2.zip",
                     "add_inverse_edge": True, "binary": False}
+    ogb.dataset_meta("ogbl-collab", datasets.lookup("ogbl-collab").params)
+    assert asked == ["nodeproppred", "linkproppred"]   # a link dataset's row is in linkproppred's table
+
+
+# --- OGB link-property datasets: the same raw layout ------------------------------------------------
+
+@pytest.mark.parametrize("name,inverse", [("ogbl-collab", True), ("ogbl-ppa", True), ("ogbl-ddi", True),
+                                          ("ogbl-citation2", False), ("ogbl-wikikg2", False)])
+def test_ogb_link_datasets_read_the_node_datasets_layout(tmp_path, name, inverse):
+    _write_ogb(tmp_path / name.replace("-", "_"))
+    g = load_graph(dataset=name, root=tmp_path)
+    np.testing.assert_array_equal(_dense(g), _expected(EDGES, 5, inverse=inverse))
+    assert g.source["dataset"] == name
+
+
+def test_ogb_link_dataset_missing_says_where_to_get_it(tmp_path, monkeypatch):
+    monkeypatch.setattr(ogb, "ogb_installed", lambda: False)
+    with pytest.raises(AutosageError, match=r"ogbl-citation2: .*edge.csv.gz not found.*linkproppred/citation-v2.zip"):
+        load_graph(dataset="ogbl-citation2", root=tmp_path)
 
 
 # --- reddit ----------------------------------------------------------------------------------------

@@ -1,8 +1,8 @@
 """Every native SpMM and SDDMM schedule against the float64 reference, on shapes that hurt (GPU).
 
-One test per (schedule, K): it runs the schedule on every graph below and reports *every* graph that
-fails (wrong result, error or exception), never only the first. A K the schedule cannot take is
-skipped with its (non-empty) reason. Outputs are poisoned with NaN before each run, each plan runs
+One test per (schedule, K) the schedule supports (tests/schedule_grids.py; a K it refuses is
+checked on the CPU, tests/test_schedule_refusals.py): it runs the schedule on every graph below and
+reports *every* graph that fails (wrong result, error or exception), never only the first. Outputs are poisoned with NaN before each run, each plan runs
 twice (a second run of the same plan must be right too), relative error < 1e-5.
 """
 from __future__ import annotations
@@ -16,12 +16,13 @@ from autosage_cli.backends.timing import poison, rel_error
 from autosage_cli.errors import AutosageError
 from autosage_cli.graphs.csr import CSRGraph, canonical_csr
 from autosage_cli.kernels.schedule import Schedule, candidates, registry
+from schedule_grids import NATIVE
 
 pytestmark = pytest.mark.gpu
 
 TOL = 1e-5
-WIDTHS = (1, 3, 4, 5, 32, 33, 64, 127, 256)
-SCHEDULES = registry("spmm") + registry("sddmm")
+WIDTHS = NATIVE.widths
+SCHEDULES = list(NATIVE.schedules)
 
 
 def signed(rng):
@@ -106,15 +107,10 @@ def run_checked(plan, inputs, ref, tol: float = TOL) -> list[str]:
     return problems
 
 
-@pytest.mark.parametrize("k", WIDTHS)
-@pytest.mark.parametrize("schedule", SCHEDULES, ids=lambda s: s.name)
+@pytest.mark.parametrize("schedule,k", NATIVE.supported(with_dtype=False))
 def test_schedule_matches_reference(schedule: Schedule, k: int, graphs):
     from autosage_cli.backends import native
 
-    reason = schedule.supports(k)
-    if reason is not None:
-        assert reason.strip(), "a refusal must say why"
-        pytest.skip(reason)
     failures = []
     for name, (csr, dgraph) in graphs.items():
         try:

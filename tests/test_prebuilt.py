@@ -157,4 +157,9 @@ def test_a_module_nvcc_cannot_finish_is_left_to_nvrtc(tmp_path, monkeypatch):
     monkeypatch.setattr(prebuild.subprocess, "run", hung)
     messages = []
     manifest = prebuild.build(CUDA_DIR, tmp_path / "out", log=messages.append)
-    assert manifest["archs"]["90"] == {} and "failed: nvcc did not finish" in messages[0]
+    assert manifest["archs"]["90"] == {} and "failed: nvcc did not finish" in messages[-1]
+    # progress while it runs (pip shows it with -v): a line first, then one per module
+    modules = json.loads((CUDA_DIR / prebuild.LISTING).read_text())["modules"]
+    assert messages[0].startswith(f"autosage: building {len(modules)} kernel modules for sm_90")
+    counted = [m for m in messages if m.startswith("autosage: [")]
+    assert len(counted) == len(modules) and counted[-1].startswith(f"autosage: [{len(modules)}/{len(modules)}]")

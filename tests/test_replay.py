@@ -152,3 +152,14 @@ def test_an_in_memory_graph_is_skipped_not_failed(tmp_path):
 
     [out] = replay_mod.replay(OneEntry(), load=must_not_load)
     assert out.status == "skipped" and not out.failing and "built in memory" in out.reason
+
+
+def test_dry_run_progress_lines_are_not_wrapped_off_a_terminal(tuned):
+    """stderr is a pipe here: each entry's progress is one line however long (rich would wrap
+    it at 80 columns)."""
+    tmp, graph, cache = tuned
+    r = run_cli("replay", str(cache.path), "--dry-run")
+    assert r.exit_code == 0, r.stderr
+    lines = [line for line in r.stderr.splitlines() if line.startswith("replay ")]
+    assert len(lines) == 2 and all(str(tmp / "g.mtx") in line and " K=" in line for line in lines)
+    assert max(len(line) for line in lines) > 80, lines   # long enough that a wrap would show

@@ -276,3 +276,24 @@ def test_a_sample_probe_confirms_its_best_on_the_whole_graph(monkeypatch, graph)
     assert {n for n, g in where.items() if g == "sample"} == {names[0], names[3], names[4]}
     assert all(v["graph"] == "full" for v in result.vendor)   # the guardrail's vendor: whole graph
     assert result.decision.schedule == names[2]
+
+
+def test_attention_on_a_rectangular_graph_is_checked_before_the_gpu(tmp_path, monkeypatch):
+    """Attention is defined on an n_rows x n_cols graph (Q has a row per graph row, K and V one per
+    column): a rectangular graph passes every check a dry run makes, and without --dry-run the run
+    stops only for want of a GPU, after the graph was read and checked."""
+    from autosage_cli import capability
+    from autosage_cli.errors import NoGPUError
+
+    def no_gpu(what="", hint=""):
+        raise NoGPUError(f"{what} needs a CUDA GPU: none here")
+    monkeypatch.setattr(capability, "require_gpu", no_gpu)
+    path = tmp_path / "rect.mtx"
+    path.write_text("%%MatrixMarket matrix coordinate real general\n2 3 2\n1 3 1\n2 1 1\n")
+    args = ("tune", str(path), "--op", "attention", "--width", "16", "--cache", str(tmp_path / "c.json"))
+    dry = run_cli(*args, "--dry-run", "--json")
+    assert dry.exit_code == 0, dry.stderr
+    [case] = json.loads(dry.stdout)["cases"]
+    assert (case["n_rows"], case["n_cols"], case["op"]) == (2, 3, "attention")
+    real = run_cli(*args)
+    assert real.exit_code == 2 and real.stderr.splitlines() == ["Error: autosage tune needs a CUDA GPU: none here"]

@@ -32,6 +32,7 @@ from .. import dtypes
 from .base import DeviceGraph, HeadsOutPlan, Plan, PrepareTimer, RowsOutPlan, random_inputs
 from .sddmm_providers import TorchBridge, edge_rows
 from .timing import poison
+from .torch_sparse import csr_tensor
 from .value_arrays import graph_values, to_float32
 
 _MEMORY_HEADROOM = 0.85   # use at most this share of the free device memory
@@ -81,10 +82,9 @@ class TorchSpMMPlan(RowsOutPlan):
         with PrepareTimer(self):
             self.bridge = TorchBridge(capacity=4)
             with self.bridge.stream():  # (no edges: run() writes zeros, nothing to wrap)
-                self.A = None if not dgraph.nnz else torch.sparse_csr_tensor(
+                self.A = None if not dgraph.nnz else csr_tensor(
                     torch.from_dlpack(dgraph.indptr), torch.from_dlpack(dgraph.indices),
-                    self.bridge.tensor(graph_values(dgraph, dtype), dtype),
-                    size=(dgraph.n_rows, dgraph.n_cols), check_invariants=False)
+                    self.bridge.tensor(graph_values(dgraph, dtype), dtype), (dgraph.n_rows, dgraph.n_cols))
             self.write_in_place = True
             self.fallback_reason = None
             if dgraph.nnz:

@@ -14,6 +14,7 @@ import numpy as np
 from ..dtypes import info as dtype_info
 from . import native_output
 from .base import DeviceGraph
+from .torch_sparse import csr_tensor
 from .value_arrays import cuda_data_type
 
 PROVIDER_NVMATH = "nvmath-python cusparseSDDMM"
@@ -141,9 +142,8 @@ class TorchSampledAddmm:
     def _csr_of(self, out):
         """A torch CSR tensor with our crow/col whose values are `out` (no copy)."""
         g = self.graph
-        return self.bridge.cached(("csr", out.data.ptr, out.shape), lambda: self.torch.sparse_csr_tensor(
-            self.crow, self.col, self.bridge.tensor(out, self.dtype), size=(g.n_rows, g.n_cols),
-            check_invariants=False))
+        return self.bridge.cached(("csr", out.data.ptr, out.shape), lambda: csr_tensor(
+            self.crow, self.col, self.bridge.tensor(out, self.dtype), (g.n_rows, g.n_cols)))
 
     def launch(self, X, Y, out) -> None:
         b, t = self.bridge, self.dtype

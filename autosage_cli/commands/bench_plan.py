@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..bench.suites import GraphWork
 from .dry_run import PlannedCase
+from .progress import step, stderr_console
 
 
 def _preset_size(preset: str) -> tuple[int, int]:
@@ -35,6 +36,7 @@ def plan_work(work: list[GraphWork], root: str, seed: int) -> list[PlannedCase]:
     presets are sized from their parameters."""
     from ..graphs.load import load_graph
 
+    err = stderr_console()
     planned = []
     for w in work:
         spec = w.spec
@@ -42,7 +44,8 @@ def plan_work(work: list[GraphWork], root: str, seed: int) -> list[PlannedCase]:
             n, nnz = _preset_size(spec.preset)
             size, exact = (n, n, nnz), False
         else:
-            graph = (load_graph(path=spec.path) if spec.path else load_graph(dataset=spec.dataset, root=root))
+            with step(err, f"{spec.label}: loading"):   # ogbn-products: a minute
+                graph = (load_graph(path=spec.path) if spec.path else load_graph(dataset=spec.dataset, root=root))
             size, exact = (graph.n_rows, graph.n_cols, graph.nnz), True
             del graph
         planned += [PlannedCase.of(spec.label, *size, c.op, c.k, c.heads, exact=exact, dtype=c.dtype)

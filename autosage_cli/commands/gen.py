@@ -10,9 +10,9 @@ import time
 from pathlib import Path
 
 import click
-from rich.console import Console
 
 from ..errors import AutosageError
+from .progress import step, stderr_console
 # graphs.synthetic (the generators) is imported when the command runs or shows its help: every
 # `autosage` invocation imports this module to list the command.
 
@@ -113,13 +113,13 @@ def command(name, params, seed, out, compress):
     from ..graphs import synthetic
 
     synthetic.check_budget(name, parse_params(params))
-    err = Console(stderr=True)
+    err = stderr_console()
     started = time.perf_counter()
-    with err.status(f"generating {name}…", spinner="dots"):
+    with step(err, f"generating {name}"):     # reddit-like: 15-30 s
         graph = synthetic.generate(name, parse_params(params), seed)
     generated = time.perf_counter()
-    with err.status(f"writing {out_path}…", spinner="dots"):
+    with step(err, f"writing {out_path}"):
         write_graph(graph, out_path, compress)
     err.print(f"{name}: {graph.describe()}, generated in {generated - started:.1f} s, "
-              f"written in {time.perf_counter() - generated:.1f} s", soft_wrap=True)
+              f"written in {time.perf_counter() - generated:.1f} s")
     click.echo(str(out_path))

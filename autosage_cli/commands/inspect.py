@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..errors import AutosageError
+from .progress import step, stderr_console
 
 
 def _format(value) -> str:
@@ -52,15 +53,15 @@ def command(path, dataset, root, symmetrize, as_json):
     from ..features import compute_features
     from ..graphs.load import load_graph
 
-    err = Console(stderr=True)
+    err = stderr_console()
     started = time.perf_counter()
-    with err.status(f"loading {path or dataset}…", spinner="dots"):
+    with step(err, f"loading {path or dataset}"):
         graph = load_graph(path=path, dataset=dataset, root=root, symmetrize=symmetrize)
         loaded = time.perf_counter()
         features = compute_features(graph)
         fingerprint = graph.fingerprint
     err.print(f"loaded {graph.describe()} in {loaded - started:.2f} s, "
-              f"features and fingerprint in {time.perf_counter() - loaded:.2f} s", soft_wrap=True)
+              f"features and fingerprint in {time.perf_counter() - loaded:.2f} s")
     doc = {"name": str(dataset or path), **features.to_dict(), "fingerprint": fingerprint,
            "source": graph.source}
     if as_json:

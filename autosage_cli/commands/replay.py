@@ -12,6 +12,7 @@ from rich.table import Table
 from .. import ops as op_specs
 from ..dtypes import DEFAULT as DEFAULT_DTYPE
 from ..errors import AutosageError
+from .progress import stderr_console
 from ..scheduler import replay as replay_mod
 from .tune import stdout_console
 
@@ -60,7 +61,7 @@ def command(cache_file, dry_run, dtype, as_json):
     if not dry_run:
         from ..capability import require_gpu
         require_gpu("autosage replay (use --dry-run to check without a GPU)")
-    err = Console(stderr=True)
+    err = stderr_console()   # one line per message: progress lines are not wrapped in a log
     outcomes = replay_mod.replay(cache, dry_run=dry_run, dtype=dtype,
                                  progress=lambda msg: err.print(f"[dim]{msg}[/dim]", highlight=False))
     failing = [o for o in outcomes if o.failing]

@@ -17,6 +17,7 @@ from ..scheduler.probe import DEFAULT_BUDGET_MS
 from ..scheduler.select import DEFAULT_GUARDRAIL
 from . import dry_run as dry_run_mod
 from .op_names import OpNames
+from .progress import step, stderr_console
 
 
 def stdout_console() -> Console:
@@ -123,7 +124,7 @@ def command(graph, dataset, root, k, op, heads, dtype, cache_path, top_k, budget
     from ..cache import DecisionCache, check_cache_path, default_path
 
     check_cache_path(cache_path or default_path())
-    err = Console(stderr=True)
+    err = stderr_console()
     progress = (lambda msg: err.print(f"[dim]{msg}[/dim]", highlight=False))
     memo = GraphMemo.beside(cache_path or default_path())
     settings = dict(top_k=top_k, budget_ms=budget_ms, guardrail=guardrail, full=full, dtype=dtype)
@@ -134,7 +135,7 @@ def command(graph, dataset, root, k, op, heads, dtype, cache_path, top_k, budget
 
     # the GPU's initialisation and the vendor's imports run while the graph loads (not --dry-run)
     with Prefetch(op, enabled=not dry_run) as ahead:
-        with err.status(f"loading {graph or dataset}…", spinner="dots"):   # no line left behind
+        with step(err, f"loading {graph or dataset}"):   # a preset is generated here (reddit-like: 15-30 s)
             g = load_input_graph(graph, dataset, root)
         memo.remember(graph, dataset, g)
         op_specs.check_graph_values(op, g, dtype, graph or dataset)

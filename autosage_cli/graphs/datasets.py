@@ -2,8 +2,9 @@
 
 Real datasets come from datasets/registry.json (loader, file, source, licence, parameters); every
 synthetic preset (graphs.synthetic.PRESETS) is a dataset too, generated with seed 0. Names match
-case-insensitively. The registry file sits beside the package in the source tree
-(AUTOSAGE_DATASETS_DIR overrides where it is looked for).
+case-insensitively. The registry file and the shipped graphs sit beside the package in the source
+tree (datasets/); a built install carries a copy inside the package (setup.py writes _datasets/);
+AUTOSAGE_DATASETS_DIR overrides both.
 """
 from __future__ import annotations
 
@@ -32,11 +33,17 @@ class DatasetEntry:
     expect: dict = field(default_factory=dict)  # n and nnz a shipped file must have
 
 
+PACKAGED_DATASETS = Path(__file__).resolve().parents[1] / "_datasets"
+SOURCE_TREE_DATASETS = Path(__file__).resolve().parents[2] / "datasets"
+
+
 def registry_dir() -> Path:
     override = os.environ.get("AUTOSAGE_DATASETS_DIR")
     if override:
         return Path(override).resolve()
-    return Path(__file__).resolve().parents[2] / "datasets"
+    if (PACKAGED_DATASETS / "registry.json").is_file():
+        return PACKAGED_DATASETS
+    return SOURCE_TREE_DATASETS
 
 
 @functools.lru_cache(maxsize=4)

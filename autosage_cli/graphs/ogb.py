@@ -1,5 +1,8 @@
-"""OGB node-property datasets (ogbn-arxiv, -products, -proteins, -papers100M) read from OGB's on-disk
-layout, and downloaded when missing.
+"""OGB node-property datasets (ogbn-arxiv, -products, -proteins, -papers100M) and the homogeneous
+link-property ones (ogbl-ppa, -collab, -ddi, -citation2, -wikikg2) read from OGB's on-disk layout,
+and downloaded when missing. Link-property datasets store their graph as node-property ones do
+(ogb/linkproppred/dataset.py reads raw/ with the same read_csv_graph_raw); their edge splits are
+not read. ogbl-biokg is heterogeneous (one edge file per relation) and is not among them.
 
 Layout (ogb/nodeproppred/dataset.py): `<root>/<name with - as _>/raw/edge.csv.gz` (one `src,dst` line
 per edge, no header) and `raw/num-node-list.csv.gz` (the node count); papers100M ships binary
@@ -41,13 +44,18 @@ def ogb_installed() -> bool:
     return importlib.util.find_spec("ogb") is not None
 
 
-def installed_master_table() -> dict[str, dict] | None:
-    """The installed ogb package's nodeproppred/master.csv as {name: {field: value}}, or None."""
+def task_folder(name: str) -> str:
+    """The ogb subpackage whose master.csv lists `name`: linkproppred for ogbl-*, else nodeproppred."""
+    return "linkproppred" if name.lower().startswith("ogbl-") else "nodeproppred"
+
+
+def installed_master_table(task: str = "nodeproppred") -> dict[str, dict] | None:
+    """The installed ogb package's <task>/master.csv as {name: {field: value}}, or None."""
     spec = importlib.util.find_spec("ogb")
     if spec is None or not spec.submodule_search_locations:
         return None
     for location in spec.submodule_search_locations:
-        path = Path(location) / "nodeproppred" / "master.csv"
+        path = Path(location) / task / "master.csv"
         if path.is_file():
             try:
                 import pandas as pd
@@ -68,7 +76,7 @@ def dataset_meta(name: str, registry_params: dict) -> dict:
     meta = {"download_name": registry_params.get("download_name"), "url": registry_params.get("url"),
             "add_inverse_edge": bool(registry_params.get("add_inverse_edge", False)),
             "binary": bool(registry_params.get("binary", False))}
-    table = installed_master_table() or {}
+    table = installed_master_table(task_folder(name)) or {}
     if name in table:
         column = table[name]
         meta.update(download_name=column.get("download_name", meta["download_name"]),

@@ -113,15 +113,21 @@ def _integer_ids(path: Path, column, what: str) -> np.ndarray:
         if np.any(values != np.floor(values)):
             bad = int(np.flatnonzero(values != np.floor(values))[0])
             raise AutosageError(f"{path}: {what} {float(values[bad]):g} in edge {bad + 1} is not an integer")
+    # Both bounds are checked before the cast to int64, which would wrap a huge float (-1e30 would
+    # become -9223372036854775808, with NumPy's "invalid value encountered in cast" warning).
+    if values.size and values.min() < 0:
+        bad = int(np.flatnonzero(values < 0)[0])
+        raise AutosageError(f"{path}: negative {what} {_id_text(values[bad])} in edge {bad + 1}")
     if values.size and values.dtype.kind in "fu" and values.max() > MAX_NODES - 1:
-        bad = int(np.argmax(values))   # checked before the cast to int64, which would wrap it
-        raise AutosageError(f"{path}: {what} {values[bad]:.0f} in edge {bad + 1} is too large "
+        bad = int(np.argmax(values))
+        raise AutosageError(f"{path}: {what} {_id_text(values[bad])} in edge {bad + 1} is too large "
                             f"(ids must be below {MAX_NODES})")
-    ids = values.astype(np.int64)
-    if ids.size and ids.min() < 0:
-        bad = int(np.flatnonzero(ids < 0)[0])
-        raise AutosageError(f"{path}: negative {what} {ids[bad]} in edge {bad + 1}")
-    return ids
+    return values.astype(np.int64)
+
+
+def _id_text(value) -> str:
+    """An id as the file wrote it, near enough: -1e+30 for a float, -3 for an integer."""
+    return f"{float(value):g}" if np.asarray(value).dtype.kind == "f" else str(int(value))
 
 
 def _check_edge_list_budget(path: Path) -> None:

@@ -30,6 +30,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..backends.torch_sparse import csr_tensor
 from ..errors import AutosageError
 from ..graphs.csr import CSRGraph
 from . import nn as autosage_layers
@@ -227,7 +228,7 @@ def pyg_inputs(graph: Graph, dtype: torch.dtype = torch.float32) -> dict:
     """PyG's graph input per mode: the adjacency as a torch sparse CSR tensor (rows = targets,
     PyG's adj_t) with values in `dtype`, and the edge_index (source, target)."""
     ones = torch.ones(graph.nnz, device=graph.device, dtype=dtype)
-    adj_t = torch.sparse_csr_tensor(graph.rowptr, graph.col, ones, graph.shape)
+    adj_t = csr_tensor(graph.rowptr, graph.col, ones, graph.shape)   # without torch's beta warnings
     return {"sparse-csr": adj_t, "edge-index": torch.stack([graph.col, graph.row])}
 
 

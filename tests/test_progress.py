@@ -1,0 +1,53 @@
+"""Progress on stderr for slow steps (commands/progress.py): off a terminal, a step that runs past
+SLOW_STEP_S says so in a line and says when it is done; a quick one (every bad input) prints
+nothing, so an error stays one line. Lines are never wrapped (CPU)."""
+from __future__ import annotations
+
+import io
+import time
+
+from rich.console import Console
+
+from autosage_cli.commands import progress
+from cli_helpers import run_cli
+
+
+def log_console() -> tuple[Console, io.StringIO]:
+    out = io.StringIO()
+    return Console(file=out, soft_wrap=True), out
+
+
+def test_a_slow_step_says_so_and_when_it_is_done(monkeypatch):
+    monkeypatch.setattr(progress, "SLOW_STEP_S", 0.05)
+    console, out = log_console()
+    with progress.step(console, "generating reddit-like"):
+        time.sleep(0.4)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "generating reddit-like…" and lines[1].startswith("generating reddit-like: done in ")
+
+
+def test_a_quick_step_prints_nothing(monkeypatch):
+    monkeypatch.setattr(progress, "SLOW_STEP_S", 5.0)
+    console, out = log_console()
+    with progress.step(console, "loading cora"):
+        pass
+    time.sleep(0.05)
+    assert out.getvalue() == ""
+
+
+def test_gen_and_tune_report_their_slow_steps(tmp_path, monkeypatch):
+    """The steps the README's reddit-like examples spend 15-30 s in (every step counts as slow here)."""
+    monkeypatch.setattr(progress, "SLOW_STEP_S", 0)
+    r = run_cli("gen", "er-200k", "--out", str(tmp_path / "g.npz"))
+    assert r.exit_code == 0, r.stderr
+    assert "generating er-200k…" in r.stderr.splitlines() and f"writing {tmp_path / 'g.npz'}…" in r.stderr
+    r = run_cli("tune", "--dataset", "er-200k", "--width", "16", "--dry-run",
+                "--cache", str(tmp_path / "decisions.json"))
+    assert r.exit_code == 0, r.stderr
+    assert "loading er-200k…" in r.stderr.splitlines()
+
+
+def test_stderr_lines_are_not_wrapped(capsys):
+    long = "replay " + "x" * 200
+    progress.stderr_console().print(long)
+    assert capsys.readouterr().err == long + "\n"

@@ -1,0 +1,51 @@
+"""Int handles for live Graphs: what autosage's custom operators (autosage_cli.torch.ops) take
+instead of the Graph itself, since a torch custom op only takes tensors and primitive values.
+
+A Graph gets its handle on first use (`handle(g)`, stored on the Graph as `_op_handle`) and keeps
+it while it lives; the registry holds only a weak reference, so registering never keeps a Graph
+(and its device memory, plans and derived graphs) alive. Handles are never reused: a handle whose
+Graph was freed stays dead, and an op called with it fails in one line instead of running on
+another graph.
+
+Under torch.compile `handle` runs at trace time (torch.compiler.assume_constant_result): the int
+is a constant of the compiled graph, guarded on the Graph object's identity, so each Graph gets its
+own compiled graph and the handle never travels as a graph input.
+"""
+from __future__ import annotations
+
+import itertools
+import weakref
+
+import torch
+
+from ..errors import AutosageError
+
+_next = itertools.count(1)
+_live: dict[int, weakref.ref] = {}
+
+
+@torch.compiler.assume_constant_result
+def handle(graph) -> int:
+    """The handle of `graph`, registered on first use."""
+    h = graph.__dict__.get("_op_handle")
+    if h is None:
+        h = next(_next)
+        # the callback drops the entry when the Graph is collected (h bound now, not at call time)
+        _live[h] = weakref.ref(graph, lambda _ref, h=h: _live.pop(h, None))
+        graph._op_handle = h
+    return h
+
+
+def graph(h: int):
+    """The live Graph of handle `h`; AutosageError when it was freed or never existed."""
+    ref = _live.get(h)
+    g = None if ref is None else ref()
+    if g is None:
+        raise AutosageError(f"graph handle {h} names no live Graph (it was freed): keep the Graph "
+                            "alive while compiled code or a captured step uses it")
+    return g
+
+
+def live_count() -> int:
+    """How many registered Graphs are alive (for tests of the registry's weak references)."""
+    return sum(ref() is not None for ref in _live.values())

@@ -6,16 +6,19 @@ torch tensors, the `Graph` handle they run on, and PyG-style layers (`GCNConv`, 
     g = at.Graph.from_edge_index(edge_index, num_nodes)
     out = at.spmm(g, x)                     # CUDA: tuned kernels, zero-copy; CPU: torch reference
     layer = at.GCNConv(602, 256).cuda()
+    step = at.capture_training_step(loss_fn, optimizer, g, x, y)   # a whole step in a CUDA graph
 
 Importing this package imports torch; `import autosage_cli` never does, and installing autosage
 does not require torch. Submodules: graph (Graph), functions (ops and autograd), kernels (device
-dispatch), cuda (the CUDA path), norm (normalised graphs), nn (layers).
+dispatch), cuda (the CUDA path), norm (normalised graphs), nn (layers), ops (the ops as torch
+custom operators), handles (the Graph handles they take), capture (CUDA-graph captured steps).
 """
 from __future__ import annotations
 
+from .capture import capture_inference, capture_training_step
 from .functions import additive_attention, attention, sddmm, spmm
 from .graph import Graph
 from .nn import GATConv, GCNConv, SAGEConv, TransformerConv
 
 __all__ = ["Graph", "spmm", "sddmm", "attention", "additive_attention", "GCNConv", "SAGEConv",
-           "TransformerConv", "GATConv"]
+           "TransformerConv", "GATConv", "capture_training_step", "capture_inference"]

@@ -13,6 +13,7 @@ own compiled graph and the handle never travels as a graph input.
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import weakref
 
@@ -22,6 +23,7 @@ from ..errors import AutosageError
 
 _next = itertools.count(1)
 _live: dict[int, weakref.ref] = {}
+_recorders: list[dict] = []    # open recording() blocks: id -> Graph of every Graph an op ran on
 
 
 @torch.compiler.assume_constant_result
@@ -33,7 +35,21 @@ def handle(graph) -> int:
         # the callback drops the entry when the Graph is collected (h bound now, not at call time)
         _live[h] = weakref.ref(graph, lambda _ref, h=h: _live.pop(h, None))
         graph._op_handle = h
+    for seen in _recorders:
+        seen[id(graph)] = graph
     return h
+
+
+@contextlib.contextmanager
+def recording():
+    """`with recording() as seen:` seen (a dict id -> Graph) collects every Graph an op runs on
+    inside the block (a captured step checks them before each replay)."""
+    seen: dict = {}
+    _recorders.append(seen)
+    try:
+        yield seen
+    finally:
+        _recorders.remove(seen)
 
 
 def graph(h: int):

@@ -19,18 +19,13 @@ from autosage_cli.errors import AutosageError  # noqa: E402
 from autosage_cli.torch.training import Net  # noqa: E402
 from torch_helpers import rel_err  # noqa: E402
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
+                                                  reason="torch sees no CUDA device (CPU-only torch build?)")]
 N, IN, CLASSES = 2100, 32, 7
 WARMUP, STEPS = 2, 5        # eager calls, then a capture (and its replay) and two more replays
 # ||captured - eager|| / ||eager||: the same kernels in the same order, but atomics (index_add,
 # split rows) sum in another order every run, and Adam turns tiny gradient differences into steps
 TOL = {torch.float32: 1e-3, torch.bfloat16: 5e-2}
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _cuda():
-    if not torch.cuda.is_available():
-        pytest.skip("torch sees no CUDA device (CPU-only torch build?)")
 
 
 @pytest.fixture(scope="module")

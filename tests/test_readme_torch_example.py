@@ -3,32 +3,23 @@ trains: the loss it prints is below the loss of a uniform guess over its 7 class
 from __future__ import annotations
 
 import math
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from readme_examples import python_example, run_python
 
 pytest.importorskip("torch", reason="torch is not installed: the example needs it")
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _example() -> str:
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index("GraphSAGE on Cora, with autosage's layers"):]
-    body = section[section.index("```python\n") + len("```python\n"):]
-    return body[:body.index("\n```")]
+    return python_example("GraphSAGE on Cora, with autosage's layers")
 
 
 @pytest.mark.slow
 def test_readme_sage_example_runs_verbatim():
     code = _example()
     assert "datasets/cora.mtx.gz" in code and "at.SAGEConv" in code
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
-                         text=True, timeout=300)
+    run = run_python(code, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     loss = float(re.fullmatch(r"loss after 50 epochs: ([0-9.]+)\n", run.stdout).group(1))
     assert loss < math.log(7)

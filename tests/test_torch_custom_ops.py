@@ -140,3 +140,16 @@ def test_compiled_ops_with_user_order_edge_weights_need_no_break(graph):
     explained = torch._dynamo.explain(f)(x, w)
     assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
     torch.testing.assert_close(torch.compile(f, fullgraph=True, backend="aot_eager")(x, w), f(x, w))
+
+
+def test_a_graph_first_met_while_compiling_gets_its_handle_at_trace_time():
+    fresh = at.Graph.from_edge_index(random_edge_index(N, seed=8), N)
+    assert getattr(fresh, "_op_handle", None) is None
+
+    def f(x):
+        return at.spmm(fresh, x).square().sum()
+
+    x = torch.randn(N, 3, dtype=F64)
+    out = torch.compile(f, fullgraph=True, backend="aot_eager")(x)
+    assert handles.graph(fresh._op_handle) is fresh
+    torch.testing.assert_close(out, f(x))

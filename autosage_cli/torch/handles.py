@@ -7,9 +7,9 @@ it while it lives; the registry holds only a weak reference, so registering neve
 Graph was freed stays dead, and an op called with it fails in one line instead of running on
 another graph.
 
-Under torch.compile `handle` runs at trace time (torch.compiler.assume_constant_result): the int
-is a constant of the compiled graph, guarded on the Graph object's identity, so each Graph gets its
-own compiled graph and the handle never travels as a graph input.
+Under torch.compile the handle is a constant of the compiled graph, guarded on the Graph (its
+attribute, or for a Graph met first while tracing, its identity), so each Graph gets its own
+compiled graph and the handle never travels as a graph input.
 """
 from __future__ import annotations
 
@@ -26,17 +26,28 @@ _live: dict[int, weakref.ref] = {}
 _recorders: list[dict] = []    # open recording() blocks: id -> Graph of every Graph an op ran on
 
 
-@torch.compiler.assume_constant_result
 def handle(graph) -> int:
-    """The handle of `graph`, registered on first use."""
-    h = graph.__dict__.get("_op_handle")
+    """The handle of `graph`, registered on first use. Under torch.compile a Graph that already
+    has one (any op ran on it eagerly) is read as a plain attribute, a constant the compiled graph
+    is guarded on."""
+    h = getattr(graph, "_op_handle", None)
     if h is None:
-        h = next(_next)
-        # the callback drops the entry when the Graph is collected (h bound now, not at call time)
-        _live[h] = weakref.ref(graph, lambda _ref, h=h: _live.pop(h, None))
-        graph._op_handle = h
+        h = _register(graph)
     for seen in _recorders:
         seen[id(graph)] = graph
+    return h
+
+
+@torch.compiler.assume_constant_result
+def _register(graph) -> int:
+    # assume_constant_result: met during tracing, this runs for real at trace time (dynamo's side
+    # effects would only land after the compiled graph, whose ops need the registry entry first).
+    # Dynamo versions that cannot pass an object to such a function stop here instead: the Graph
+    # must then have run an op eagerly before compile, which the layers' first call does anyway.
+    h = next(_next)
+    # the callback drops the entry when the Graph is collected (h bound now, not at call time)
+    _live[h] = weakref.ref(graph, lambda _ref, h=h: _live.pop(h, None))
+    graph._op_handle = h
     return h
 
 

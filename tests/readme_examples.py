@@ -89,3 +89,20 @@ def workspace(tmp: Path) -> dict:
 def run_verbatim(command: str, cwd: Path, env: dict, timeout_s: float) -> subprocess.CompletedProcess:
     return subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=timeout_s)
+
+
+def python_example(heading: str) -> str:
+    """The first ```python block of the README after `heading` (a section's first words)."""
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index(heading):]
+    body = section[section.index("```python\n") + len("```python\n"):]
+    return body[:body.index("\n```")]
+
+
+def run_python(code: str, timeout: int) -> subprocess.CompletedProcess:
+    """`code` in a fresh interpreter from the repository root, with the checkout importable."""
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=timeout)

@@ -5,37 +5,23 @@ classes."""
 from __future__ import annotations
 
 import math
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from readme_examples import python_example, run_python
 
 pytest.importorskip("torch", reason="torch is not installed: the example needs it")
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _example(after: str = "GraphSAGE on Cora, with autosage's layers") -> str:
-    """The first python block after the text `after`."""
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index(after):]
-    body = section[section.index("```python\n") + len("```python\n"):]
-    return body[:body.index("\n```")]
 
 
 def _run(code: str) -> str:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
-                         text=True, timeout=300)
+    run = run_python(code, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     return run.stdout
 
 
 def test_readme_first_torch_example_runs_verbatim():
     """Every name it uses is defined in it; its SpMM is the dense product over its edges."""
-    code = _example("### PyTorch: differentiable ops and GNN layers")
+    code = python_example("### PyTorch: differentiable ops and GNN layers")
     assert "at.Graph.from_edge_index" in code
     check = ("\ndense = torch.zeros(num_nodes, num_nodes, device=device)\n"
              "dense[edge_index[1], edge_index[0]] = 1.0\n"
@@ -47,7 +33,7 @@ def test_readme_first_torch_example_runs_verbatim():
 
 @pytest.mark.slow
 def test_readme_sage_example_runs_verbatim():
-    code = _example()
+    code = python_example("GraphSAGE on Cora, with autosage's layers")
     assert "datasets/cora.mtx.gz" in code and "at.SAGEConv" in code
     loss = float(re.fullmatch(r"loss after 50 epochs: ([0-9.]+)\n", _run(code)).group(1))
     assert loss < math.log(7)
@@ -55,7 +41,7 @@ def test_readme_sage_example_runs_verbatim():
 
 @pytest.mark.slow
 def test_readme_minibatch_example_runs_verbatim():
-    code = _example("### Mini-batch training")
+    code = python_example("### Mini-batch training")
     assert "NeighborSampler" in code and "Graph.from_edge_index" in code
     loss = float(re.fullmatch(r"loss after 60 batches: ([0-9.]+)\n", _run(code)).group(1))
     assert loss < math.log(7)

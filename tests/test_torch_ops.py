@@ -97,10 +97,16 @@ def test_gradcheck_all_ops():
     g = at.Graph.from_edge_index(edges, 9)
     B, w = _leaf(9, 3), _leaf(edges.shape[1], seed=2)
     assert torch.autograd.gradcheck(lambda B, w: at.spmm(g, B, w), (B, w))
+    # SpMM's and SDDMM's backward are the spmm, spmm_t and sddmm ops again: twice differentiable
+    assert torch.autograd.gradgradcheck(lambda B, w: at.spmm(g, B, w), (B, w))
     X, Y = _leaf(9, 3, seed=3), _leaf(9, 3, seed=4)
     assert torch.autograd.gradcheck(lambda X, Y: at.sddmm(g, X, Y), (X, Y))
+    assert torch.autograd.gradgradcheck(lambda X, Y: at.sddmm(g, X, Y), (X, Y))
+    assert torch.autograd.gradcheck(lambda X, Y, w: at.sddmm(g, X, Y, w), (X, Y, w))
     Q, K, V = (_leaf(9, 2, 3, seed=s) for s in (5, 6, 7))
     assert torch.autograd.gradcheck(lambda Q, K, V: at.attention(g, Q, K, V), (Q, K, V))
+    a, b = _leaf(9, 2, seed=8, spread=2.0), _leaf(9, 2, seed=9, spread=2.0)   # both sides of the bend
+    assert torch.autograd.gradcheck(lambda a, b, V: at.additive_attention(g, a, b, V, 0.3), (a, b, V))
 
 
 def test_rectangular_graph_and_coercion():

@@ -20,7 +20,7 @@ from autosage_cli.commands import bench_training  # noqa: E402
 
 @pytest.mark.slow
 def test_cpu_smoke_run_gives_matching_rows_and_targets(tmp_path):
-    params = {"root": "datasets", "seed": 0, "cache_path": str(tmp_path / "d.json")}
+    params = {"root": "datasets", "seed": 0, "cache_path": str(tmp_path / "d.json"), "modes": ("graph",)}
     rows = bench_training.run_graphs([resolve_graph("cora")], ("gcn", "sage", "gat"), 4, params,
                                      {"gpu": "cpu"}, tmp_path, [], device="cpu")
     assert [(r.op, r.backend) for r in rows] == [
@@ -111,7 +111,9 @@ def test_the_command_writes_a_results_directory(tmp_path, monkeypatch):
     real = bench_training.run_graphs
     monkeypatch.setattr(bench_training, "require_gpu", lambda *a: None)
     monkeypatch.setattr(training, "require_torch_cuda", lambda: None)
-    monkeypatch.setattr(bench_training, "run_graphs", lambda *a: real(*a, device="cpu"))
+    monkeypatch.setattr(bench_training, "run_graphs",   # eager modes only: compiling is its own test
+                        lambda specs, models, steps, params, *rest: real(
+                            specs, models, steps, {**params, "modes": ("graph",)}, *rest, device="cpu"))
     out = tmp_path / "run"
     for ops in ("gcn", "gat"):
         result = run_cli("bench", "--suite", "training", "--dataset", "cora", "--ops", ops, "--repeat", "3",
@@ -139,11 +141,19 @@ def test_gpu_run_on_cora_trains_every_model_like_pyg(tmp_path):
                      "--cache", str(tmp_path / "d.json"))
     assert result.exit_code == 0, result.stderr[-2000:]
     rows = report.read_rows(out / "results.csv")
-    ours = [r for r in rows if r.backend == "autosage"]
+    ours = [r for r in rows if r.backend == "autosage" and r.schedule == "graph"]
     assert sorted(r.op for r in ours) == ["train-gat", "train-gcn", "train-sage"]
     for r in ours:
         assert r.status == "ok" and r.ms_median > 0 and r.best_vendor == "pyg", r.error
         assert r.rel_error < 1e-3, (r.op, r.loss_last)
+    other = [r for r in rows if r.backend == "autosage" and r.schedule != "graph"]
+    assert sorted((r.op, r.schedule) for r in other) == [
+        (f"train-{m}", s) for m in ("gat", "gcn", "sage") for s in ("captured", "compiled")]
+    for r in other:     # a captured step and the compiled model train as the eager one does
+        assert r.status == "ok" and r.ms_median > 0 and r.best_vendor in ("pyg", "pyg-compiled"), r.error
+        assert r.rel_error < 1e-3, (r.op, r.schedule, r.loss_last)
+    compiled_pyg = [r for r in rows if r.backend == "pyg" and r.schedule == "compiled"]
+    assert len(compiled_pyg) == 3 and all(r.status == "ok" or r.error for r in compiled_pyg)
 
 
 def test_dtypes_make_one_case_per_type_and_a_bad_one_is_one_line():
@@ -161,7 +171,8 @@ def test_dtypes_make_one_case_per_type_and_a_bad_one_is_one_line():
 
 @pytest.mark.slow
 def test_cpu_smoke_run_in_bfloat16(tmp_path):
-    params = {"root": "datasets", "seed": 0, "cache_path": str(tmp_path / "d.json"), "dtypes": ("bfloat16",)}
+    params = {"root": "datasets", "seed": 0, "cache_path": str(tmp_path / "d.json"), "dtypes": ("bfloat16",),
+              "modes": ("graph",)}
     rows = bench_training.run_graphs([resolve_graph("cora")], ("gat",), 3, params,
                                      {"gpu": "cpu"}, tmp_path, [], device="cpu")
     assert [(r.op, r.backend, r.dtype) for r in rows] == [

@@ -19,7 +19,8 @@ from ..errors import AutosageError
 from .plots import draw_plots
 from .rows import ALL_COLUMNS, Row, json_value
 from .targets import (AGREEMENT_TOLERANCE, GroupSummary, Target, agreement, attention_kind, case_key,
-                      evaluate_targets, geomean, group_summaries, is_main, probe_agrees)
+                      TRAINING_MODES, TRAINING_PREFIX, evaluate_targets, geomean, group_summaries,
+                      is_main, probe_agrees)
 
 __all__ = ["AGREEMENT_TOLERANCE", "GroupSummary", "Target", "agreement", "attention_kind", "case_key",
            "evaluate_targets", "geomean", "group_summaries", "is_main", "probe_agrees", "summary_dict",
@@ -93,8 +94,10 @@ def read_runs(path: Path) -> tuple[dict, list]:
 
 
 def row_identity(row: Row) -> tuple:
-    # Native rows are one per schedule; autosage and vendor rows are one per case and decision.
-    return (*case_key(row), row.backend, row.decision, row.schedule if row.backend == "native" else "")
+    # Native rows are one per schedule; autosage and vendor rows are one per case and decision,
+    # training rows also one per mode of their own (captured, compiled) beside the eager one.
+    own = row.backend == "native" or (row.op.startswith(TRAINING_PREFIX) and row.schedule in TRAINING_MODES)
+    return (*case_key(row), row.backend, row.decision, row.schedule if own else "")
 
 
 def merge_rows(old: list[Row], new: list[Row]) -> list[Row]:

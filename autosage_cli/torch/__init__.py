@@ -6,20 +6,24 @@ torch tensors, the `Graph` handle they run on, and PyG-style layers (`GCNConv`, 
     g = at.Graph.from_edge_index(edge_index, num_nodes)
     out = at.spmm(g, x)                     # CUDA: tuned kernels, zero-copy; CPU: torch reference
     layer = at.GCNConv(602, 256).cuda()
+    step = at.capture_training_step(loss_fn, optimizer, g, x, y)   # a whole step in a CUDA graph
 
 Importing this package imports torch; `import autosage_cli` never does, and installing autosage
 does not require torch. Submodules: graph (Graph), functions (ops and autograd), kernels (device
-dispatch), cuda (the CUDA path), norm (normalised graphs), nn (layers), sampler (a neighbour
-sampler for mini-batches), minibatch and training (the benchmarks' step runners). `probe_count()`
-counts the tuning probes run in this process (a mini-batch loop probes once per new kind of graph,
-scheduler/kinds.py); `host_copies()` the copies of a graph to the host.
+dispatch), cuda (the CUDA path), norm (normalised graphs), nn (layers), ops (the ops as torch
+custom operators), handles (the Graph handles they take), capture (CUDA-graph captured steps),
+sampler (a neighbour sampler for mini-batches), minibatch and training (the benchmarks' step
+runners). `probe_count()` counts the tuning probes run in this process (a mini-batch loop probes
+once per new kind of graph, scheduler/kinds.py); `host_copies()` the copies of a graph to the host.
 """
 from __future__ import annotations
 
 from ..scheduler.kinds import probe_count
+from .capture import capture_inference, capture_training_step
 from .functions import additive_attention, attention, sddmm, spmm
 from .graph import Graph, host_copies
 from .nn import GATConv, GCNConv, SAGEConv, TransformerConv
 
 __all__ = ["Graph", "spmm", "sddmm", "attention", "additive_attention", "GCNConv", "SAGEConv",
-           "TransformerConv", "GATConv", "probe_count", "host_copies"]
+           "TransformerConv", "GATConv", "probe_count", "host_copies", "capture_training_step",
+           "capture_inference"]

@@ -19,6 +19,11 @@ for GCN (cached=True) and SAGE, whose aggregation is then one sparse product, el
 the attention layers take the edge_index first (their messages are per edge either way) and the
 sparse tensor only when that fails. A run that fails in every mode is reported with each mode's
 reason; running out of GPU memory also says how much it asked for.
+
+Modes (MODES): ours trains eagerly ("graph"), as one captured CUDA graph per step ("captured":
+autosage_cli.torch.capture, Adam with capturable=True) and under torch.compile(fullgraph=True)
+("compiled"); PyG eagerly in its best mode and under torch.compile in that mode ("compiled", graph
+breaks allowed; the reason is kept when it fails). Each mode starts from the same initial weights.
 """
 from __future__ import annotations
 
@@ -127,17 +132,60 @@ class Run:
         return tuple(float(np.percentile(self.times_ms, q)) for q in (50, 20, 80))
 
 
-def train(model: Net, graph, x, labels, steps: int, warmup: int) -> Run:
+def eager_step(model: Net, graph, x, labels, warmup: int):
+    """One training step as PyTorch runs it: zero_grad, forward, cross-entropy, backward, Adam."""
     opt = torch.optim.Adam(model.parameters(), lr=LEARNING_RATE)
-    run = Run("", setup_ms=0.0)
-    for step in range(steps):
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(x, graph), labels)
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
+def captured_step(model: Net, graph, x, labels, warmup: int):
+    """The same step captured in a CUDA graph (autosage_cli.torch.capture): warmup - 1 eager
+    calls build every plan, the next captures and replays, all untimed; the timed epochs are
+    replays on the captured inputs (nothing copied in). Adam is capturable (its step count on the
+    device): the same arithmetic as the eager Adam."""
+    from .capture import capture_training_step
+
+    opt = torch.optim.Adam(model.parameters(), lr=LEARNING_RATE, capturable=True)
+    step = capture_training_step(lambda g, x_, y_: F.cross_entropy(model(x_, g), y_), opt, graph, x,
+                                 labels, warmup=max(1, warmup - 1))
+    return lambda: step(*step.static_inputs)
+
+
+def forget_compiled() -> None:
+    """Drop dynamo's compiled code (and what it references) before the next run."""
+    torch._dynamo.reset()
+
+
+def compiled_step(model: Net, graph, x, labels, warmup: int, fullgraph: bool = False):
+    """The eager step with the model under torch.compile (compiled in the first, untimed epoch).
+    Dynamo is reset first: every model's forward is the same code object, and its cache of
+    compiled variants is small. Ours compiles fullgraph after one eager forward, which builds the
+    normalised graphs compile cannot trace (their construction has data-dependent shapes)."""
+    forget_compiled()
+    if fullgraph:
+        with torch.no_grad():
+            model(x, graph)
+    return eager_step(torch.compile(model, fullgraph=fullgraph), graph, x, labels, warmup)
+
+
+def train(make_step, model: Net, graph, x, labels, steps: int, warmup: int) -> Run:
+    """`steps` epochs of make_step(model, graph, x, labels, warmup)(); the first `warmup` and the
+    making of the step are setup, the rest timed."""
+    t0 = time.perf_counter()
+    step = make_step(model, graph, x, labels, warmup)
+    run = Run("", setup_ms=(time.perf_counter() - t0) * 1e3)
+    for i in range(steps):
         with Timer(x.device) as timer:
-            opt.zero_grad(set_to_none=True)
-            loss = F.cross_entropy(model(x, graph), labels)
-            loss.backward()
-            opt.step()
+            loss = step()
         run.losses.append(loss.item())
-        if step < warmup:
+        if i < warmup:
             run.setup_ms += timer.wall_ms
         else:
             run.times_ms.append(timer.ms)
@@ -166,21 +214,31 @@ def free_memory() -> None:
         cuda.release_pool()
 
 
-def run_ours(model_name: str, dims, graph: Graph, x, labels, init_state, steps: int, warmup: int) -> Run:
+OUR_MODES = {"graph": eager_step, "captured": captured_step,
+             "compiled": lambda *a: compiled_step(*a, fullgraph=True)}
+MODES = tuple(OUR_MODES)     # the suite's modes: eager (PyG's best mode / our "graph"), captured, compiled
+
+
+def run_ours(model_name: str, dims, graph: Graph, x, labels, init_state, steps: int, warmup: int,
+             mode: str = "graph") -> Run:
     """Our model on its own handle of `graph` (the same index tensors, none of the derived graphs,
     transposes and plans of an earlier model), all of which are freed before PyG runs; in x's
-    device and dtype."""
+    device and dtype. `mode`: graph (eager), captured (a CUDA graph; skipped off the GPU) or
+    compiled (torch.compile, fullgraph)."""
+    if mode == "captured" and x.device.type != "cuda":
+        return Run("autosage", mode, status="skipped", error="captured steps need a CUDA device")
     own = Graph(graph.rowptr, graph.row, graph.col, graph.weight, graph.shape, cache=graph.cache)
     model = build(autosage_layers, model_name, *dims).to(device=x.device, dtype=x.dtype)
     model.load_state_dict(init_state)
     try:
-        run = train(model, own, x, labels, steps, warmup)
-        run.library, run.mode = "autosage", "graph"
+        run = train(OUR_MODES[mode], model, own, x, labels, steps, warmup)
+        run.library, run.mode = "autosage", mode
         return run
-    except (AutosageError, RuntimeError) as exc:
-        return Run("autosage", "graph", status="failed", error=failure_text(exc))
+    except Exception as exc:    # AutosageError, CUDA errors, and torch.compile's own exceptions
+        return Run("autosage", mode, status="failed", error=failure_text(exc))
     finally:
         del model, own
+        forget_compiled()
         free_memory()
 
 
@@ -193,7 +251,7 @@ def run_pyg(model_name: str, dims, inputs: dict, x, labels, init_state, steps: i
         model = build(pyg, model_name, *dims, pyg_mode=mode).to(device=x.device, dtype=x.dtype)
         model.load_state_dict(init_state)
         try:
-            run = train(model, inputs[mode], x, labels, steps, warmup)
+            run = train(eager_step, model, inputs[mode], x, labels, steps, warmup)
             run.library, run.mode = "pyg", mode
             return run
         except (RuntimeError, ValueError) as exc:
@@ -204,6 +262,28 @@ def run_pyg(model_name: str, dims, inputs: dict, x, labels, init_state, steps: i
             del model
             free_memory()
     return Run("pyg", PYG_MODES[model_name][-1], status="skipped", error="; ".join(failures))
+
+
+def run_pyg_compiled(model_name: str, dims, inputs: dict, eager: Run, x, labels, init_state,
+                     steps: int, warmup: int) -> Run:
+    """PyG's model under torch.compile (graph breaks allowed, PyG's own way) in the mode its eager
+    run took; skipped, with the reason, where the eager run did not run or compiling fails."""
+    import torch_geometric.nn as pyg
+
+    if eager.status != "ok":
+        return Run("pyg", "compiled", status="skipped", error="PyG ran in no mode eagerly")
+    model = build(pyg, model_name, *dims, pyg_mode=eager.mode).to(device=x.device, dtype=x.dtype)
+    model.load_state_dict(init_state)
+    try:
+        run = train(compiled_step, model, inputs[eager.mode], x, labels, steps, warmup)
+        run.library, run.mode = "pyg", "compiled"
+        return run
+    except Exception as exc:    # dynamo and inductor raise many kinds: each is a reason to record
+        return Run("pyg", "compiled", status="skipped", error=f"torch.compile ({eager.mode}): {failure_text(exc)}")
+    finally:
+        del model
+        forget_compiled()
+        free_memory()
 
 
 def require_torch_cuda() -> None:
@@ -242,9 +322,11 @@ def random_data(name: str, n_rows: int, device, seed: int, dtype: torch.dtype = 
 
 
 def bench_graph(name: str, graph: Graph, models, *, steps: int, warmup: int, seed: int,
-                dtype: torch.dtype = torch.float32):
-    """Yield (model, ours, PyG) Runs for every model on one graph, same data and initial weights,
-    everything in `dtype` (the features drawn in float32 and rounded, as the weights are)."""
+                dtype: torch.dtype = torch.float32, modes=MODES):
+    """Yield (model, PyG's Runs, our Runs) for every model on one graph, same data and initial
+    weights, everything in `dtype` (the features drawn in float32 and rounded, as the weights are).
+    PyG's: its best eager mode, then (with "compiled" in `modes`) torch.compile of it; ours: one
+    Run per mode, in MODES order."""
     import torch_geometric.nn as pyg
 
     x, labels = random_data(name, graph.n_rows, graph.device, seed, dtype)
@@ -253,9 +335,12 @@ def bench_graph(name: str, graph: Graph, models, *, steps: int, warmup: int, see
     for model_name in models:
         torch.manual_seed(seed)
         init_state = build(pyg, model_name, n_in, n_out).state_dict()
-        ours = run_ours(model_name, (n_in, n_out), graph, x, labels, init_state, steps, warmup)
-        theirs = run_pyg(model_name, (n_in, n_out), inputs, x, labels, init_state, steps, warmup)
-        yield model_name, ours, theirs
+        args = (x, labels, init_state, steps, warmup)
+        ours = [run_ours(model_name, (n_in, n_out), graph, *args, mode=m) for m in MODES if m in modes]
+        theirs = [run_pyg(model_name, (n_in, n_out), inputs, *args)]
+        if "compiled" in modes:
+            theirs.append(run_pyg_compiled(model_name, (n_in, n_out), inputs, theirs[0], *args))
+        yield model_name, theirs, ours
 
 
 def device_bytes(model: str, n_rows: int, nnz: int, n_in: int, n_out: int) -> int:

@@ -1,0 +1,128 @@
+"""The training suite's mode rows on the CPU, from fake runs (training.bench_graph replaced): PyG's
+eager and `compiled` rows, ours `graph`, `captured` and `compiled`, each mode's baseline, the
+reasons kept on skipped rows, results.csv merging one row per mode, and the targets still judged
+on the eager rows. A slow smoke run trains GCN on cora in every mode for real (compiled on the
+CPU; captured is skipped there with its reason)."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from autosage_cli.bench import report, targets
+from autosage_cli.bench.rows import Row
+from autosage_cli.bench.suites import resolve_graph
+from bench_fakes import FakeSpec
+
+torch = pytest.importorskip("torch", reason="torch is not installed: the training suite needs it")
+pytest.importorskip("torch_geometric", reason="torch_geometric is not installed: no PyG baseline")
+
+from autosage_cli.commands import bench_training  # noqa: E402
+from autosage_cli.torch import training  # noqa: E402
+
+
+def _run(library, mode, ms, losses=(2.0, 1.5), status="ok", error=""):
+    if status != "ok":
+        return training.Run(library, mode, status=status, error=error)
+    return training.Run(library, mode, times_ms=[ms, ms * 0.9, ms * 1.1], losses=list(losses), setup_ms=50.0)
+
+
+def _fake_bench_graph(pyg_compiled_ms=None, captured=True):
+    """bench_graph's stand-in: PyG eager 10 ms (and compiled at pyg_compiled_ms, else skipped with a
+    reason); ours 5 ms eager, 2 ms captured (or failed), 4 ms compiled."""
+    def bench_graph(name, graph, models, *, steps, warmup, seed, dtype, modes):
+        assert modes == training.MODES
+        for model in models:
+            theirs = [_run("pyg", "sparse-csr", 10.0, (2.0, 1.0)),
+                      _run("pyg", "compiled", pyg_compiled_ms, (2.0, 1.0)) if pyg_compiled_ms else
+                      _run("pyg", "compiled", 0, status="skipped",
+                           error="torch.compile (sparse-csr): Unsupported: sparse tensors")]
+            ours = [_run("autosage", "graph", 5.0, (2.0, 1.0001)),
+                    _run("autosage", "captured", 2.0, (2.0, 1.0002)) if captured else
+                    _run("autosage", "captured", 0, status="failed",
+                         error="AutosageError: capturing the training step failed: no"),
+                    _run("autosage", "compiled", 4.0, (2.0, 1.0))]
+            yield model, theirs, ours
+    return bench_graph
+
+
+def _rows(monkeypatch, tmp_path, models=("gcn",), **fake):
+    monkeypatch.setattr(training, "bench_graph", _fake_bench_graph(**fake))
+    params = {"root": "datasets", "seed": 0, "cache_path": str(tmp_path / "d.json")}
+    return bench_training.run_graphs([FakeSpec()], models, 4, params, {"gpu": "fake"}, tmp_path, [],
+                                     device="cpu")
+
+
+def test_one_row_per_library_and_mode_with_its_baseline(monkeypatch, tmp_path):
+    rows = _rows(monkeypatch, tmp_path)
+    assert [(r.backend, r.schedule, r.status) for r in rows] == [
+        ("pyg", "sparse-csr", "ok"), ("pyg", "compiled", "skipped"),
+        ("autosage", "graph", "ok"), ("autosage", "captured", "ok"), ("autosage", "compiled", "ok")]
+    pyg, pyg_compiled, eager, captured, compiled = rows
+    assert pyg_compiled.error == "torch.compile (sparse-csr): Unsupported: sparse tensors"
+    assert all(r.op == "train-gcn" and r.k == 256 and r.heads == 1 for r in rows)
+    for mine, ms in ((eager, 5.0), (captured, 2.0), (compiled, 4.0)):
+        assert mine.best_vendor == "pyg" and mine.best_vendor_ms == pyg.ms_median == 10.0
+        assert math.isclose(mine.speedup_vs_best_vendor, 10.0 / ms)
+    assert math.isclose(captured.rel_error, 2e-4, rel_tol=1e-6)   # against PyG's eager last loss
+    assert captured.decision == "probe" and pyg_compiled.decision == "fixed"
+    assert [Row.from_dict(r.to_dict()) for r in rows] == rows      # the schema round-trips
+
+
+def test_the_fastest_pyg_mode_is_the_baseline_of_the_captured_and_compiled_rows(monkeypatch, tmp_path):
+    _, pyg_compiled, eager, captured, compiled = _rows(monkeypatch, tmp_path, pyg_compiled_ms=3.0)
+    assert pyg_compiled.status == "ok" and pyg_compiled.ms_median == 3.0
+    assert (eager.best_vendor, eager.best_vendor_ms) == ("pyg", 10.0)        # eager vs eager
+    for mine, ms in ((captured, 2.0), (compiled, 4.0)):
+        assert (mine.best_vendor, mine.best_vendor_ms) == ("pyg-compiled", 3.0)
+        assert math.isclose(mine.speedup_vs_best_vendor, 3.0 / ms)
+
+
+def test_a_failed_mode_keeps_its_reason_and_gets_no_speedup(monkeypatch, tmp_path):
+    captured = _rows(monkeypatch, tmp_path, captured=False)[3]
+    assert captured.status == "failed" and "capturing the training step failed" in captured.error
+    assert math.isnan(captured.speedup_vs_best_vendor) and math.isnan(captured.rel_error)
+
+
+def test_results_keep_every_mode_and_a_rerun_replaces_each(monkeypatch, tmp_path):
+    first = _rows(monkeypatch, tmp_path)
+    on_disk = report.read_rows(tmp_path / "results.csv")
+    assert [(r.backend, r.schedule) for r in on_disk] == [(r.backend, r.schedule) for r in first]
+    again = _rows(monkeypatch, tmp_path, pyg_compiled_ms=3.0)
+    merged = report.merge_rows(first, again)
+    assert len(merged) == 5 and merged == again
+
+
+def test_targets_judge_the_eager_rows(monkeypatch, tmp_path):
+    rows = _rows(monkeypatch, tmp_path, models=("gcn", "gat"), captured=False)
+    got = {t.name: t for t in targets.training_targets(rows)}
+    assert got["GCN training epoch vs PyG"].value == 2.0        # eager 5 ms against PyG's 10 ms
+    assert got["GAT training epoch vs PyG"].value == 2.0        # not the failed captured row's 0
+    loss = got["Training loss equal to PyG's after the same steps (relative)"]
+    assert math.isclose(loss.value, 1e-4, rel_tol=1e-6) and "worst of 2 rows" in loss.detail
+
+
+def test_progress_line_names_every_mode(monkeypatch, tmp_path):
+    line = bench_training._progress_line(_rows(monkeypatch, tmp_path))
+    assert "ours 5.0 ms/epoch [ok], PyG (sparse-csr) 10.0 ms -> 2.00x" in line
+    assert "ours captured 2.0 ms" in line and "ours compiled 4.0 ms" in line
+    assert "PyG compiled skipped: torch.compile (sparse-csr)" in line and "\n" not in line
+
+
+@pytest.mark.slow
+def test_cpu_smoke_run_of_every_mode(tmp_path):
+    """GCN on cora for real: PyG eager and compiled, ours eager and compiled train alike; the
+    captured mode is skipped on the CPU, saying why."""
+    params = {"root": "datasets", "seed": 0, "cache_path": str(tmp_path / "d.json")}
+    rows = bench_training.run_graphs([resolve_graph("cora")], ("gcn",), 4, params, {"gpu": "cpu"},
+                                     tmp_path, [], device="cpu")
+    by_mode = {(r.backend, r.schedule): r for r in rows}
+    assert list(by_mode) == [("pyg", "sparse-csr"), ("pyg", "compiled"), ("autosage", "graph"),
+                             ("autosage", "captured"), ("autosage", "compiled")]
+    captured = by_mode["autosage", "captured"]
+    assert captured.status == "skipped" and captured.error == "captured steps need a CUDA device"
+    compiled = by_mode["autosage", "compiled"]
+    assert compiled.status == "ok", compiled.error
+    assert compiled.rel_error < 1e-4 and compiled.loss_last != compiled.loss_first
+    pyg_compiled = by_mode["pyg", "compiled"]
+    assert pyg_compiled.status == "ok" or pyg_compiled.error.startswith("torch.compile (sparse-csr): ")

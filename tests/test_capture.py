@@ -1,0 +1,80 @@
+"""autosage_cli.torch.capture on the CPU: the rules that need no device (the optimizer must be
+capturable, warm-up steps, a callable) and, without a GPU, the one-line error naming the missing
+GPU. tests/test_capture_gpu.py captures and replays on a device."""
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed: the autosage_cli.torch tests need it")
+
+import autosage_cli.torch as at  # noqa: E402
+from autosage_cli.errors import AutosageError  # noqa: E402
+from autosage_cli.torch import capture  # noqa: E402
+
+no_gpu = pytest.mark.skipif(torch.cuda.is_available(), reason="torch sees a GPU: the no-GPU error cannot show")
+
+
+def _setup(**adam):
+    g = at.Graph.from_edge_index(torch.tensor([[0, 1, 2], [1, 2, 0]]), 3)
+    model = at.GCNConv(4, 2)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01, **adam)
+    loss_fn = lambda graph, x: model(x, graph).square().mean()  # noqa: E731
+    return loss_fn, opt, g, torch.randn(3, 4)
+
+
+def _one_line(info) -> str:
+    text = str(info.value)
+    assert "\n" not in text
+    return text
+
+
+@no_gpu
+def test_capturing_a_training_step_without_a_gpu_names_the_missing_gpu():
+    loss_fn, opt, g, x = _setup(capturable=True)
+    with pytest.raises(AutosageError, match="capturing the training step needs a CUDA GPU: torch sees none") as info:
+        at.capture_training_step(loss_fn, opt, g, x)
+    _one_line(info)
+
+
+@no_gpu
+def test_capturing_inference_without_a_gpu_names_the_missing_gpu():
+    _, _, g, x = _setup()
+    with pytest.raises(AutosageError, match="capturing the forward pass needs a CUDA GPU") as info:
+        at.capture_inference(lambda graph, x: at.spmm(graph, x), g, x)
+    _one_line(info)
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda p: torch.optim.Adam(p), r"Adam is not capturable: build it with capturable=True"),
+    (lambda p: torch.optim.AdamW(p, capturable=False), r"AdamW is not capturable"),
+    (lambda p: torch.optim.LBFGS(p), r"LBFGS cannot run inside a CUDA graph: use SGD, or Adam / AdamW"),
+])
+def test_a_non_capturable_optimizer_is_refused_with_the_fix(make, message):
+    loss_fn, _, g, x = _setup()
+    with pytest.raises(AutosageError, match=message) as info:
+        at.capture_training_step(loss_fn, make([torch.nn.Parameter(torch.ones(2))]), g, x)
+    _one_line(info)
+
+
+def test_capturable_optimizers_pass_the_check():
+    params = [torch.nn.Parameter(torch.ones(2))]
+    for opt in (torch.optim.Adam(params, capturable=True), torch.optim.AdamW(params, capturable=True),
+                torch.optim.SGD(params, lr=0.1, momentum=0.9)):
+        capture.check_optimizer(opt)
+    group = torch.optim.Adam(params, capturable=True)
+    group.add_param_group({"params": [torch.nn.Parameter(torch.ones(1))], "capturable": False})
+    with pytest.raises(AutosageError, match="not capturable"):
+        capture.check_optimizer(group)
+
+
+@pytest.mark.parametrize("warmup", [0, -1, 1.5, True])
+def test_warmup_must_be_at_least_one_eager_step(warmup):
+    loss_fn, opt, g, x = _setup(capturable=True)
+    with pytest.raises(AutosageError, match="warmup must be an int >= 1"):
+        at.capture_training_step(loss_fn, opt, g, x, warmup=warmup)
+
+
+def test_the_step_must_be_a_function():
+    _, opt, g, x = _setup(capturable=True)
+    with pytest.raises(AutosageError, match="expected a function of \\(graph, \\*inputs\\)"):
+        at.capture_training_step("loss", opt, g, x)

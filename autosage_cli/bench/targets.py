@@ -29,6 +29,12 @@ TRAINING_MODES = ("captured", "compiled")
 # (op, model, our epoch speed-up over PyG's to reach) of the training suite
 TRAINING_TARGETS = (("train-gcn", "GCN", 1.3), ("train-sage", "GraphSAGE", 1.3), ("train-gat", "GAT", 5.0))
 LOSS_TOLERANCE = 1e-3
+# the same for the mini-batch suite (steps 6..50 on sampled subgraphs, PyG's fastest mode), a new
+# batch's step against the same batch stepped again (its Graph and plans built), and the first step
+MINIBATCH_TARGETS = (("minibatch-gcn", "GCN", 1.6), ("minibatch-sage", "GraphSAGE", 1.25),
+                     ("minibatch-gat", "GAT", 1.5))
+NEW_BATCH_OVER_FLOOR = 1.15
+FIRST_STEP_MS = 1000.0
 
 
 def geomean(values: Iterable[float]) -> float:
@@ -302,12 +308,33 @@ def evaluate_targets(rows: list[Row]) -> list[Target]:
 
 
 def training_targets(rows: list[Row]) -> list[Target]:
-    """Per model of the training suite (only when its rows are there): our epoch vs PyG's, the
-    worst graph (GAT also meets its target on a graph where PyG cannot run at all), and the last
-    losses of the two libraries equal within LOSS_TOLERANCE (relative, the worst row)."""
-    out, ours_all = [], []
+    """The training suite's targets (training epochs) and the mini-batch suite's (steps), each only
+    when its rows are there; the mini-batch suite also a new batch's step against its floor (the
+    worst row) and the first step (the slowest)."""
     rows = [r for r in rows if r.schedule not in TRAINING_MODES]
-    for op, name, floor in TRAINING_TARGETS:
+    out = _model_targets(rows, TRAINING_TARGETS, "training epoch", "Training")
+    out += _model_targets(rows, MINIBATCH_TARGETS, "mini-batch step", "Mini-batch")
+    ours = [r for r in rows if r.op.startswith(MINIBATCH_PREFIX) and r.backend == "autosage" and r.status == "ok"]
+    if ours:
+        over = [(r.ms_median / r.floor_ms, r) for r in ours if r.floor_ms > 0]
+        worst = max(over, key=lambda o: o[0], default=None)
+        out.append(Target("Mini-batch step on a new batch vs the same batch again (floor)",
+                          worst[0] if worst else math.nan, NEW_BATCH_OVER_FLOOR,
+                          f"worst: {worst[1].graph} {worst[1].op} {worst[1].dtype}" if worst else "no floor",
+                          worst is not None, "×", True))
+        first = max(ours, key=lambda r: r.first_step_ms)
+        out.append(Target("Mini-batch first step (tuning included)", first.first_step_ms, FIRST_STEP_MS,
+                          f"slowest: {first.graph} {first.op} {first.dtype}, {first.probes:g} probes in all",
+                          True, "ms", True))
+    return out
+
+
+def _model_targets(rows: list[Row], table, what: str, suite: str) -> list[Target]:
+    """Per model of `table` (op, name, floor): our time vs PyG's, the worst graph (GAT also meets
+    its target on a graph where PyG cannot run at all), and the last losses of the two libraries
+    equal within LOSS_TOLERANCE (relative, the worst row)."""
+    out, ours_all = [], []
+    for op, name, floor in table:
         ours = [r for r in rows if r.op == op and r.backend == "autosage"]
         if not ours:
             continue
@@ -318,19 +345,19 @@ def training_targets(rows: list[Row]) -> list[Target]:
             theirs = pyg.get((r.graph, r.dtype))
             if theirs is not None and theirs.status == "skipped" and r.status == "ok":
                 gaps.append(f"PyG cannot run {r.graph}: {theirs.error}")
-                ratios.append(math.inf if op == "train-gat" else math.nan)
+                ratios.append(math.inf if op.endswith("-gat") else math.nan)
             else:
                 ratios.append(r.speedup_vs_best_vendor if r.status == "ok" else 0.0)
         detail = ", ".join(f"{r.graph}{'' if r.dtype == 'float32' else ' ' + r.dtype} {x:.2f}x"
                            for r, x in zip(ours, ratios) if math.isfinite(x))
         measured = [x for x in ratios if not math.isnan(x)]
-        out.append(Target(f"{name} training epoch vs PyG", min(measured, default=math.nan), floor,
+        out.append(Target(f"{name} {what} vs PyG", min(measured, default=math.nan), floor,
                           "; ".join(filter(None, [detail, *gaps])) or "no rows", bool(measured)))
     if ours_all:
         # float32 runs only: in a 2-byte type the two libraries round differently at every step
         diffs = [(r.rel_error, r) for r in ours_all if math.isfinite(r.rel_error) and r.dtype == "float32"]
         worst = max(diffs, key=lambda d: d[0], default=None)
-        out.append(Target("Training loss equal to PyG's after the same steps (relative)",
+        out.append(Target(f"{suite} loss equal to PyG's after the same steps (relative)",
                           worst[0] if worst else math.nan, LOSS_TOLERANCE,
                           f"worst of {len(diffs)} rows: {worst[1].graph} {worst[1].op}" if worst
                           else "PyG ran no model", worst is not None, "", True))

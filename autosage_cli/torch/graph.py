@@ -284,6 +284,9 @@ class Graph:
             t._t_perm[t_perm] = torch.arange(t_perm.numel(), device=t_perm.device)
             t._t_struct = (self.rowptr, self.row, self.col)
             t._transpose, self._transpose = self, t
+            coalesced = getattr(self, "_coalesced", None)
+            if coalesced is not None:    # a graph that keeps duplicates: so does its transpose
+                t._coalesced = coalesced.T
         return self._transpose
 
     # ------------------------------------------------------------------------------ edge orders

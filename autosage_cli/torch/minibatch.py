@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from ..backends.torch_sparse import csr_tensor
 from ..errors import AutosageError
 from . import nn as autosage_layers
 from .graph import Graph
@@ -96,8 +97,7 @@ def pyg_adjacency(edge_index: torch.Tensor, num_nodes: int, dtype: torch.dtype) 
     counts = torch.bincount(target, minlength=num_nodes)
     crow = torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)])
     ones = torch.ones(order.numel(), dtype=dtype, device=edge_index.device)
-    return torch.sparse_csr_tensor(crow, source[order], ones, (num_nodes, num_nodes),
-                                   check_invariants=False)
+    return csr_tensor(crow, source[order], ones, (num_nodes, num_nodes))
 
 
 def input_maker(mode: str, dtype: torch.dtype, cache=None):

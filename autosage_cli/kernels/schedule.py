@@ -83,8 +83,9 @@ class Schedule:
     unroll: int = 1          # edges unrolled per step / edges staged per warp batch
     heads_per_block: int = 1  # attention: heads handled by one block
 
-    @property
+    @functools.cached_property
     def name(self) -> str:
+        # cached: `get(name)` scans the registry by name, once per plan a mini-batch step prepares
         parts = [self.op, self.family, f"g{self.lanes}", f"v{self.vec}", f"t{self.threads}"]
         if self.tile:
             parts.append(f"k{self.tile}")

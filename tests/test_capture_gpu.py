@@ -98,8 +98,13 @@ def test_captured_training_equals_eager(edges, cache, model, dtype):
         ref_opt.step()
         assert out.dtype == dtype and rel_err(out, ref_out) < tol, (i, rel_err(out, ref_out))
         assert rel_err(loss, ref_loss) < tol, i
+        scale = max(float(q.grad.norm()) for q in ref.parameters())
         for (name, p), q in zip(net.named_parameters(), ref.parameters()):
-            assert rel_err(p.grad, q.grad) < tol, (i, name, rel_err(p.grad, q.grad))
+            # against the largest gradient where this one is nearly zero: the key bias's gradient
+            # in dot-product attention is exactly zero (a row-constant shift of the scores), so
+            # only rounding is left of it, in either run
+            err = float((p.grad - q.grad).norm()) / max(float(q.grad.norm()), 1e-3 * scale)
+            assert err < tol, (i, name, err)
             assert rel_err(p, q) < tol, (i, name)
         if last is not None:                        # a replay read this step's inputs
             assert rel_err(out, last) > 10 * tol, i

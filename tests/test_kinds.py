@@ -183,3 +183,23 @@ def test_a_known_kind_is_answered_without_files_metadata_or_hashing(fake, monkey
     monkeypatch.setattr(cache_mod.DecisionCache, "_read", forbidden)
     monkeypatch.setattr(cache_mod.DecisionCache, "_write", forbidden)
     assert _decide(store, dict(BASE, nnz=450_000), checksum=9)["schedule"] == ROWS.name
+
+
+def test_a_captured_step_gets_the_fastest_verified_native_where_a_vendor_was_chosen():
+    """CuPy refuses cuSPARSE calls during stream capture: with `capturable`, a kind whose decision
+    is a vendor gives its fastest verified native candidate that builds no host work lists."""
+    records = [_record(SPLIT, 0.5), _record(ROWS, 0.98)]
+    carry = kinds.carry_decision(records, VENDOR, select.DEFAULT_GUARDRAIL)
+    assert carry["backend"] == "cusparse-alg2"
+    kind = kinds.Kind(BASE, 1, carry, carry, "", kinds.native_decision(records))
+    assert kind.decision_for(2)["backend"] == "cusparse-alg2"
+    assert kind.decision_for(2, capturable=True)["schedule"] == ROWS.name
+    assert kinds.native_decision([_record(ROWS, 0.3, status="failed")]) is None
+    assert kinds.Kind(BASE, 1, carry, carry).decision_for(1, capturable=True) is None
+
+
+def test_a_decided_native_stays_when_capturable(fake):
+    _, store = fake
+    assert _decide(store)["schedule"] == SPLIT.name
+    assert kinds.decide(BASE, 1, QUESTION, cache=store, host_graph=_host_graph,
+                        capturable=True)["schedule"] == SPLIT.name

@@ -83,6 +83,20 @@ def carry_decision(candidates: list[dict], vendor: list[dict], guardrail: float)
     return select.decide(natives, vendors, guardrail).to_dict()
 
 
+def native_decision(candidates: list[dict], guardrail: float = select.DEFAULT_GUARDRAIL) -> dict | None:
+    """The decision when a vendor plan cannot run (a captured CUDA graph: CuPy refuses cuSPARSE calls
+    during stream capture): the best verified native candidate whose plan builds no host work
+    lists, or None when none was verified."""
+    natives = [SimpleNamespace(**c) for c in candidates
+               if c.get("status") == "ok" and c.get("ms") is not None and not reads_host_graph(c)]
+    if not natives:
+        return None
+    decision = select.decide(natives, [], guardrail).to_dict()
+    decision["reason"] = (f"native {decision['schedule']}: the fastest verified native plan, for a "
+                          f"captured step (CUDA-graph capture cannot record CuPy's cuSPARSE calls)")
+    return decision
+
+
 @dataclass
 class Kind:
     features: dict
@@ -90,9 +104,14 @@ class Kind:
     decision: dict              # that graph's own decision
     carry: dict                 # the decision for other graphs of the kind
     entry_id: str = ""
+    native: dict | None = None  # the decision where no vendor plan may run (native_decision)
 
-    def decision_for(self, checksum: int) -> dict:
-        return self.decision if checksum == self.checksum else self.carry
+    def decision_for(self, checksum: int, capturable: bool = False) -> dict | None:
+        """The graph's decision; with `capturable`, a native one (None: the kind has none)."""
+        chosen = self.decision if checksum == self.checksum else self.carry
+        if capturable and chosen["backend"] != "native":
+            return self.native
+        return chosen
 
 
 class KindTable:
@@ -128,7 +147,8 @@ class KindTable:
             scope = scope_of(entry) if isinstance(recorded, dict) else None
             if scope is not None:
                 self.add(scope, Kind(recorded["features"], recorded.get("checksum"), entry["decision"],
-                                     recorded["carry"], entry["id"]))
+                                     recorded["carry"], entry["id"],
+                                     native_decision(entry.get("candidates") or [])))
 
     def clear(self) -> None:
         with self._lock:
@@ -197,11 +217,12 @@ def _store(cache) -> cache_mod.DecisionCache:
 
 
 def decide(features: dict, checksum: int, question: tuple, *, cache=None, tune: bool = True,
-           host_graph=None, say=None) -> dict | None:
+           host_graph=None, say=None, capturable: bool = False) -> dict | None:
     """The decision (a Decision dict) for a graph of `features` and `checksum` on `question` =
     (op, k, heads, dtype, weighted): the kind's, or, for a new kind, its own from a tune of
     `host_graph()` (the graph's CSRGraph, built only then), recorded with the kind. None when tuning
-    is off and the kind is not known (the caller runs the vendor default)."""
+    is off and the kind is not known (the caller runs the vendor default), or, with `capturable`
+    (a native decision is needed), when the kind has no verified native candidate."""
     from . import tune as tuner
 
     op, k, heads, dtype, weighted = question
@@ -221,9 +242,10 @@ def decide(features: dict, checksum: int, question: tuple, *, cache=None, tune: 
             TABLE.probes += 1
             store.annotate(result.key_id, {"kind": {"features": features, "checksum": checksum,
                                                     "weighted": bool(weighted), "carry": carry}})
-        return Kind(features, checksum, result.decision.to_dict(), carry, result.key_id or "")
+        return Kind(features, checksum, result.decision.to_dict(), carry, result.key_id or "",
+                    native_decision(result.candidates))
 
-    return lookup(scope, features, checksum, tuned)
+    return lookup(scope, features, checksum, tuned, capturable)
 
 
 def replayable(graph, store: cache_mod.DecisionCache):
@@ -246,13 +268,13 @@ def replayable(graph, store: cache_mod.DecisionCache):
     return dataclasses.replace(graph, source={**graph.source, "path": str(path)})
 
 
-def lookup(scope: tuple, features: dict, checksum: int, make) -> dict:
-    """The decision of the kind of `features` in `scope` for the graph of `checksum`; `make()`
-    decides a new kind (a Kind) the first time one is seen."""
+def lookup(scope: tuple, features: dict, checksum: int, make, capturable: bool = False) -> dict | None:
+    """The decision of the kind of `features` in `scope` for the graph of `checksum` (see
+    Kind.decision_for); `make()` decides a new kind (a Kind) the first time one is seen."""
     with TABLE._lock:
         kind = TABLE.find(scope, features)
     if kind is None:
         kind = make()
         with TABLE._lock:
             TABLE.add(scope, kind)
-    return kind.decision_for(checksum)
+    return kind.decision_for(checksum, capturable)

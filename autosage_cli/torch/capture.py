@@ -28,6 +28,9 @@ Rules, each an AutosageError in one line when broken:
 Under torch.autocast inside the step, pass cache_enabled=False (PyTorch's rule for capture: the
 cast cache would hold tensors from the capture).
 The returned tensors are static: each replay overwrites them (clone what you keep).
+Plans are native in a captured step (torch.cuda.capturable_plans around the warm-up and the
+capture): CuPy refuses cuSPARSE calls while a stream captures, so where the tuner chose a vendor
+plan the step runs the fastest verified native candidate of the same probe instead.
 """
 from __future__ import annotations
 
@@ -36,7 +39,7 @@ import contextlib
 import torch
 
 from ..errors import AutosageError
-from . import handles
+from . import cuda, handles
 
 WARMUP = 3     # eager steps before the capture, as PyTorch's examples do
 
@@ -159,7 +162,7 @@ class _Captured:
         _copy_in(self.static_inputs, inputs)
         self.calls += 1
         if self.calls <= self.warmup:
-            with self._on_side_stream(), handles.recording() as seen:
+            with self._on_side_stream(), handles.recording() as seen, cuda.capturable_plans():
                 self.outputs = self._eager()
             self._remember(seen)
         elif self.cuda_graph is None:
@@ -205,7 +208,7 @@ class _Captured:
         self._before_capture()
         cuda_graph = torch.cuda.CUDAGraph()
         try:
-            with torch.cuda.graph(cuda_graph, stream=self._stream):
+            with torch.cuda.graph(cuda_graph, stream=self._stream), cuda.capturable_plans():
                 self.outputs = self._eager()
         except Exception as exc:   # torch's, CuPy's or cuSPARSE's capture error, or ours
             raise AutosageError(f"{self.what} failed: {_cause(exc)} (no host synchronisation may run "

@@ -22,6 +22,9 @@ and its row statistics are float32 whatever the type (n x H numbers, read once p
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
+
 import numpy as np
 import torch
 
@@ -161,24 +164,43 @@ def device_graph(graph: Graph, weighted: bool, device: torch.device):
     return graph.gpu[key]
 
 
+_CAPTURABLE = contextvars.ContextVar("autosage_capturable_plans", default=False)
+
+
+@contextlib.contextmanager
+def capturable_plans():
+    """Plans made or met inside are native: a CUDA-graph capture records autosage's kernels, but
+    CuPy refuses cuSPARSE calls while a stream captures, so a vendor plan is replaced by the kind's
+    fastest verified native candidate (scheduler.kinds.native_decision). torch/capture.py runs its
+    warm-up steps inside, so every plan exists, capturable, before the capture."""
+    token = _CAPTURABLE.set(True)
+    try:
+        yield
+    finally:
+        _CAPTURABLE.reset(token)
+
+
 def plan(graph: Graph, op: str, k: int, device: torch.device, *, heads: int = 1, scale=None,
          weighted: bool = False, dtype: str = "float32"):
     """The prepared plan for (op, k, heads, scale, dtype) on `graph`, made once: a fixed schedule
     from graph.schedules, else the decision for the graph's kind (scheduler/kinds.py: no probe,
-    no copy of the graph for a kind already decided), tuning a new kind once."""
+    no copy of the graph for a kind already decided), tuning a new kind once. Inside
+    `capturable_plans`, a native plan."""
     weighted = weighted and graph.weight is not None
     key = ("plan", op, k, heads, scale, weighted, device.index, dtype)
     found = graph.gpu.get(key)
-    if found is None:
+    capturable = _CAPTURABLE.get()
+    if found is None or (capturable and found.backend != "native"):
         from ..backends.base import unsynchronized_prepare
 
         dgraph = device_graph(graph, weighted, device)
         with unsynchronized_prepare():
-            found = graph.gpu[key] = _prepare(graph, dgraph, (op, k, heads, dtype, weighted), scale)
+            found = graph.gpu[key] = _prepare(graph, dgraph, (op, k, heads, dtype, weighted), scale,
+                                              capturable)
     return found
 
 
-def _prepare(graph: Graph, dgraph, question: tuple, scale):
+def _prepare(graph: Graph, dgraph, question: tuple, scale, capturable: bool = False):
     from .. import api
     from ..scheduler import kinds
     from ..scheduler.plans import plan_for
@@ -188,10 +210,18 @@ def _prepare(graph: Graph, dgraph, question: tuple, scale):
     if fixed is not None or graph.nnz > kinds.KIND_MAX_NNZ:
         # a fixed schedule, or a graph large enough to be tuned as itself (by fingerprint)
         host = dgraph.host.csr()
-        return api.prepare_plan(host, dgraph, op, k, heads, schedule=fixed, scale=scale,
+        made = api.prepare_plan(host, dgraph, op, k, heads, schedule=fixed, scale=scale,
                                 cache=graph.cache, tune=graph.tune, dtype=dtype)
+        if capturable and made.backend != "native":
+            raise AutosageError(f"{op} on {graph.describe()} runs {made.schedule}, which a CUDA graph "
+                                f"cannot capture: fix a native schedule (Graph(schedules=...))")
+        return made
     decision = kinds.decide(graph.kind_features(), graph.structure_stats()["checksum"], question,
-                            cache=graph.cache, tune=graph.tune, host_graph=dgraph.host.csr)
+                            cache=graph.cache, tune=graph.tune, host_graph=dgraph.host.csr,
+                            capturable=capturable)
+    if decision is None and capturable:
+        raise AutosageError(f"{op} at width {k} on {graph.describe()} has no verified native plan to "
+                            f"capture (tuning off, or no native candidate passed verification)")
     if decision is None:
         return api.untuned_vendor_plan(dgraph, op, k, heads, scale, dtype)
     return plan_for(dgraph, decision, k, heads, scale, dtype=dtype)

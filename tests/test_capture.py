@@ -78,3 +78,18 @@ def test_the_step_must_be_a_function():
     _, opt, g, x = _setup(capturable=True)
     with pytest.raises(AutosageError, match="expected a function of \\(graph, \\*inputs\\)"):
         at.capture_training_step("loss", opt, g, x)
+
+
+def test_capturable_plans_reach_autograds_device_thread():
+    """autograd runs a CUDA backward on its own thread: the capturable mode must be seen there, or
+    the captured backward meets vendor plans (CuPy refuses their cuSPARSE calls in a capture)."""
+    import threading
+
+    from autosage_cli.torch import cuda
+
+    seen = []
+    with cuda.capturable_plans():
+        worker = threading.Thread(target=lambda: seen.append(cuda._CAPTURABLE[0] > 0))
+        worker.start()
+        worker.join()
+    assert seen == [True] and cuda._CAPTURABLE[0] == 0

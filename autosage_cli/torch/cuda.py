@@ -23,7 +23,6 @@ and its row statistics are float32 whatever the type (n x H numbers, read once p
 from __future__ import annotations
 
 import contextlib
-import contextvars
 
 import numpy as np
 import torch
@@ -164,7 +163,10 @@ def device_graph(graph: Graph, weighted: bool, device: torch.device):
     return graph.gpu[key]
 
 
-_CAPTURABLE = contextvars.ContextVar("autosage_capturable_plans", default=False)
+# How many capturable_plans blocks are open. A process-wide count, not a context variable: autograd
+# runs a CUDA backward on its own device thread, which a context variable does not reach (a
+# captured GCN step's backward met vendor plans that way on the H200).
+_CAPTURABLE = [0]
 
 
 @contextlib.contextmanager
@@ -173,11 +175,11 @@ def capturable_plans():
     CuPy refuses cuSPARSE calls while a stream captures, so a vendor plan is replaced by the kind's
     fastest verified native candidate (scheduler.kinds.native_decision). torch/capture.py runs its
     warm-up steps inside, so every plan exists, capturable, before the capture."""
-    token = _CAPTURABLE.set(True)
+    _CAPTURABLE[0] += 1
     try:
         yield
     finally:
-        _CAPTURABLE.reset(token)
+        _CAPTURABLE[0] -= 1
 
 
 def plan(graph: Graph, op: str, k: int, device: torch.device, *, heads: int = 1, scale=None,
@@ -189,7 +191,7 @@ def plan(graph: Graph, op: str, k: int, device: torch.device, *, heads: int = 1,
     weighted = weighted and graph.weight is not None
     key = ("plan", op, k, heads, scale, weighted, device.index, dtype)
     found = graph.gpu.get(key)
-    capturable = _CAPTURABLE.get()
+    capturable = _CAPTURABLE[0] > 0
     if found is None or (capturable and found.backend != "native"):
         from ..backends.base import unsynchronized_prepare
 

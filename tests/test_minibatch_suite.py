@@ -231,3 +231,18 @@ def test_without_a_gpu_the_suite_says_so_in_one_line(monkeypatch):
         "--dry-run validates the run without one")
 
 
+
+
+def test_without_torch_the_suite_says_so_before_importing_it(monkeypatch):
+    """The library check comes before anything imports torch: on a machine without it the
+    command ends in that one line (exit 2), not in an import error."""
+    import importlib.util
+    import sys
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
+    monkeypatch.setitem(sys.modules, "autosage_cli.torch.minibatch", None)   # importing it now fails
+    result = run_cli("bench", "--suite", "minibatch", "--dataset", "cora")
+    assert result.exit_code == 2
+    assert error_line(result) == ("Error: --suite minibatch needs torch and torch_geometric (torch is not "
+                                  "installed): pip install torch torch_geometric")

@@ -58,7 +58,8 @@ def test_examples_that_name_the_users_files_say_what_is_missing(here, command):
 
 
 def _missing_training_libraries() -> str | None:
-    """Why `bench --suite training` stops before its GPU check here: it checks torch and PyG first."""
+    """Why `bench --suite training|minibatch` stops before its GPU check here: they check torch and
+    PyG first."""
     import importlib.util
 
     missing = [m for m in ("torch", "torch_geometric") if importlib.util.find_spec(m) is None]
@@ -67,7 +68,7 @@ def _missing_training_libraries() -> str | None:
 
 def _gpu_here(command: str):
     """A GPU example as a test case; one that needs an optional library skips without it, saying so."""
-    why = _missing_training_libraries() if "--suite training" in command else None
+    why = _missing_training_libraries() if ("--suite training" in command or "--suite minibatch" in command) else None
     return pytest.param(command, marks=pytest.mark.skip(reason=why)) if why else command
 
 

@@ -66,11 +66,11 @@ def parse_fanouts(text: str | None) -> tuple[int, ...]:
 def check_options(params: dict) -> tuple[tuple[str, ...], dict, list, tuple[str, ...]]:
     """(models, settings {steps, batch_size, fanouts}, graph specs, dtypes) from the bench options;
     AutosageError on anything that does not apply to this suite or is missing (torch, PyG)."""
-    from ..torch.minibatch import BATCH_SIZE, STEPS, WARMUP
-
     if params.get("repeat") is not None:
         raise AutosageError("--repeat does not apply to --suite minibatch: --steps sets the steps")
-    specs, names = check_common(params, SUITE, REFUSED)
+    specs, names = check_common(params, SUITE, REFUSED)   # torch and PyG first: the import below needs them
+    from ..torch.minibatch import BATCH_SIZE, STEPS, WARMUP
+
     steps = STEPS if params.get("steps") is None else params["steps"]
     if steps <= WARMUP:
         raise AutosageError(f"--steps counts training steps, the first {WARMUP} not in ms_median: "

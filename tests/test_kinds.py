@@ -157,11 +157,15 @@ def test_a_graph_built_in_memory_is_saved_for_replay(fake):
     reloads as the same graph: `autosage replay` can re-check the kind's decision on it."""
     from autosage_cli.graphs.load import load_graph
 
+    from autosage_cli.scheduler.replay import located
+
     tuner_calls, store = fake
     _decide(store)
     probed = tuner_calls.calls[0][0]
-    assert probed.source["path"].startswith(str(store.path.parent / "decisions.graphs"))
-    again = load_graph(path=probed.source["path"])
+    assert probed.source["path"].startswith("decisions.graphs/") and probed.source["beside_cache"]
+    path = located(probed.source, store.path)["path"]
+    assert path.startswith(str(store.path.parent / "decisions.graphs"))
+    again = load_graph(path=path)
     assert again.fingerprint == probed.fingerprint == _host_graph().fingerprint
 
 

@@ -251,7 +251,9 @@ def decide(features: dict, checksum: int, question: tuple, *, cache=None, tune: 
 def replayable(graph, store: cache_mod.DecisionCache):
     """`graph` with a source `autosage replay` can reload: a graph built in memory (a sampled
     batch) is saved once, as a SciPy .npz beside the cache (`<stem>.graphs/<fingerprint>.npz`), so
-    the decision of its kind can be re-checked later on the graph it was probed on."""
+    the decision of its kind can be re-checked later on the graph it was probed on. The path is
+    recorded relative to the cache's folder (`beside_cache`), so the cache and its folder of graphs
+    replay wherever they are copied together."""
     import dataclasses
 
     from ..graphs.csr import replayable_source
@@ -260,12 +262,12 @@ def replayable(graph, store: cache_mod.DecisionCache):
         return graph
     import scipy.sparse as sp
 
-    folder = store.path.parent / f"{store.path.stem}.graphs"
-    path = folder / f"{graph.fingerprint[:32]}.npz"
+    relative = f"{store.path.stem}.graphs/{graph.fingerprint[:32]}.npz"
+    path = store.path.parent / relative
     if not path.is_file():
-        folder.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
         sp.save_npz(str(path), graph.to_scipy(), compressed=True)
-    return dataclasses.replace(graph, source={**graph.source, "path": str(path)})
+    return dataclasses.replace(graph, source={**graph.source, "path": relative, "beside_cache": True})
 
 
 def lookup(scope: tuple, features: dict, checksum: int, make, capturable: bool = False) -> dict | None:

@@ -58,6 +58,16 @@ def graph_label(source: dict) -> str:
     return json.dumps(source, sort_keys=True)
 
 
+def located(source: dict, cache_path) -> dict:
+    """`source` with a path recorded relative to its cache's folder (`beside_cache`: the graphs
+    scheduler.kinds saves for replay) made absolute."""
+    if source.get("beside_cache") and "path" in source:
+        from pathlib import Path
+
+        return {**source, "path": str(Path(cache_path).parent / source["path"])}
+    return source
+
+
 def _load_source(source: dict):
     from ..graphs.load import load_source
     return load_source(source)
@@ -105,7 +115,7 @@ def replay(cache, dry_run: bool = False, measure=None, progress=None, load=None,
                                           0, 0, "?", "?", "invalid", f"malformed entry: {probe.one_line(exc)}"))
             continue
         outcomes.append(out)
-        source = entry["graph"].get("source") or {}
+        source = located(entry["graph"].get("source") or {}, getattr(cache, "path", "."))
         if not entry.get("replayable", replayable_source(source)):
             out.status = "skipped"
             out.reason = f"not replayable: the graph was built in memory ({graph_label(source)})"

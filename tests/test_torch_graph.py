@@ -145,3 +145,26 @@ def test_self_loops_and_normalised_graphs():
 def test_bad_input_names_the_problem(make, message):
     with pytest.raises(AutosageError, match=message):
         make()
+
+
+def test_structure_stats_are_the_degree_histograms_quantiles():
+    """Graph.structure_stats (what kinds match graphs on): per side, the quantiles as the lower edge
+    of their quarter-octave bin, the exact largest degree and the empty count, against NumPy."""
+    import numpy as np
+
+    def expected(d):
+        bins = np.clip((np.log2(d + 1.0) * 4).astype(np.int64), 0, 255)
+        cumulative = np.cumsum(np.bincount(bins, minlength=256))
+        quantiles = [int(round(2 ** (int(np.searchsorted(cumulative, int(q * (len(d) - 1)) + 1)) / 4) - 1))
+                     for q in (0.5, 0.9, 0.99)]
+        return quantiles + [int(d.max()), int((d == 0).sum())]
+
+    rng = np.random.default_rng(1)
+    for n, e in [(37, 80), (3000, 20000), (5, 0)]:
+        src = torch.from_numpy(rng.zipf(1.7, e).clip(1, n) - 1) if e else torch.zeros(0, dtype=torch.long)
+        dst = torch.from_numpy(rng.integers(0, n, e)) if e else torch.zeros(0, dtype=torch.long)
+        g = Graph.from_edge_index(torch.stack([src, dst]), n)
+        stats, names = g.structure_stats(), ("q50", "q90", "q99", "max", "empty")
+        assert [stats["rows"][k] for k in names] == expected(g.rowptr.diff().numpy())
+        assert [stats["cols"][k] for k in names] == expected(np.bincount(g.col.numpy(), minlength=n))
+        assert g.T.structure_stats()["rows"] == stats["cols"]

@@ -71,12 +71,19 @@ def hubcluster_order(graph: CSRGraph) -> np.ndarray:
 
 def symmetric_pattern(graph: CSRGraph):
     """A ∪ Aᵀ as a SciPy CSR of int8 ones. Ones, not A's values: a sum of values could cancel
-    (a skew-symmetric pair) and drop an edge the ordering must see."""
+    (a skew-symmetric pair) and drop an edge the ordering must see. A graph whose pattern is
+    already symmetric (features' cheap conditions, then its exact transpose check) is used as it
+    is: most GNN graphs are, and the check costs a fraction of the union (8 s on 124M nonzeros)."""
     import scipy.sparse as sp
+    from ..features import diagonal_sums, symmetry_prefilter, transpose_matches
 
     ones = np.ones(graph.nnz, dtype=np.int8)
     pattern = sp.csr_matrix((ones, graph.indices, graph.indptr), shape=graph.shape, copy=False)
-    return (pattern + pattern.T).tocsr()
+    degrees = np.diff(graph.indptr)
+    symmetric = symmetry_prefilter(graph, diagonal_sums(graph, degrees))
+    if symmetric is None:
+        symmetric = transpose_matches(graph, degrees)
+    return pattern if symmetric else (pattern + pattern.T).tocsr()
 
 
 def rcm_order(graph: CSRGraph) -> np.ndarray:
@@ -132,8 +139,8 @@ def inverse(perm: np.ndarray) -> np.ndarray:
 
 def permute(graph: CSRGraph, perm, source: dict | None = None, workers: int | None = None) -> CSRGraph:
     """P A Pᵀ as a canonical CSRGraph: new row r is old row perm[r] with every column c renamed
-    inv[c]. The rows are gathered in chunks (no int64 array of nnz entries), then sorted within
-    each row by SciPy (C++): a bijection of the columns creates no duplicates, so nothing is summed.
+    inv[c]. The rows are gathered in chunks (no int64 array of nnz entries) and each chunk's rows
+    sorted by SciPy (C++): a bijection of the columns creates no duplicates, so nothing is summed.
     `source` defaults to {"reordered_from": graph.source}: the original's keys are not kept, since
     replay would rebuild the original graph from them, not this one."""
     import scipy.sparse as sp
@@ -156,13 +163,20 @@ def permute(graph: CSRGraph, perm, source: dict | None = None, workers: int | No
         src += np.arange(start, stop, dtype=np.int64)
         np.take(inv, np.take(graph.indices, src), out=indices[start:stop])
         np.take(graph.values, src, out=values[start:stop])
+        # Sort these rows' columns in place with SciPy's C++ sort, which releases the GIL, so
+        # the chunks sort in parallel (one sort of the whole graph: 3.2 s of 12.7 on 124M).
+        local = (indptr[first:end + 1] - start).astype(indices.dtype)   # SciPy wants one index type
+        rows = sp.csr_matrix((values[start:stop], indices[start:stop], local), shape=(end - first, n),
+                             copy=False)
+        rows.sort_indices()
+        if not np.shares_memory(rows.indices, indices):   # SciPy made a copy: take its result
+            indices[start:stop], values[start:stop] = rows.indices, rows.data
 
     parallel_map(gather, list(row_chunks(degrees, GATHER_CHUNK, offsets=indptr)),
                  default_workers() if workers is None else workers)
-    matrix = sp.csr_matrix((values, indices, indptr.astype(graph.indptr.dtype)), shape=graph.shape,
-                           copy=False)
-    matrix.sort_indices()   # in place, on our arrays
-    return from_arrays(matrix.indptr, matrix.indices, matrix.data, graph.shape,
+    # from_arrays validates again (about half of this function's time on 124M nonzeros): the
+    # result is canonical by construction, but the check is what every later stage trusts.
+    return from_arrays(indptr, indices, values, graph.shape,
                        {"reordered_from": graph.source} if source is None else source)
 
 

@@ -94,13 +94,19 @@ def command(graph, dataset, root, out, method, measure, k, cache_path, as_json):
     started = time.perf_counter()
     with step(err, f"loading {graph or dataset}"):
         g = load_graph(path=graph, dataset=dataset, root=root)
-    err.print(f"loaded {g.describe()} in {time.perf_counter() - started:.2f} s", highlight=False)
     reorder_mod.require_square(g)
+    loaded = time.perf_counter()
     with step(err, f"reordering ({method})"):
         reordered, perm, report = reorder_mod.reorder(g, method)
+    reordered_at = time.perf_counter()
     with step(err, f"writing {out_path}"):
         write_graph(reordered, out_path, tool="autosage reorder")
         write_perm(perm, perm_path(out_path))
+    # One line once everything is written, as `gen` does: a refusal or a failed write before it
+    # stays the only line on stderr.
+    err.print(f"loaded {g.describe()} in {loaded - started:.2f} s, reordered in "
+              f"{reordered_at - loaded:.2f} s, written in {time.perf_counter() - reordered_at:.2f} s",
+              highlight=False)
     gain = None
     if measure:
         from ..bench.reorder_gain import measure_gain

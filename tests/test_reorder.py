@@ -8,6 +8,7 @@ import scipy.sparse as sp
 
 from autosage_cli.errors import AutosageError
 from autosage_cli.features import compute_features
+from autosage_cli.bench import reordering
 from autosage_cli.graphs import reorder
 from autosage_cli.graphs.csr import canonical_csr
 from autosage_cli.graphs.synthetic import generate
@@ -62,12 +63,12 @@ def test_spmm_on_the_reordered_graph_is_the_original_spmm_permuted(method):
 def test_rcm_recovers_a_shuffled_band():
     banded = generate("banded", {"n": 5000, "bandwidth": 4})
     shuffled = generate("banded", {"n": 5000, "bandwidth": 4, "shuffle": 1})
-    before = reorder.spread(shuffled)
+    before = reordering.spread(shuffled)
     assert before.bandwidth > 1000 and before.locality > 0.2
-    after = reorder.spread(reorder.permute(shuffled, reorder.order(shuffled, "rcm")))
+    after = reordering.spread(reorder.permute(shuffled, reorder.order(shuffled, "rcm")))
     # a band of half-width 4 comes back to half-width at most 8 (RCM's worst is ~2x on a path-like band)
     assert after.bandwidth <= 8, after
-    assert after.locality < 1e-3 and after.locality <= 2 * reorder.spread(banded).locality
+    assert after.locality < 1e-3 and after.locality <= 2 * reordering.spread(banded).locality
 
 
 def test_rcm_sees_both_directions_of_a_directed_graph():
@@ -78,7 +79,7 @@ def test_rcm_sees_both_directions_of_a_directed_graph():
     ids = rng.permutation(n)
     path = sp.csr_matrix((np.ones(n - 1), (ids[:-1], ids[1:])), shape=(n, n))
     graph = canonical_csr(path)
-    after = reorder.spread(reorder.permute(graph, reorder.order(graph, "rcm")))
+    after = reordering.spread(reorder.permute(graph, reorder.order(graph, "rcm")))
     assert after.bandwidth == 1
 
 
@@ -110,7 +111,7 @@ def test_degree_order_is_descending_and_stable():
 
 def test_spread_matches_the_features_and_a_direct_computation():
     graph = GRAPHS["random"]
-    s = reorder.spread(graph)
+    s = reordering.spread(graph)
     assert s.locality == compute_features(graph).locality
     coo = graph.to_scipy().tocoo()
     assert s.bandwidth == int(np.abs(coo.col - coo.row).max())
@@ -120,9 +121,9 @@ def test_spread_matches_the_features_and_a_direct_computation():
 
 def test_the_report_times_and_records_the_method():
     graph = GRAPHS["symmetric"]
-    result, perm, report = reorder.reorder(graph, "rcm")
+    result, perm, report = reordering.reorder(graph, "rcm")
     assert report.method == "rcm" and report.order_s >= 0 and report.apply_s >= 0
-    assert report.before == reorder.spread(graph) and report.after == reorder.spread(result)
+    assert report.before == reordering.spread(graph) and report.after == reordering.spread(result)
     assert result.source == {"reordered_from": graph.source, "reorder": "rcm"}
     assert set(report.to_dict()) == {"method", "order_s", "apply_s", "before", "after"}
 
@@ -150,3 +151,16 @@ def test_refusals():
         reorder.permute(graph, np.array([0, 1, 2, 3, 4, 6]))
     with pytest.raises(AutosageError, match="integers"):
         reorder.permute(graph, np.arange(6.0))
+
+
+@pytest.mark.parametrize("name", GRAPHS)
+def test_rcm_skips_the_union_only_for_a_symmetric_pattern(name, monkeypatch):
+    graph = GRAPHS[name]
+    assert reordering.is_symmetric(graph) == bool(compute_features(graph).symmetric)
+    plain = reorder.order(graph, "rcm")
+    seen = []
+    real = reorder.symmetric_pattern
+    monkeypatch.setattr(reorder, "symmetric_pattern", lambda g, s=None: seen.append(s) or real(g, s))
+    _, perm, _ = reordering.reorder(graph, "rcm")
+    assert seen == [reordering.is_symmetric(graph)]
+    np.testing.assert_array_equal(perm, plain)   # the union of a symmetric pattern is itself

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from autosage_cli.bench import reordering
 from autosage_cli.graphs import reorder
 from autosage_cli.graphs.load import load_graph
 from cli_helpers import assert_one_line_error, run_cli
@@ -37,8 +38,8 @@ def test_writes_the_reordered_graph_and_its_permutation(tmp_path, suffix, method
     assert doc["perm"] == str(tmp_path / "cora2.perm.npy") and doc["perm_convention"] == "perm[new] = old"
     r = doc["reordering"]
     assert r["method"] == method and r["order_s"] >= 0 and r["apply_s"] >= 0
-    assert r["before"]["locality"] == pytest.approx(reorder.spread(original).locality)
-    assert r["after"] == reorder.spread(expected).__dict__
+    assert r["before"]["locality"] == pytest.approx(reordering.spread(original).locality)
+    assert r["after"] == reordering.spread(expected).__dict__
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([out.name, "cora2.perm.npy"])  # no temporaries
 
 

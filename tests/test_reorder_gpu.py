@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from autosage_cli.bench.reorder_gain import measure_gain
+from autosage_cli.bench import reordering
 from autosage_cli.graphs import reorder
 from autosage_cli.graphs.synthetic import generate
 from cli_helpers import run_cli
@@ -40,7 +41,7 @@ def test_measure_through_the_cli(tmp_path, method):
 def test_measure_gain_on_a_shuffled_band(tmp_path):
     """A band whose ids were shuffled, before and after RCM: the case reordering should help most."""
     graph = generate("banded", {"n": 500_000, "bandwidth": 8, "shuffle": 1})
-    reordered, perm, _ = reorder.reorder(graph, "rcm")
+    reordered, perm, _ = reordering.reorder(graph, "rcm")
     gain = measure_gain(graph, reordered, perm, 64, cache=str(tmp_path / "decisions.json"))
     assert gain.verified, gain
     assert math.isfinite(gain.speedup) and gain.speedup > 0

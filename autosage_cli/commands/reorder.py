@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from ..errors import AutosageError
-from ..graphs.reorder import METHODS   # NumPy only: SciPy is imported when an order is computed
+from ..graphs.reorder import METHODS, require_square   # NumPy only: SciPy is imported when an order is computed
 from .gen import check_output_path, write_atomically, write_graph
 from .progress import step, stderr_console
 
@@ -87,17 +87,17 @@ def command(graph, dataset, root, out, method, measure, k, cache_path, as_json):
 
         require_gpu("autosage reorder --measure", "without --measure it reorders on the CPU")
         check_cache_path(cache_path or default_path())
-    from ..graphs import reorder as reorder_mod
+    from ..bench import reordering
     from ..graphs.load import load_graph
 
     err = stderr_console()
     started = time.perf_counter()
     with step(err, f"loading {graph or dataset}"):
         g = load_graph(path=graph, dataset=dataset, root=root)
-    reorder_mod.require_square(g)
+    require_square(g)
     loaded = time.perf_counter()
     with step(err, f"reordering ({method})"):
-        reordered, perm, report = reorder_mod.reorder(g, method)
+        reordered, perm, report = reordering.reorder(g, method)
     reordered_at = time.perf_counter()
     with step(err, f"writing {out_path}"):
         write_graph(reordered, out_path, tool="autosage reorder")

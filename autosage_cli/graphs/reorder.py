@@ -20,13 +20,13 @@ Methods (each vectorised NumPy/SciPy, O(n log n) or O(nnz)):
               breadth-first levels from a low-degree vertex, which packs the nonzeros near the
               diagonal (small bandwidth)
 
+What an order achieved (the spread of the nonzeros before and after, the seconds) is measured one
+layer up, in bench.reordering, which may use features' locality and symmetry check.
+
 "Degree" is the row degree (stored nonzeros per row). On a symmetric graph, as most GNN graphs are,
 it is also the column degree, which is what decides how often SpMM reads a row of B.
 """
 from __future__ import annotations
-
-import time
-from dataclasses import asdict, dataclass
 
 import numpy as np
 
@@ -69,29 +69,24 @@ def hubcluster_order(graph: CSRGraph) -> np.ndarray:
     return np.concatenate([np.flatnonzero(hubs), np.flatnonzero(~hubs)]).astype(np.int64, copy=False)
 
 
-def symmetric_pattern(graph: CSRGraph):
+def symmetric_pattern(graph: CSRGraph, symmetric: bool | None = None):
     """A ∪ Aᵀ as a SciPy CSR of int8 ones. Ones, not A's values: a sum of values could cancel
-    (a skew-symmetric pair) and drop an edge the ordering must see. A graph whose pattern is
-    already symmetric (features' cheap conditions, then its exact transpose check) is used as it
-    is: most GNN graphs are, and the check costs a fraction of the union (8 s on 124M nonzeros)."""
+    (a skew-symmetric pair) and drop an edge the ordering must see. `symmetric=True` (the caller
+    knows the pattern is symmetric: features' check, as bench.reordering.reorder runs it) uses
+    the pattern as it is: most GNN graphs are symmetric, and the union costs 8 s on 124M nonzeros."""
     import scipy.sparse as sp
-    from ..features import diagonal_sums, symmetry_prefilter, transpose_matches
 
     ones = np.ones(graph.nnz, dtype=np.int8)
     pattern = sp.csr_matrix((ones, graph.indices, graph.indptr), shape=graph.shape, copy=False)
-    degrees = np.diff(graph.indptr)
-    symmetric = symmetry_prefilter(graph, diagonal_sums(graph, degrees))
-    if symmetric is None:
-        symmetric = transpose_matches(graph, degrees)
     return pattern if symmetric else (pattern + pattern.T).tocsr()
 
 
-def rcm_order(graph: CSRGraph) -> np.ndarray:
+def rcm_order(graph: CSRGraph, symmetric: bool | None = None) -> np.ndarray:
     from scipy.sparse.csgraph import reverse_cuthill_mckee
 
     # symmetric_mode=True: the pattern is symmetric by construction; SciPy would otherwise add the
     # transpose again (of the values, with the cancellation symmetric_pattern avoids).
-    perm = reverse_cuthill_mckee(symmetric_pattern(graph), symmetric_mode=True)
+    perm = reverse_cuthill_mckee(symmetric_pattern(graph, symmetric), symmetric_mode=True)
     return np.asarray(perm, dtype=np.int64)
 
 
@@ -105,11 +100,14 @@ def require_square(graph: CSRGraph) -> None:
                             "rows and columns are renumbered together")
 
 
-def order(graph: CSRGraph, method: str) -> np.ndarray:
-    """The permutation `method` computes for `graph`: int64, perm[new] = old."""
+def order(graph: CSRGraph, method: str, symmetric: bool | None = None) -> np.ndarray:
+    """The permutation `method` computes for `graph`: int64, perm[new] = old. `symmetric`: whether
+    the pattern is known to be symmetric (only rcm uses it; None: not known, so it symmetrises)."""
     if method not in ORDERS:
         raise AutosageError(f"unknown reordering method {method!r} (known: {', '.join(METHODS)})")
     require_square(graph)
+    if method == "rcm":
+        return rcm_order(graph, symmetric)
     return ORDERS[method](graph)
 
 
@@ -178,51 +176,3 @@ def permute(graph: CSRGraph, perm, source: dict | None = None, workers: int | No
     # result is canonical by construction, but the check is what every later stage trusts.
     return from_arrays(indptr, indices, values, graph.shape,
                        {"reordered_from": graph.source} if source is None else source)
-
-
-@dataclass(frozen=True)
-class Spread:
-    """How far a graph's nonzeros lie from the diagonal."""
-    locality: float    # features.locality: mean |col − row| / n over the nonzeros (~1/3 random)
-    bandwidth: int     # max |col − row| over the nonzeros
-    row_span: float    # mean over non-empty rows of (last col − first col) / n: the slice of B a row reads
-
-
-def spread(graph: CSRGraph) -> Spread:
-    """The graph's Spread. Locality is features.locality itself (one O(nnz) pass); the other two
-    are O(n): with sorted columns a row's extreme columns are its first and last."""
-    from ..features import locality
-
-    degrees = np.diff(graph.indptr)
-    rows = np.flatnonzero(degrees)
-    if rows.size == 0:
-        return Spread(0.0, 0, 0.0)
-    first = graph.indices[graph.indptr[rows]].astype(np.int64)
-    last = graph.indices[graph.indptr[rows + 1] - 1].astype(np.int64)
-    bandwidth = int(max(np.abs(first - rows).max(), np.abs(last - rows).max()))
-    row_span = float((last - first).sum() / rows.size / graph.n_cols)
-    return Spread(locality(graph, degrees), bandwidth, row_span)
-
-
-@dataclass(frozen=True)
-class Reordering:
-    """What one reordering did: the method, its seconds, the spread before and after."""
-    method: str
-    order_s: float     # computing the permutation
-    apply_s: float     # relabelling the graph with it
-    before: Spread
-    after: Spread
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-def reorder(graph: CSRGraph, method: str) -> tuple[CSRGraph, np.ndarray, Reordering]:
-    """(reordered graph, perm with perm[new] = old, report) for `method`."""
-    started = time.perf_counter()
-    perm = order(graph, method)
-    ordered = time.perf_counter()
-    result = permute(graph, perm, {"reordered_from": graph.source, "reorder": method})
-    applied = time.perf_counter()
-    return result, perm, Reordering(method, ordered - started, applied - ordered, spread(graph),
-                                    spread(result))

@@ -12,7 +12,7 @@ import sys
 
 import click
 
-from .commands import bench, compile as compile_kernels, gen, info, inspect, plot, replay, tune
+from .commands import bench, compile as compile_kernels, gen, info, inspect, plot, reorder, replay, tune
 from .errors import AutosageError, resource_error
 
 
@@ -25,7 +25,7 @@ def cli(ctx: click.Context) -> None:
         click.echo(ctx.get_help())
 
 
-for _module in (info, inspect, gen, tune, compile_kernels, replay, bench, plot):
+for _module in (info, inspect, gen, reorder, tune, compile_kernels, replay, bench, plot):
     cli.add_command(_module.command)
 
 

@@ -24,3 +24,16 @@ def run_cli(*args: str) -> Result:
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     return Result(code, out.getvalue(), err.getvalue())
+
+
+def assert_one_line_error(result: Result, words, exit_code: int = 2) -> None:
+    """The CLI's refusal contract: exit code 2, exactly one stderr line `Error: …` holding every
+    one of `words`, no traceback or warning, nothing on stdout."""
+    assert result.exit_code == exit_code, (result.exit_code, result.stderr)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("Error: ")
+    assert "Traceback" not in result.stderr and "Warning" not in result.stderr
+    for word in words:
+        assert word in lines[0], (word, lines[0])
+    assert result.stdout == ""

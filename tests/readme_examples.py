@@ -17,6 +17,8 @@ RUN_HERE = (
     "autosage inspect datasets/cora.mtx.gz --json",
     "autosage gen power-law --param n=100000 --param nnz=2000000 --param q50=8 --param q90=40 "
     "--param q99=300 --param max=5000 --seed 3 --out g.mtx",
+    "autosage reorder datasets/cora.mtx.gz --out cora-rcm.npz --json",
+    "autosage reorder --dataset cora --method hubsort --out cora-hub.mtx",
 )
 # They name a file of the user's (or a dataset to download): here, one line naming what is missing.
 USER_INPUT = {
@@ -32,6 +34,7 @@ USER_INPUT = {
 # of a GPU (their graphs are small or files, so the checks before it take a second).
 ON_THE_GPU = (
     ("autosage tune datasets/cora.mtx.gz --width 64", "cheap"),
+    ("autosage reorder datasets/cora.mtx.gz --out cora-rcm.npz --measure --width 64", "cheap"),
     ("autosage tune --dataset reddit-like --width 16 --op sddmm --json", "generates reddit-like first"),
     ("autosage tune --dataset hub-200k --op attention --width 64 --heads 8 --full", "cheap"),
     ("autosage tune datasets/cora.mtx.gz --width 64 --dtype bfloat16", "cheap"),

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from autosage_cli.graphs import ogb
-from cli_helpers import run_cli
+from cli_helpers import assert_one_line_error as _assert_one_line_error, run_cli
 
 DATASETS_DIR = Path(__file__).resolve().parent.parent / "datasets"
 MM = "%%MatrixMarket matrix coordinate real general\n"
@@ -107,17 +107,6 @@ def _dense_npz(tmp_path: Path) -> str:
     return str(path)
 
 
-def _assert_one_line_error(result, words):
-    assert result.exit_code == 2, (result.exit_code, result.stderr)
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("Error: ")
-    assert "Traceback" not in result.stderr and "Warning" not in result.stderr
-    for word in words:
-        assert word in lines[0], (word, lines[0])
-    assert result.stdout == ""
-
-
 # A warning would print before the `Error:` line outside pytest (which captures warnings): here it
 # fails the case.
 @pytest.mark.filterwarnings("error")
@@ -128,22 +117,29 @@ def test_bad_input_is_one_line_error(case, tmp_path, monkeypatch):
     _assert_one_line_error(run_cli(*argv(tmp_path)), words)
 
 
+# The commands that write a graph file: each refuses an output it cannot write in one line.
+WRITERS = {"gen": lambda out: ["gen", "banded", "--param", "n=10", "--out", out],
+           "reorder": lambda out: ["reorder", str(DATASETS_DIR / "cora.mtx.gz"), "--out", out]}
+
+
 @pytest.mark.skipif(sys.platform == "win32" or os.geteuid() == 0, reason="root can write anywhere")
-def test_unwritable_output_directory(tmp_path):
+@pytest.mark.parametrize("command", WRITERS)
+def test_unwritable_output_directory(tmp_path, command):
     locked = tmp_path / "ro"
     locked.mkdir()
     locked.chmod(0o500)
     try:
-        result = run_cli("gen", "banded", "--param", "n=10", "--out", str(locked / "g.npz"))
+        result = run_cli(*WRITERS[command](str(locked / "g.npz")))
     finally:
         locked.chmod(0o700)
     _assert_one_line_error(result, ["cannot write"])
 
 
 @pytest.mark.skipif(not Path("/sys").is_dir(), reason="needs Linux sysfs")
-def test_output_directory_nobody_may_write():
+@pytest.mark.parametrize("command", WRITERS)
+def test_output_directory_nobody_may_write(command):
     # sysfs refuses new files even to root, so this runs where the chmod test above cannot.
-    _assert_one_line_error(run_cli("gen", "banded", "--param", "n=10", "--out", "/sys/g.npz"), ["cannot write"])
+    _assert_one_line_error(run_cli(*WRITERS[command]("/sys/g.npz")), ["cannot write"])
 
 
 def test_output_path_that_is_a_directory(tmp_path):

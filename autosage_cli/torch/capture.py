@@ -34,6 +34,7 @@ plan the step runs the fastest verified native candidate of the same probe inste
 """
 from __future__ import annotations
 
+import abc
 import contextlib
 
 import torch
@@ -124,7 +125,7 @@ def _cause(exc: BaseException) -> str:
 
 
 # ------------------------------------------------------------------------------------ the step
-class _Captured:
+class _Captured(abc.ABC):
     """What a captured training step and a captured forward share: static inputs, eager warm-up
     calls on a side stream, the capture, replays, and the Graph checks."""
 
@@ -219,8 +220,9 @@ class _Captured:
         self._after_capture()
 
     # hooks for the two kinds
+    @abc.abstractmethod
     def _eager(self):
-        raise NotImplementedError
+        """One step, eagerly (also what the capture records): the kind's outputs."""
 
     def _before_capture(self) -> None:
         pass

@@ -102,7 +102,7 @@ def set_baseline(mine: Row, pyg_rows: list[Row]) -> None:
         return
     best = min(timed, key=lambda r: r.ms_median)
     mine.best_vendor, mine.best_vendor_ms = "pyg", best.ms_median
-    mine.speedup_vs_best_vendor = best.ms_median / mine.ms_median if mine.ms_median > 0 else math.nan
+    mine.speedup_vs_best_vendor = speedup(best.ms_median, mine.ms_median)
     if math.isfinite(mine.loss_last) and best.loss_last:
         mine.rel_error = abs(mine.loss_last - best.loss_last) / abs(best.loss_last)
 

@@ -71,15 +71,22 @@ def reads_host_graph(record: dict) -> bool:
     return family_of(schedule.family).reads_host_graph(schedule)
 
 
+def _timed(records: list[dict]) -> list[SimpleNamespace]:
+    """The records that ran and were verified (status ok, a time), as select.decide reads them."""
+    return [SimpleNamespace(**r) for r in records if r.get("status") == "ok" and r.get("ms") is not None]
+
+
+def _on_device(natives: list[SimpleNamespace]) -> list[SimpleNamespace]:
+    return [r for r in natives if not reads_host_graph(vars(r))]
+
+
 def carry_decision(candidates: list[dict], vendor: list[dict], guardrail: float) -> dict:
     """The decision for other graphs of a probed graph's kind, from its probe records: the best
     verified native candidate that prepares on the device, against the best vendor timed on the
     same part of the graph (the whole graph, or the sample)."""
-    vendors = [SimpleNamespace(**v) for v in vendor if v.get("status") == "ok" and v.get("ms") is not None]
-    where = {v.graph for v in vendors}
-    natives = [SimpleNamespace(**c) for c in candidates
-               if c.get("status") == "ok" and c.get("ms") is not None
-               and (not where or c.get("graph") in where) and not reads_host_graph(c)]
+    vendors = _timed(vendor)
+    where = {getattr(v, "graph", None) for v in vendors} - {None}
+    natives = [r for r in _on_device(_timed(candidates)) if not where or getattr(r, "graph", None) in where]
     return select.decide(natives, vendors, guardrail).to_dict()
 
 
@@ -87,8 +94,7 @@ def native_decision(candidates: list[dict], guardrail: float = select.DEFAULT_GU
     """The decision when a vendor plan cannot run (a captured CUDA graph: CuPy refuses cuSPARSE calls
     during stream capture): the best verified native candidate whose plan builds no host work
     lists, or None when none was verified."""
-    natives = [SimpleNamespace(**c) for c in candidates
-               if c.get("status") == "ok" and c.get("ms") is not None and not reads_host_graph(c)]
+    natives = _on_device(_timed(candidates))
     if not natives:
         return None
     decision = select.decide(natives, [], guardrail).to_dict()

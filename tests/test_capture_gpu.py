@@ -74,8 +74,11 @@ def _loss_fn(net):
     return loss_fn
 
 
+LR = 0.01
+
+
 def _adam(net):
-    return torch.optim.Adam(net.parameters(), lr=0.01, capturable=True)
+    return torch.optim.Adam(net.parameters(), lr=LR, capturable=True)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
@@ -105,7 +108,12 @@ def test_captured_training_equals_eager(edges, cache, model, dtype):
             # only rounding is left of it, in either run
             err = float((p.grad - q.grad).norm()) / max(float(q.grad.norm()), 1e-3 * scale)
             assert err < tol, (i, name, err)
-            assert rel_err(p, q) < tol, (i, name)
+            if float(q.grad.norm()) < 1e-3 * scale:
+                # Adam normalises such a gradient: each run steps its rounding noise by up to about
+                # lr per element and step, in its own direction; bound that, not a relative error
+                assert float((p - q).abs().max()) <= 2.5 * LR * (i + 1), (i, name)
+            else:
+                assert rel_err(p, q) < tol, (i, name)
         if last is not None:                        # a replay read this step's inputs
             assert rel_err(out, last) > 10 * tol, i
         last = out.detach().clone()

@@ -105,6 +105,18 @@ class NativeSddmmPlan(EdgesOutPlan):
         X, Y = inputs
         self.launch(X, Y, out, self.k, self.k, scale=self.scale, use_values=True)
 
+    def packed(self):
+        """run as PackedLaunches taking the pointers of X, Y and out (contiguous, ld = k), for a
+        graph with edges; None where an argument cannot be packed."""
+        if "_packed" not in self.__dict__:
+            from .packed import Slot, pack_all
+
+            vals = NULL if self.values_all_ones else graph_values(self.graph, self.dtype)
+            args = (self.head + self.tail_before_values + (vals, Slot("X"), np.int64(self.k), Slot("Y"),
+                                                           np.int64(self.k), Slot("out"), np.float32(self.scale)))
+            self._packed = pack_all([(self.kernel, self.grid, self.block, args)])
+        return self._packed
+
 
 # The work lists by layout name (Family.plan).
 LAYOUTS = {"rows": NativeSddmmPlan._row_work, "edges": NativeSddmmPlan._edge_work}

@@ -225,6 +225,20 @@ class NativeSpmmPlan(RowsOutPlan):
         gradients or attention probabilities."""
         self.launch(values, B, out, self.k, self.k)
 
+    def packed(self, per_call_values: bool):
+        """run (or with `per_call_values`, run_values) as PackedLaunches taking the pointers of
+        B, out (and values), contiguous at ld = k; None where an argument cannot be packed."""
+        packs = self.__dict__.setdefault("_packed", {})
+        if per_call_values not in packs:
+            from .packed import Slot, pack_all
+
+            values = (Slot("values") if per_call_values else
+                      NULL if self.values_all_ones or self.graph.nnz == 0 else graph_values(self.graph, self.dtype))
+            operands = dict(zip(OPERANDS, (values, Slot("B"), np.int64(self.k), Slot("out"), np.int64(self.k))))
+            packs[per_call_values] = pack_all((kernel, grid, block, head + tuple(operands[n] for n in names) + tail)
+                                              for kernel, grid, block, head, names, tail in self.launches)
+        return packs[per_call_values]
+
 
 # The launch layouts by name (Family.plan).
 LAYOUTS = {"rows": NativeSpmmPlan._prepare_rows, "split": NativeSpmmPlan._prepare_split,

@@ -33,9 +33,15 @@ def handle(graph) -> int:
     h = getattr(graph, "_op_handle", None)
     if h is None:
         h = _register(graph)
+    note(graph)
+    return h
+
+
+def note(graph) -> None:
+    """Record `graph` in the open recording() blocks: an op that ran on it (the ops' eager path
+    takes no handle, and notes the Graph this way)."""
     for seen in _recorders:
         seen[id(graph)] = graph
-    return h
 
 
 @torch.compiler.assume_constant_result

@@ -17,6 +17,16 @@ empty tensor for a gradient not asked for (an op's outputs are tensors, never No
 
 SpMM and SDDMM are differentiable to any order (their backward is spmm, spmm_t and sddmm again);
 the attention backward ops are not (as before, once_differentiable).
+
+Eager calls skip the dispatcher. A custom op's Python dispatch (its autograd wrapper, redispatch,
+the output alias check) cost ~95 us of host time per SpMM on the H200's host, several times the
+launch: on a small graph, most of a step. So the calls below (`spmm`, `sddmm`, ...) go through the
+custom op only when something must see it as one — torch.compile or export tracing, a dispatch
+mode (fake tensors, a FLOP counter), a functorch transform, a tensor subclass — and otherwise run
+the same implementation under a plain autograd.Function with the same setup and backward (or no
+autograd node at all when no input needs a gradient). Both paths share every formula below; the
+backward formulas call these dispatching functions again, so a backward traced by AOTAutograd
+meets the custom ops and an eager one the direct path.
 """
 from __future__ import annotations
 
@@ -30,9 +40,17 @@ from .kernels import TWO_BYTE
 
 
 # ------------------------------------------------------------------------ SpMM, its transpose, SDDMM
-@torch.library.custom_op("autosage::spmm", mutates_args=())
-def spmm_op(graph: int, values: Optional[Tensor], B: Tensor, n_rows: int) -> Tensor:
-    return kernels.spmm(handles.graph(graph), values, B)
+def _on(graph):
+    """The Graph of an implementation's graph argument: the handle through the custom op (the
+    schema's int), the Graph itself on the eager path."""
+    return handles.graph(graph) if isinstance(graph, int) else graph
+
+
+def _spmm(graph: int, values: Optional[Tensor], B: Tensor, n_rows: int) -> Tensor:
+    return kernels.spmm(_on(graph), values, B)
+
+
+spmm_op = torch.library.custom_op("autosage::spmm", _spmm, mutates_args=())
 
 
 @spmm_op.register_fake
@@ -40,9 +58,11 @@ def _(graph, values, B, n_rows):
     return B.new_empty((n_rows, B.shape[1]))
 
 
-@torch.library.custom_op("autosage::spmm_t", mutates_args=())
-def spmm_t_op(graph: int, values: Optional[Tensor], X: Tensor, n_cols: int) -> Tensor:
-    return backward.spmm_t(handles.graph(graph), values, X)
+def _spmm_t(graph: int, values: Optional[Tensor], X: Tensor, n_cols: int) -> Tensor:
+    return backward.spmm_t(_on(graph), values, X)
+
+
+spmm_t_op = torch.library.custom_op("autosage::spmm_t", _spmm_t, mutates_args=())
 
 
 @spmm_t_op.register_fake
@@ -50,9 +70,11 @@ def _(graph, values, X, n_cols):
     return X.new_empty((n_cols, X.shape[1]))
 
 
-@torch.library.custom_op("autosage::sddmm", mutates_args=())
-def sddmm_op(graph: int, X: Tensor, Y: Tensor, nnz: int) -> Tensor:
-    return kernels.sddmm(handles.graph(graph), X, Y)
+def _sddmm(graph: int, X: Tensor, Y: Tensor, nnz: int) -> Tensor:
+    return kernels.sddmm(_on(graph), X, Y)
+
+
+sddmm_op = torch.library.custom_op("autosage::sddmm", _sddmm, mutates_args=())
 
 
 @sddmm_op.register_fake
@@ -60,10 +82,11 @@ def _(graph, X, Y, nnz):
     return X.new_empty((nnz,))
 
 
-def _keep(ctx, graph: int) -> None:
-    """The handle for backward, and the Graph itself held by the autograd node: a Graph made for
-    one call (`spmm(scipy_matrix, B)`) must outlive its forward, as it did when the node held it."""
-    ctx.graph, ctx.graph_object = graph, handles.graph(graph)
+def _keep(ctx, graph) -> None:
+    """The Graph (given as itself on the eager path, as its handle through the custom op), held by
+    the autograd node: a Graph made for one call (`spmm(scipy_matrix, B)`) must outlive its
+    forward, as it did when the node held it."""
+    ctx.graph = graph if not isinstance(graph, int) else handles.graph(graph)
 
 
 def _setup_product(ctx, inputs, output):
@@ -71,7 +94,6 @@ def _setup_product(ctx, inputs, output):
     values need a gradient (it is what their SDDMM reads)."""
     graph, values, dense, _ = inputs
     _keep(ctx, graph)
-    ctx.dense_rows = dense.shape[0]
     ctx.save_for_backward(values, dense if ctx.needs_input_grad[1] else None)
 
 
@@ -81,9 +103,9 @@ def _spmm_backward(ctx, dC):
     dC = dC.contiguous()
     d_values = d_B = None
     if ctx.needs_input_grad[2]:
-        d_B = spmm_t_op(ctx.graph, values, dC, ctx.dense_rows)
+        d_B = spmm_t(ctx.graph, values, dC)
     if ctx.needs_input_grad[1]:
-        d_values = sddmm_op(ctx.graph, dC, B.contiguous(), values.shape[0]).to(values.dtype)
+        d_values = sddmm(ctx.graph, dC, B.contiguous()).to(values.dtype)
     return None, d_values, d_B, None
 
 
@@ -93,16 +115,15 @@ def _spmm_t_backward(ctx, dY):
     dY = dY.contiguous()
     d_values = d_X = None
     if ctx.needs_input_grad[2]:
-        d_X = spmm_op(ctx.graph, values, dY, ctx.dense_rows)
+        d_X = spmm(ctx.graph, values, dY)
     if ctx.needs_input_grad[1]:
-        d_values = sddmm_op(ctx.graph, X.contiguous(), dY, values.shape[0]).to(values.dtype)
+        d_values = sddmm(ctx.graph, X.contiguous(), dY).to(values.dtype)
     return None, d_values, d_X, None
 
 
 def _setup_sddmm(ctx, inputs, output):
     graph, X, Y, _ = inputs
     _keep(ctx, graph)
-    ctx.shapes = (X.shape[0], Y.shape[0])
     ctx.save_for_backward(X if ctx.needs_input_grad[2] else None, Y if ctx.needs_input_grad[1] else None)
 
 
@@ -110,8 +131,8 @@ def _sddmm_backward(ctx, d_s):
     # s_e = <X_i, Y_j>: dX = A(ds) Y, dY = Aᵀ(ds) X
     X, Y = ctx.saved_tensors
     d_s = d_s.contiguous()
-    d_X = spmm_op(ctx.graph, d_s, Y.contiguous(), ctx.shapes[0]) if ctx.needs_input_grad[1] else None
-    d_Y = spmm_t_op(ctx.graph, d_s, X.contiguous(), ctx.shapes[1]) if ctx.needs_input_grad[2] else None
+    d_X = spmm(ctx.graph, d_s, Y.contiguous()) if ctx.needs_input_grad[1] else None
+    d_Y = spmm_t(ctx.graph, d_s, X.contiguous()) if ctx.needs_input_grad[2] else None
     return None, d_X, d_Y, None
 
 
@@ -129,9 +150,11 @@ def _grads_fake(wanted, likes):
     return tuple(like.new_empty(like.shape if need else 0) for need, like in zip(wanted, likes))
 
 
-@torch.library.custom_op("autosage::attention", mutates_args=())
-def attention_op(graph: int, Q: Tensor, K: Tensor, V: Tensor, scale: float) -> Tensor:
-    return kernels.attention(handles.graph(graph), Q, K, V, scale)
+def _attention(graph: int, Q: Tensor, K: Tensor, V: Tensor, scale: float) -> Tensor:
+    return kernels.attention(_on(graph), Q, K, V, scale)
+
+
+attention_op = torch.library.custom_op("autosage::attention", _attention, mutates_args=())
 
 
 @attention_op.register_fake
@@ -139,13 +162,16 @@ def _(graph, Q, K, V, scale):
     return V.new_empty((Q.shape[0], V.shape[1], V.shape[2]))
 
 
-@torch.library.custom_op("autosage::attention_backward", mutates_args=())
-def attention_backward_op(graph: int, Q: Tensor, K: Tensor, V: Tensor, O: Tensor, dO: Tensor,
-                          scale: float, need_q: bool, need_k: bool,
-                          need_v: bool) -> tuple[Tensor, Tensor, Tensor]:
-    grads = backward.attention_backward(handles.graph(graph), (Q, K, V, O), dO.contiguous(), scale,
+def _attention_backward_impl(graph: int, Q: Tensor, K: Tensor, V: Tensor, O: Tensor, dO: Tensor,
+                             scale: float, need_q: bool, need_k: bool,
+                             need_v: bool) -> tuple[Tensor, Tensor, Tensor]:
+    grads = backward.attention_backward(_on(graph), (Q, K, V, O), dO.contiguous(), scale,
                                         (need_q, need_k, need_v))
     return tuple(_grad_or_empty(d, like) for d, like in zip(grads, (Q, K, V)))
+
+
+attention_backward_op = torch.library.custom_op("autosage::attention_backward", _attention_backward_impl,
+                                                mutates_args=())
 
 
 @attention_backward_op.register_fake
@@ -162,7 +188,7 @@ def _setup_attention(ctx, inputs, output):
 
 def _attention_grads(ctx, dO):
     needs = tuple(ctx.needs_input_grad[1:4])
-    grads = attention_backward_op(ctx.graph, *ctx.saved_tensors, dO, ctx.scale, *needs)
+    grads = _attention_backward(ctx.graph, *ctx.saved_tensors, dO, ctx.scale, *needs)
     return (None, *(g if need else None for g, need in zip(grads, needs)), None)
 
 
@@ -180,13 +206,16 @@ def _stats_dtype(a_dst: Tensor, a_src: Tensor) -> torch.dtype:
     return torch.promote_types(_wide(a_dst.dtype), _wide(a_src.dtype))
 
 
-@torch.library.custom_op("autosage::additive_attention", mutates_args=())
-def additive_attention_op(graph: int, a_dst: Tensor, a_src: Tensor, V: Tensor,
-                          negative_slope: float) -> tuple[Tensor, Tensor]:
-    O, row_max, row_sum = kernels.additive_attention(handles.graph(graph), a_dst, a_src, V,
+def _additive_attention(graph: int, a_dst: Tensor, a_src: Tensor, V: Tensor,
+                        negative_slope: float) -> tuple[Tensor, Tensor]:
+    O, row_max, row_sum = kernels.additive_attention(_on(graph), a_dst, a_src, V,
                                                      negative_slope)
     # one stats tensor: an op's outputs may not alias each other (CUDA's max and sum are views)
     return O, torch.stack([row_max, row_sum], -1).to(_stats_dtype(a_dst, a_src))
+
+
+additive_attention_op = torch.library.custom_op("autosage::additive_attention", _additive_attention,
+                                                mutates_args=())
 
 
 @additive_attention_op.register_fake
@@ -195,14 +224,17 @@ def _(graph, a_dst, a_src, V, negative_slope):
     return V.new_empty((a_dst.shape[0], V.shape[1], V.shape[2])), stats
 
 
-@torch.library.custom_op("autosage::additive_attention_backward", mutates_args=())
-def additive_attention_backward_op(graph: int, a_dst: Tensor, a_src: Tensor, V: Tensor, O: Tensor,
-                                   stats: Tensor, dO: Tensor, negative_slope: float, need_dst: bool,
-                                   need_src: bool, need_v: bool) -> tuple[Tensor, Tensor, Tensor]:
+def _additive_attention_backward_impl(graph: int, a_dst: Tensor, a_src: Tensor, V: Tensor, O: Tensor,
+                                      stats: Tensor, dO: Tensor, negative_slope: float, need_dst: bool,
+                                      need_src: bool, need_v: bool) -> tuple[Tensor, Tensor, Tensor]:
     saved = (a_dst, a_src, V, O, stats[..., 0], stats[..., 1])
-    grads = backward.additive_backward(handles.graph(graph), saved, dO.contiguous(), negative_slope,
+    grads = backward.additive_backward(_on(graph), saved, dO.contiguous(), negative_slope,
                                        (need_dst, need_src, need_v))
     return tuple(_grad_or_empty(d, like) for d, like in zip(grads, (a_dst, a_src, V)))
+
+
+additive_attention_backward_op = torch.library.custom_op("autosage::additive_attention_backward",
+                                                         _additive_attention_backward_impl, mutates_args=())
 
 
 @additive_attention_backward_op.register_fake
@@ -221,7 +253,7 @@ def _setup_additive(ctx, inputs, output):
 def _additive_grads(ctx, dO, _d_stats):
     needs = tuple(ctx.needs_input_grad[1:4])
     a_dst, a_src, V, O, stats = ctx.saved_tensors
-    grads = additive_attention_backward_op(ctx.graph, a_dst, a_src, V, O, stats, dO, ctx.slope, *needs)
+    grads = _additive_backward(ctx.graph, a_dst, a_src, V, O, stats, dO, ctx.slope, *needs)
     return (None, *(g if need else None for g, need in zip(grads, needs)), None)
 
 
@@ -229,18 +261,80 @@ additive_attention_op.register_autograd(_additive_grads, setup_context=_setup_ad
 
 
 # ------------------------------------------------------------------------ calls on a Graph
+_PLAIN = (Tensor, torch.nn.Parameter)
+
+
+def _traced(*tensors) -> bool:
+    """True when a call must go through the custom op: under torch.compile or export tracing, a
+    dispatch mode, a functorch transform, or an operand of a tensor subclass (a FakeTensor...)."""
+    if torch.compiler.is_compiling() or torch._C._len_torch_dispatch_stack():
+        return True
+    if torch._C._functorch.peek_interpreter_stack() is not None:
+        return True
+    return any(isinstance(t, Tensor) and type(t) not in _PLAIN for t in tensors)
+
+
+def _needs_grad(*tensors) -> bool:
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+
+
+def _eager(name: str, impl, setup, grads, differentiable: bool = True):
+    """The eager twin of a custom op: an autograd.Function running the op's implementation `impl`
+    with the op's own setup_context and backward (once differentiable where the op's is not)."""
+    backward_fn = grads if differentiable else torch.autograd.function.once_differentiable(grads)
+    return type(name, (torch.autograd.Function,), {
+        "forward": staticmethod(impl),
+        "setup_context": staticmethod(setup), "backward": staticmethod(backward_fn)})
+
+
+_EagerSpMM = _eager("EagerSpMM", _spmm, _setup_product, _spmm_backward)
+_EagerSpMMT = _eager("EagerSpMMT", _spmm_t, _setup_product, _spmm_t_backward)
+_EagerSDDMM = _eager("EagerSDDMM", _sddmm, _setup_sddmm, _sddmm_backward)
+_EagerAttention = _eager("EagerAttention", _attention, _setup_attention, _attention_grads, False)
+_EagerAdditive = _eager("EagerAdditive", _additive_attention, _setup_additive, _additive_grads, False)
+
+
+def _call(op, impl, eager, g, tensors: tuple, args: tuple):
+    """op(handle, *args) through the dispatcher when traced; else eager.apply(g, *args), or the
+    implementation impl(g, *args) itself when no input needs a gradient."""
+    if _traced(*tensors):
+        return op(handles.handle(g), *args)
+    handles.note(g)
+    if _needs_grad(*tensors):
+        return eager.apply(g, *args)
+    return impl(g, *args)
+
+
 def spmm(g, values: Tensor | None, B: Tensor) -> Tensor:
     """A(values) B on Graph g (values canonical, None: g's weights)."""
-    return spmm_op(handles.handle(g), values, B, g.n_rows)
+    return _call(spmm_op, _spmm, _EagerSpMM, g, (values, B), (values, B, g.n_rows))
+
+
+def spmm_t(g, values: Tensor | None, X: Tensor) -> Tensor:
+    """Aᵀ(values) X on Graph g, values in g's canonical order."""
+    return _call(spmm_t_op, _spmm_t, _EagerSpMMT, g, (values, X), (values, X, g.n_cols))
 
 
 def sddmm(g, X: Tensor, Y: Tensor) -> Tensor:
-    return sddmm_op(handles.handle(g), X, Y, g.nnz)
+    return _call(sddmm_op, _sddmm, _EagerSDDMM, g, (X, Y), (X, Y, g.nnz))
 
 
 def attention(g, Q: Tensor, K: Tensor, V: Tensor, scale: float) -> Tensor:
-    return attention_op(handles.handle(g), Q, K, V, scale)
+    return _call(attention_op, _attention, _EagerAttention, g, (Q, K, V), (Q, K, V, scale))
 
 
 def additive_attention(g, a_dst: Tensor, a_src: Tensor, V: Tensor, negative_slope: float) -> Tensor:
-    return additive_attention_op(handles.handle(g), a_dst, a_src, V, negative_slope)[0]
+    return _call(additive_attention_op, _additive_attention, _EagerAdditive, g, (a_dst, a_src, V),
+                 (a_dst, a_src, V, negative_slope))[0]
+
+
+def _attention_backward(g, *args):
+    if _traced(*args[:5]):
+        return attention_backward_op(handles.handle(g), *args)
+    return _attention_backward_impl(g, *args)
+
+
+def _additive_backward(g, *args):
+    if _traced(*args[:6]):
+        return additive_attention_backward_op(handles.handle(g), *args)
+    return _additive_attention_backward_impl(g, *args)

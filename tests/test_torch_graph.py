@@ -168,3 +168,19 @@ def test_structure_stats_are_the_degree_histograms_quantiles():
         assert [stats["rows"][k] for k in names] == expected(g.rowptr.diff().numpy())
         assert [stats["cols"][k] for k in names] == expected(np.bincount(g.col.numpy(), minlength=n))
         assert g.T.structure_stats()["rows"] == stats["cols"]
+
+
+@pytest.mark.parametrize("keep_duplicates", [False, True])
+def test_the_stats_read_back_with_the_build_are_the_structure_stats(keep_duplicates):
+    """from_coo reads the structure's stats back with its own checks (one transfer); they must
+    equal what structure_stats computes from the finished CSR (hubs, empty rows, duplicates)."""
+    gen = torch.Generator().manual_seed(4)
+    row = torch.cat([torch.randint(0, 60, (400,), generator=gen), torch.full((90,), 7)])
+    col = torch.cat([torch.randint(0, 45, (400,), generator=gen), torch.randint(0, 45, (90,), generator=gen)])
+    row = torch.where(row % 6 == 5, (row + 1) % 60, row)      # rows 5, 11, ... stay empty
+    g = Graph.from_coo(row, col, None, (60, 45), keep_duplicates=keep_duplicates)
+    built = g.structure_stats()
+    g._stats = None
+    assert g.structure_stats() == built
+    hub = int((row == 7).sum()) if keep_duplicates else int(torch.unique(col[row == 7]).numel())
+    assert built["rows"]["empty"] == 10 and built["rows"]["max"] == hub

@@ -36,10 +36,11 @@ def host_copies() -> int:
 
 def _canonical_order(row: torch.Tensor, col: torch.Tensor, weight, shape: tuple, keep_duplicates: bool):
     """(row-major keys in canonical order, canonical position of every input edge, whether the
-    input already was canonical, whether the canonical values are all ones): one stable sort on
-    the edges' device and ONE transfer back, which also carries the index bounds and the weights'
-    finiteness (a mini-batch step builds a Graph every time; each check read back alone would wait
-    for the device once). Duplicates share one key unless `keep_duplicates` (then every edge keeps
+    input already was canonical, whether the canonical values are all ones, the structure's stats
+    as Graph.structure_stats has them, the number of listed self-loop edges): one stable sort on
+    the edges' device and ONE transfer back, which also carries the index bounds, the weights'
+    finiteness and the stats (a mini-batch step builds a Graph every time; each check read back
+    alone would wait for the device once). Duplicates share one key unless `keep_duplicates` (then every edge keeps
     its own position, duplicates side by side in input order)."""
     n_rows, n_cols = shape
     dev, E = row.device, row.numel()
@@ -54,8 +55,15 @@ def _canonical_order(row: torch.Tensor, col: torch.Tensor, weight, shape: tuple,
     in_order = (order == torch.arange(E, device=dev)).all()
     ones = (weight == 1).all() if weight is not None else torch.ones((), dtype=torch.bool, device=dev)
     finite = torch.isfinite(weight).all() if weight is not None else torch.ones((), dtype=torch.bool, device=dev)
-    low_r, high_r, low_c, high_c, n_keys, in_order, ones, finite = torch.stack(
-        bounds + [distinct, in_order.long(), ones.long(), finite.long()]).tolist()
+    # the structure's features ride along (Graph.structure_stats), from the distinct sorted edges;
+    # clamped, as an index out of range must reach the check below, not a device assertion
+    counted = first.long()
+    canon_rows = torch.div(sorted_key, n_cols, rounding_mode="floor").clamp_(0, n_rows - 1)
+    canon_cols = sorted_key.remainder(n_cols)
+    stats = _structure_stats(canon_rows, canon_cols, counted, shape)
+    loops = (row == col).sum()          # listed self-loop edges (norm.with_self_loops asks)
+    head = torch.stack(bounds + [distinct, in_order.long(), ones.long(), finite.long(), loops])
+    low_r, high_r, low_c, high_c, n_keys, in_order, ones, finite, loops, *stats = torch.cat([head, stats]).tolist()
     for name, low, high, bound in (("row", low_r, high_r, n_rows), ("col", low_c, high_c, n_cols)):
         if E and (low < 0 or high >= bound):
             raise AutosageError(f"{name}: index out of range [0, {bound})")
@@ -67,7 +75,7 @@ def _canonical_order(row: torch.Tensor, col: torch.Tensor, weight, shape: tuple,
     user_to_canon[order] = position
     unique = n_keys == E
     # summed duplicates are values of their own (a count, or a sum of weights): never "all ones"
-    return canon_key, user_to_canon, bool(unique and in_order), bool(unique and ones)
+    return canon_key, user_to_canon, bool(unique and in_order), bool(unique and ones), _stats_dict(stats), loops
 
 
 def _rowptr(row: torch.Tensor, n_rows: int) -> torch.Tensor:
@@ -113,6 +121,27 @@ def _degree_stats(row_degrees: torch.Tensor, col_degrees: torch.Tensor) -> torch
     return torch.cat([quantiles, highest, counts.view(2, _BINS)[:, :1]], 1)
 
 
+def _structure_stats(rows: torch.Tensor, cols: torch.Tensor, counted: torch.Tensor, shape: tuple) -> torch.Tensor:
+    """(11,) int64 on the device, no transfer: the row then the column degree stats
+    (_degree_stats) and a checksum of the edges (row[e], col[e]) where counted[e] is 1 (a 0
+    marks a duplicate): not a fingerprint, it only tells the graph a decision was probed on from
+    another graph of its kind; exact in int64 below 2^32 edges."""
+    n_rows, n_cols = shape
+    dev = rows.device
+    row_degrees = torch.zeros(n_rows, dtype=torch.int64, device=dev).index_add_(0, rows, counted)
+    col_degrees = torch.zeros(n_cols, dtype=torch.int64, device=dev).index_add_(0, cols, counted)
+    mixed = ((cols * 1_000_003 + rows).remainder_(_CHECK_MODULUS) * counted).sum().reshape(1)
+    return torch.cat([_degree_stats(row_degrees, col_degrees).flatten(), mixed])
+
+
+_STAT_NAMES = ("q50", "q90", "q99", "max", "empty")
+
+
+def _stats_dict(values: list) -> dict:
+    return {"rows": dict(zip(_STAT_NAMES, values[:5])), "cols": dict(zip(_STAT_NAMES, values[5:10])),
+            "checksum": values[10]}
+
+
 class Graph:
     """A canonical sparse graph with its transpose, edge-order maps and tuned plans.
 
@@ -136,6 +165,7 @@ class Graph:
         self._t_perm = None
         self._host: dict = {}
         self._stats = None
+        self._self_loops = None
 
     # ------------------------------------------------------------------------------ builders
     @classmethod
@@ -151,8 +181,8 @@ class Graph:
             weight = weight.detach().to(torch.float32)
             if weight.shape != row.shape:
                 raise AutosageError(f"edge weights: expected shape {tuple(row.shape)}, got {tuple(weight.shape)}")
-        keys, user_to_canon, identity, all_ones = _canonical_order(row, col, weight, (n_rows, n_cols),
-                                                                   keep_duplicates)
+        keys, user_to_canon, identity, all_ones, stats, loops = _canonical_order(
+            row, col, weight, (n_rows, n_cols), keep_duplicates)
         canon_row, canon_col = keys // n_cols, keys % n_cols
         nnz = keys.numel()
         if all_ones:
@@ -162,8 +192,11 @@ class Graph:
         else:                     # duplicates without weights count once each
             canon_weight = torch.zeros(nnz, device=row.device).index_add_(
                 0, user_to_canon, torch.ones(row.numel(), device=row.device))
-        return cls(_rowptr(canon_row, n_rows), canon_row, canon_col, canon_weight, (n_rows, n_cols),
-                   user_to_canon=None if identity else user_to_canon, user_weight=weight, **options)
+        graph = cls(_rowptr(canon_row, n_rows), canon_row, canon_col, canon_weight, (n_rows, n_cols),
+                    user_to_canon=None if identity else user_to_canon, user_weight=weight, **options)
+        # read back with the build's own checks: a kind lookup and the self-loop graph wait for nothing
+        graph._stats, graph._self_loops = stats, loops
+        return graph
 
     @classmethod
     def from_edge_index(cls, edge_index, num_nodes: int | None = None, edge_weight=None, *,
@@ -354,15 +387,20 @@ class Graph:
                 self._stats = {"rows": o["cols"], "cols": o["rows"], "checksum": o["checksum"] ^ _TRANSPOSED}
                 return self._stats
             ones = torch.ones(self.nnz, dtype=torch.int64, device=self.device)
-            col_degrees = torch.zeros(self.n_cols, dtype=torch.int64, device=self.device).index_add_(0, self.col, ones)
-            # a checksum of the edges (not a fingerprint: it only tells the graph a decision was
-            # probed on from another graph of its kind), exact in int64 below 2^32 edges
-            mixed = (self.col * 1_000_003 + self.row).remainder_(_CHECK_MODULUS).sum().reshape(1)
-            values = torch.cat([_degree_stats(self.rowptr.diff(), col_degrees).flatten(), mixed]).tolist()
-            names = ("q50", "q90", "q99", "max", "empty")
-            self._stats = {"rows": dict(zip(names, values[:5])), "cols": dict(zip(names, values[5:10])),
-                           "checksum": values[10]}
+            self._stats = _stats_dict(_structure_stats(self.row, self.col, ones, self.shape).tolist())
         return self._stats
+
+    def self_loop_edges(self) -> int:
+        """How many listed edges (duplicates included) are self-loops; known from the build."""
+        parent = getattr(self, "_structure_of", None)
+        if parent is not None:
+            return parent.self_loop_edges()
+        if self._self_loops is None:
+            row, col = self.row, self.col
+            if self.user_to_canon is not None:
+                row, col = row[self.user_to_canon], col[self.user_to_canon]
+            self._self_loops = int((row == col).sum())
+        return self._self_loops
 
     def kind_features(self) -> dict:
         """What scheduler/kinds.py matches graphs on: sizes and the row degrees' quantiles."""

@@ -36,11 +36,14 @@ def with_self_loops(g: Graph) -> tuple[Graph, torch.Tensor]:
     key = ("self_loops",)
     if key not in g.derived:
         row, col = user_edges(g)
-        keep = row != col
-        kept = keep.nonzero().squeeze(1)     # one read-back for both index arrays
+        if g.self_loop_edges():
+            keep = row != col
+            kept = keep.nonzero().squeeze(1)     # one read-back for both index arrays
+            row, col = row.index_select(0, kept), col.index_select(0, kept)
+        else:                                    # (most graphs, and sampled batches) no read-back
+            keep = torch.ones(row.numel(), dtype=torch.bool, device=row.device)
         nodes = torch.arange(min(g.n_rows, g.n_cols), device=g.device)
-        looped = Graph.from_coo(torch.cat([row.index_select(0, kept), nodes]),
-                                torch.cat([col.index_select(0, kept), nodes]), None, g.shape, **g._options())
+        looped = Graph.from_coo(torch.cat([row, nodes]), torch.cat([col, nodes]), None, g.shape, **g._options())
         g.derived[key] = (looped, keep)
     return g.derived[key]
 

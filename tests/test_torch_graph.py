@@ -184,3 +184,29 @@ def test_the_stats_read_back_with_the_build_are_the_structure_stats(keep_duplica
     assert g.structure_stats() == built
     hub = int((row == 7).sum()) if keep_duplicates else int(torch.unique(col[row == 7]).numel())
     assert built["rows"]["empty"] == 10 and built["rows"]["max"] == hub
+
+
+@pytest.mark.parametrize("duplicates", [False, True])
+def test_loops_slotted_in_equal_the_sorted_self_loop_graph(duplicates):
+    """with_self_loops on a square graph without loops inserts them into the canonical CSR (no
+    sort, no read-back): the same Graph as from_coo of the user edges then one loop per node —
+    structure, duplicate counts, the user-to-canonical map and the stats (known from g's build)."""
+    from autosage_cli.torch.norm import _inserted_loops, user_edges
+
+    edges = random_edge_index(40, seed=6, duplicates=duplicates)
+    edges = edges[:, edges[0] != edges[1]]                   # no self-loops
+    edges = edges[:, torch.randperm(edges.shape[1], generator=torch.Generator().manual_seed(1))]
+    g = Graph.from_edge_index(edges, 40)
+    assert g.self_loop_edges() == 0 and g.has_duplicates == duplicates
+    row, col = user_edges(g)
+    nodes = torch.arange(40)
+    sorted_graph = Graph.from_coo(torch.cat([row, nodes]), torch.cat([col, nodes]), None, g.shape)
+    slotted = _inserted_loops(g)
+    for name in ("rowptr", "row", "col"):
+        assert torch.equal(getattr(slotted, name), getattr(sorted_graph, name)), name
+    assert (slotted.weight is None) == (sorted_graph.weight is None)
+    if slotted.weight is not None:
+        assert torch.equal(slotted.weight, sorted_graph.weight)
+    assert torch.equal(slotted.user_to_canon, sorted_graph.user_to_canon)
+    assert slotted.structure_stats() == sorted_graph.structure_stats()
+    assert with_self_loops(g)[0].structure_stats() == sorted_graph.structure_stats()

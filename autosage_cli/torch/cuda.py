@@ -34,11 +34,16 @@ _ALIGN = 16  # bytes: the widest vector load a kernel may use
 _streams: dict = {}
 
 
+def _index(device: torch.device) -> int:
+    """The device's ordinal (torch.device("cuda") has none: the current device's)."""
+    return torch.cuda.current_device() if device.index is None else device.index
+
+
 def _stream(device: torch.device):
     """A CuPy stream object for torch's current stream on `device`."""
     import cupy
 
-    ptr = torch._C._cuda_getCurrentRawStream(device.index)   # what current_stream() wraps, ~10x cheaper
+    ptr = torch._C._cuda_getCurrentRawStream(_index(device))   # what current_stream() wraps, ~10x cheaper
     if ptr == 0:
         return cupy.cuda.Stream.null
     stream = _streams.get(ptr)
@@ -230,18 +235,19 @@ def _prepare(graph: Graph, dgraph, question: tuple, scale, capturable: bool = Fa
 
 
 def _packed_launches(p, *args):
-    """The plan's packed launches (backends.packed) when this thread can launch them directly: a
-    native plan that packs, and torch's current device the tensors' (the driver launches into the
-    thread's current context). None: run the plan through CuPy."""
+    """The plan's packed launches (backends.packed), for a native plan that packs; None: run the
+    plan through CuPy."""
     pack = getattr(p, "packed", None)
     return None if pack is None else pack(*args)
 
 
 def _launch_packed(launches, device: torch.device, pointers: dict) -> bool:
-    """Launch on torch's current stream; False (nothing launched) when another device is current."""
-    if launches is None or torch._C._cuda_getDevice() != device.index:
+    """Launch on torch's current stream; False (nothing launched) when another device is current
+    (the driver launches into the thread's current context)."""
+    index = torch._C._cuda_getDevice()
+    if launches is None or device.index not in (None, index):
         return False
-    stream = torch._C._cuda_getCurrentRawStream(device.index)
+    stream = torch._C._cuda_getCurrentRawStream(index)
     for launch in launches:
         launch.launch(stream, pointers)
     return True

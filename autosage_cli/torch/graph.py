@@ -37,7 +37,8 @@ def host_copies() -> int:
 def _canonical_order(row: torch.Tensor, col: torch.Tensor, weight, shape: tuple, keep_duplicates: bool):
     """(row-major keys in canonical order, canonical position of every input edge, whether the
     input already was canonical, whether the canonical values are all ones, the structure's stats
-    as Graph.structure_stats has them, the number of listed self-loop edges): one stable sort on
+    as Graph.structure_stats has them, those of its self-loop graph when square, the number of
+    listed self-loop edges): one stable sort on
     the edges' device and ONE transfer back, which also carries the index bounds, the weights'
     finiteness and the stats (a mini-batch step builds a Graph every time; each check read back
     alone would wait for the device once). Duplicates share one key unless `keep_duplicates` (then every edge keeps
@@ -60,7 +61,7 @@ def _canonical_order(row: torch.Tensor, col: torch.Tensor, weight, shape: tuple,
     counted = first.long()
     canon_rows = torch.div(sorted_key, n_cols, rounding_mode="floor").clamp_(0, n_rows - 1)
     canon_cols = sorted_key.remainder(n_cols)
-    stats = _structure_stats(canon_rows, canon_cols, counted, shape)
+    stats = _structure_stats(canon_rows, canon_cols, counted, shape, looped=n_rows == n_cols)
     loops = (row == col).sum()          # listed self-loop edges (norm.with_self_loops asks)
     head = torch.stack(bounds + [distinct, in_order.long(), ones.long(), finite.long(), loops])
     low_r, high_r, low_c, high_c, n_keys, in_order, ones, finite, loops, *stats = torch.cat([head, stats]).tolist()
@@ -75,7 +76,8 @@ def _canonical_order(row: torch.Tensor, col: torch.Tensor, weight, shape: tuple,
     user_to_canon[order] = position
     unique = n_keys == E
     # summed duplicates are values of their own (a count, or a sum of weights): never "all ones"
-    return canon_key, user_to_canon, bool(unique and in_order), bool(unique and ones), _stats_dict(stats), loops
+    return (canon_key, user_to_canon, bool(unique and in_order), bool(unique and ones), _stats_dict(stats[:11]),
+            _stats_dict(stats[11:]) if stats[11:] else None, loops)
 
 
 def _rowptr(row: torch.Tensor, n_rows: int) -> torch.Tensor:
@@ -121,17 +123,33 @@ def _degree_stats(row_degrees: torch.Tensor, col_degrees: torch.Tensor) -> torch
     return torch.cat([quantiles, highest, counts.view(2, _BINS)[:, :1]], 1)
 
 
-def _structure_stats(rows: torch.Tensor, cols: torch.Tensor, counted: torch.Tensor, shape: tuple) -> torch.Tensor:
+def _mix(rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+    """Each edge's term of the structure checksum."""
+    return (cols * 1_000_003 + rows).remainder_(_CHECK_MODULUS)
+
+
+def _structure_stats(rows: torch.Tensor, cols: torch.Tensor, counted: torch.Tensor, shape: tuple,
+                     looped: bool = False) -> torch.Tensor:
     """(11,) int64 on the device, no transfer: the row then the column degree stats
     (_degree_stats) and a checksum of the edges (row[e], col[e]) where counted[e] is 1 (a 0
     marks a duplicate): not a fingerprint, it only tells the graph a decision was probed on from
-    another graph of its kind; exact in int64 below 2^32 edges."""
+    another graph of its kind; exact in int64 below 2^32 edges. With `looped` (a square graph),
+    (22,): then the same of the graph with exactly one self-loop per node (norm.with_self_loops),
+    worked out from this one's degrees, so that graph needs no read-back of its own."""
     n_rows, n_cols = shape
     dev = rows.device
     row_degrees = torch.zeros(n_rows, dtype=torch.int64, device=dev).index_add_(0, rows, counted)
     col_degrees = torch.zeros(n_cols, dtype=torch.int64, device=dev).index_add_(0, cols, counted)
-    mixed = ((cols * 1_000_003 + rows).remainder_(_CHECK_MODULUS) * counted).sum().reshape(1)
-    return torch.cat([_degree_stats(row_degrees, col_degrees).flatten(), mixed])
+    mixed = _mix(rows, cols) * counted
+    checksum = mixed.sum().reshape(1)
+    stats = [_degree_stats(row_degrees, col_degrees).flatten(), checksum]
+    if looped:
+        loop = (rows == cols).long() * counted
+        missing = 1 - torch.zeros(n_rows, dtype=torch.int64, device=dev).index_add_(0, rows, loop)
+        nodes = torch.arange(n_rows, device=dev)
+        loops_checksum = checksum - (mixed * loop).sum() + _mix(nodes, nodes).sum()
+        stats += [_degree_stats(row_degrees + missing, col_degrees + missing).flatten(), loops_checksum]
+    return torch.cat(stats)
 
 
 _STAT_NAMES = ("q50", "q90", "q99", "max", "empty")
@@ -165,6 +183,7 @@ class Graph:
         self._t_perm = None
         self._host: dict = {}
         self._stats = None
+        self._looped_stats = None       # the stats of its self-loop graph, when the build knew them
         self._self_loops = None
 
     # ------------------------------------------------------------------------------ builders
@@ -181,7 +200,7 @@ class Graph:
             weight = weight.detach().to(torch.float32)
             if weight.shape != row.shape:
                 raise AutosageError(f"edge weights: expected shape {tuple(row.shape)}, got {tuple(weight.shape)}")
-        keys, user_to_canon, identity, all_ones, stats, loops = _canonical_order(
+        keys, user_to_canon, identity, all_ones, stats, looped_stats, loops = _canonical_order(
             row, col, weight, (n_rows, n_cols), keep_duplicates)
         canon_row, canon_col = keys // n_cols, keys % n_cols
         nnz = keys.numel()
@@ -195,7 +214,7 @@ class Graph:
         graph = cls(_rowptr(canon_row, n_rows), canon_row, canon_col, canon_weight, (n_rows, n_cols),
                     user_to_canon=None if identity else user_to_canon, user_weight=weight, **options)
         # read back with the build's own checks: a kind lookup and the self-loop graph wait for nothing
-        graph._stats, graph._self_loops = stats, loops
+        graph._stats, graph._looped_stats, graph._self_loops = stats, looped_stats, loops
         return graph
 
     @classmethod

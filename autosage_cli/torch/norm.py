@@ -35,17 +35,47 @@ def with_self_loops(g: Graph) -> tuple[Graph, torch.Tensor]:
     min(n_src, n_dst)), as PyG's GATConv adds them."""
     key = ("self_loops",)
     if key not in g.derived:
-        row, col = user_edges(g)
-        if g.self_loop_edges():
+        if g.n_rows == g.n_cols and not g.self_loop_edges():
+            # most graphs, and sampled batches: the loops slot into the canonical CSR as it is
+            g.derived[key] = (_inserted_loops(g), torch.ones(g.num_user_edges, dtype=torch.bool, device=g.device))
+        else:
+            row, col = user_edges(g)
             keep = row != col
             kept = keep.nonzero().squeeze(1)     # one read-back for both index arrays
-            row, col = row.index_select(0, kept), col.index_select(0, kept)
-        else:                                    # (most graphs, and sampled batches) no read-back
-            keep = torch.ones(row.numel(), dtype=torch.bool, device=row.device)
-        nodes = torch.arange(min(g.n_rows, g.n_cols), device=g.device)
-        looped = Graph.from_coo(torch.cat([row, nodes]), torch.cat([col, nodes]), None, g.shape, **g._options())
-        g.derived[key] = (looped, keep)
+            nodes = torch.arange(min(g.n_rows, g.n_cols), device=g.device)
+            looped = Graph.from_coo(torch.cat([row.index_select(0, kept), nodes]),
+                                    torch.cat([col.index_select(0, kept), nodes]), None, g.shape, **g._options())
+            g.derived[key] = (looped, keep)
     return g.derived[key]
+
+
+def _inserted_loops(g: Graph) -> Graph:
+    """The graph from_coo would build of g's user edges followed by one loop per node, for a
+    square g without self-loops, made without a sort or a read-back: in each canonical row the
+    loop (i, i) goes after the edges of columns below i, so an edge moves down by its row id,
+    plus one if its column is above its row, and row i's loop sits at rowptr[i] + i + (the number
+    of its columns below i). Duplicates count as from_coo counts them (a weight of their number);
+    the stats come from g's build."""
+    n, nnz, dev = g.n_rows, g.nnz, g.device
+    after = (g.col > g.row).long()
+    below = torch.zeros(n, dtype=torch.int64, device=dev).index_add_(0, g.row, 1 - after)
+    nodes = torch.arange(n, device=dev)
+    edge_at = torch.arange(nnz, device=dev) + g.row + after
+    loop_at = g.rowptr[:-1] + nodes + below
+    row = torch.empty(nnz + n, dtype=torch.int64, device=dev)
+    col = torch.empty_like(row)
+    row[edge_at], row[loop_at] = g.row, nodes
+    col[edge_at], col[loop_at] = g.col, nodes
+    weight = None
+    if g.has_duplicates:   # a canonical edge weighs the number of its listings (loops: 1)
+        counts = torch.zeros(nnz, dtype=torch.float32, device=dev).index_add_(
+            0, g.user_to_canon, torch.ones(g.num_user_edges, dtype=torch.float32, device=dev))
+        weight = torch.ones(nnz + n, dtype=torch.float32, device=dev).index_put_((edge_at,), counts)
+    user_edges_at = edge_at if g.user_to_canon is None else edge_at.index_select(0, g.user_to_canon)
+    looped = Graph(g.rowptr + torch.arange(n + 1, device=dev), row, col, weight, g.shape,
+                   user_to_canon=torch.cat([user_edges_at, loop_at]), **g._options())
+    looped._stats, looped._self_loops = g._looped_stats, n
+    return looped
 
 
 def _user_values(g: Graph, edge_weight, dtype) -> torch.Tensor:

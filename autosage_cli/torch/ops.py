@@ -83,10 +83,11 @@ def _(graph, X, Y, nnz):
 
 
 def _keep(ctx, graph) -> None:
-    """The Graph (given as itself on the eager path, as its handle through the custom op), held by
-    the autograd node: a Graph made for one call (`spmm(scipy_matrix, B)`) must outlive its
-    forward, as it did when the node held it."""
-    ctx.graph = graph if not isinstance(graph, int) else handles.graph(graph)
+    """The graph argument as the op took it (the Graph on the eager path, its int handle through
+    the custom op, which its backward passes on: a traced backward must meet the handle, a
+    constant, never the Graph object), and the Graph itself held by the autograd node: a Graph made
+    for one call (`spmm(scipy_matrix, B)`) must outlive its forward, as it did when the node held it."""
+    ctx.graph, ctx.graph_object = graph, _on(graph)
 
 
 def _setup_product(ctx, inputs, output):
@@ -94,6 +95,7 @@ def _setup_product(ctx, inputs, output):
     values need a gradient (it is what their SDDMM reads)."""
     graph, values, dense, _ = inputs
     _keep(ctx, graph)
+    ctx.dense_rows = dense.shape[0]
     ctx.save_for_backward(values, dense if ctx.needs_input_grad[1] else None)
 
 
@@ -103,9 +105,9 @@ def _spmm_backward(ctx, dC):
     dC = dC.contiguous()
     d_values = d_B = None
     if ctx.needs_input_grad[2]:
-        d_B = spmm_t(ctx.graph, values, dC)
+        d_B = spmm_t(ctx.graph, values, dC, ctx.dense_rows)
     if ctx.needs_input_grad[1]:
-        d_values = sddmm(ctx.graph, dC, B.contiguous()).to(values.dtype)
+        d_values = sddmm(ctx.graph, dC, B.contiguous(), values.shape[0]).to(values.dtype)
     return None, d_values, d_B, None
 
 
@@ -115,15 +117,16 @@ def _spmm_t_backward(ctx, dY):
     dY = dY.contiguous()
     d_values = d_X = None
     if ctx.needs_input_grad[2]:
-        d_X = spmm(ctx.graph, values, dY)
+        d_X = spmm(ctx.graph, values, dY, ctx.dense_rows)
     if ctx.needs_input_grad[1]:
-        d_values = sddmm(ctx.graph, X.contiguous(), dY).to(values.dtype)
+        d_values = sddmm(ctx.graph, X.contiguous(), dY, values.shape[0]).to(values.dtype)
     return None, d_values, d_X, None
 
 
 def _setup_sddmm(ctx, inputs, output):
     graph, X, Y, _ = inputs
     _keep(ctx, graph)
+    ctx.shapes = (X.shape[0], Y.shape[0])
     ctx.save_for_backward(X if ctx.needs_input_grad[2] else None, Y if ctx.needs_input_grad[1] else None)
 
 
@@ -131,8 +134,8 @@ def _sddmm_backward(ctx, d_s):
     # s_e = <X_i, Y_j>: dX = A(ds) Y, dY = Aᵀ(ds) X
     X, Y = ctx.saved_tensors
     d_s = d_s.contiguous()
-    d_X = spmm(ctx.graph, d_s, Y.contiguous()) if ctx.needs_input_grad[1] else None
-    d_Y = spmm_t(ctx.graph, d_s, X.contiguous()) if ctx.needs_input_grad[2] else None
+    d_X = spmm(ctx.graph, d_s, Y.contiguous(), ctx.shapes[0]) if ctx.needs_input_grad[1] else None
+    d_Y = spmm_t(ctx.graph, d_s, X.contiguous(), ctx.shapes[1]) if ctx.needs_input_grad[2] else None
     return None, d_X, d_Y, None
 
 
@@ -301,8 +304,11 @@ _EagerAdditive = _eager("EagerAdditive", _additive_attention, _setup_additive, _
 
 
 def _call(op, impl, eager, g, tensors: tuple, args: tuple):
-    """op(handle, *args) through the dispatcher when traced; else eager.apply(g, *args), or the
-    implementation impl(g, *args) itself when no input needs a gradient."""
+    """op(handle, *args) through the dispatcher when traced, or when g is a handle (a custom op's
+    backward passes its graph on as it got it); else eager.apply(g, *args), or the implementation
+    impl(g, *args) itself when no input needs a gradient."""
+    if isinstance(g, int):
+        return op(g, *args)
     if _traced(*tensors):
         return op(handles.handle(g), *args)
     handles.note(g)
@@ -311,18 +317,21 @@ def _call(op, impl, eager, g, tensors: tuple, args: tuple):
     return impl(g, *args)
 
 
-def spmm(g, values: Tensor | None, B: Tensor) -> Tensor:
-    """A(values) B on Graph g (values canonical, None: g's weights)."""
-    return _call(spmm_op, _spmm, _EagerSpMM, g, (values, B), (values, B, g.n_rows))
+def spmm(g, values: Tensor | None, B: Tensor, n_rows: int | None = None) -> Tensor:
+    """A(values) B on Graph g (values canonical, None: g's weights). g may be a handle, with
+    n_rows given (the backward formulas)."""
+    n_rows = g.n_rows if n_rows is None else n_rows
+    return _call(spmm_op, _spmm, _EagerSpMM, g, (values, B), (values, B, n_rows))
 
 
-def spmm_t(g, values: Tensor | None, X: Tensor) -> Tensor:
+def spmm_t(g, values: Tensor | None, X: Tensor, n_cols: int | None = None) -> Tensor:
     """Aᵀ(values) X on Graph g, values in g's canonical order."""
-    return _call(spmm_t_op, _spmm_t, _EagerSpMMT, g, (values, X), (values, X, g.n_cols))
+    n_cols = g.n_cols if n_cols is None else n_cols
+    return _call(spmm_t_op, _spmm_t, _EagerSpMMT, g, (values, X), (values, X, n_cols))
 
 
-def sddmm(g, X: Tensor, Y: Tensor) -> Tensor:
-    return _call(sddmm_op, _sddmm, _EagerSDDMM, g, (X, Y), (X, Y, g.nnz))
+def sddmm(g, X: Tensor, Y: Tensor, nnz: int | None = None) -> Tensor:
+    return _call(sddmm_op, _sddmm, _EagerSDDMM, g, (X, Y), (X, Y, g.nnz if nnz is None else nnz))
 
 
 def attention(g, Q: Tensor, K: Tensor, V: Tensor, scale: float) -> Tensor:
@@ -335,12 +344,12 @@ def additive_attention(g, a_dst: Tensor, a_src: Tensor, V: Tensor, negative_slop
 
 
 def _attention_backward(g, *args):
-    if _traced(*args[:5]):
-        return attention_backward_op(handles.handle(g), *args)
+    if isinstance(g, int) or _traced(*args[:5]):
+        return attention_backward_op(g if isinstance(g, int) else handles.handle(g), *args)
     return _attention_backward_impl(g, *args)
 
 
 def _additive_backward(g, *args):
-    if _traced(*args[:6]):
-        return additive_attention_backward_op(handles.handle(g), *args)
+    if isinstance(g, int) or _traced(*args[:6]):
+        return additive_attention_backward_op(g if isinstance(g, int) else handles.handle(g), *args)
     return _additive_attention_backward_impl(g, *args)

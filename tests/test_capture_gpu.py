@@ -226,7 +226,7 @@ def test_replaying_on_another_or_a_changed_graph_is_refused(edges, cache):
 
 
 def test_host_synchronisation_inside_the_step_is_one_line_naming_the_cause(edges, cache):
-    """Last in the file: a failed capture is recovered from, but nothing else should depend on it."""
+    """A failed capture is recovered from: the device, and its random number generators."""
     net = MODELS["gcn"]().cuda()
 
     def loss_fn(graph, x, y):
@@ -243,3 +243,4 @@ def test_host_synchronisation_inside_the_step_is_one_line_naming_the_cause(edges
     _one_line(info)
     torch.cuda.synchronize()                        # the device is usable after the failed capture
     assert not step.captured
+    assert torch.randn(5, device="cuda").shape == (5,)   # and so are its random numbers

@@ -12,8 +12,8 @@ Importing this package imports torch; `import autosage_cli` never does, and inst
 does not require torch. Submodules: graph (Graph), functions (ops and autograd), kernels (device
 dispatch), cuda (the CUDA path), norm (normalised graphs), nn (layers), ops (the ops as torch
 custom operators), handles (the Graph handles they take), capture (CUDA-graph captured steps),
-sampler (a neighbour sampler for mini-batches), minibatch and training (the benchmarks' step
-runners). `probe_count()` counts the tuning probes run in this process (a mini-batch loop probes
+sampler (a neighbour sampler for mini-batches), structure (the kind features of a Graph),
+minibatch and training (the benchmarks' step runners). `probe_count()` counts the tuning probes run in this process (a mini-batch loop probes
 once per new kind of graph, scheduler/kinds.py); `host_copies()` the copies of a graph to the host.
 """
 from __future__ import annotations

@@ -22,6 +22,7 @@ import torch
 
 from ..errors import AutosageError
 from ..graphs.csr import CSRGraph, from_arrays
+from . import structure
 
 
 # Device-to-host copies of a graph's index arrays made by `host_csr` in this process: the per-step
@@ -61,7 +62,7 @@ def _canonical_order(row: torch.Tensor, col: torch.Tensor, weight, shape: tuple,
     counted = first.long()
     canon_rows = torch.div(sorted_key, n_cols, rounding_mode="floor").clamp_(0, n_rows - 1)
     canon_cols = sorted_key.remainder(n_cols)
-    stats = _structure_stats(canon_rows, canon_cols, counted, shape, looped=n_rows == n_cols)
+    stats = structure.structure_stats(canon_rows, canon_cols, counted, shape, looped=n_rows == n_cols)
     loops = (row == col).sum()          # listed self-loop edges (norm.with_self_loops asks)
     head = torch.stack(bounds + [distinct, in_order.long(), ones.long(), finite.long(), loops])
     low_r, high_r, low_c, high_c, n_keys, in_order, ones, finite, loops, *stats = torch.cat([head, stats]).tolist()
@@ -76,8 +77,9 @@ def _canonical_order(row: torch.Tensor, col: torch.Tensor, weight, shape: tuple,
     user_to_canon[order] = position
     unique = n_keys == E
     # summed duplicates are values of their own (a count, or a sum of weights): never "all ones"
-    return (canon_key, user_to_canon, bool(unique and in_order), bool(unique and ones), _stats_dict(stats[:11]),
-            _stats_dict(stats[11:]) if stats[11:] else None, loops)
+    looped_stats = structure.stats_dict(stats[11:]) if stats[11:] else None
+    return (canon_key, user_to_canon, bool(unique and in_order), bool(unique and ones),
+            structure.stats_dict(stats[:11]), looped_stats, loops)
 
 
 def _rowptr(row: torch.Tensor, n_rows: int) -> torch.Tensor:
@@ -86,78 +88,7 @@ def _rowptr(row: torch.Tensor, n_rows: int) -> torch.Tensor:
     return torch.searchsorted(row, torch.arange(n_rows + 1, device=row.device, dtype=row.dtype))
 
 
-_CHECK_MODULUS = 2**31 - 1
 _TRANSPOSED = 0x5BD1E995   # marks a checksum taken from the transpose's
-
-# The degree quantiles of a graph's kind, read off a histogram of quarter-octave bins (a sort of
-# every degree cost ~0.2 ms of host time per graph); a bin's degree is its lower edge, so two graphs
-# whose quantiles fall in one bin agree within 2^(1/4).
-_QUANTILES = (0.5, 0.9, 0.99)
-_BINS_PER_OCTAVE = 4
-_BINS = 64 * _BINS_PER_OCTAVE
-
-
-_QUANTILE_VECTORS: dict = {}   # device -> the _QUANTILES as a tensor there (copied once)
-
-
-def _degree_stats(row_degrees: torch.Tensor, col_degrees: torch.Tensor) -> torch.Tensor:
-    """(2, 5) int64 on the device, no transfer: [q50, q90, q99 (bin lower edges, see above), max,
-    empty] of the row degrees, then of the column degrees. Both sides in one histogram of
-    2 x _BINS bins, so a graph's features are a dozen small launches (each side alone and by
-    itself took 30, a third of a mini-batch Graph's own build)."""
-    dev = row_degrees.device
-    n_rows = row_degrees.numel()
-    bins = (torch.log2(torch.cat([row_degrees, col_degrees]).double() + 1) * _BINS_PER_OCTAVE).long()
-    bins.clamp_(0, _BINS - 1)[n_rows:] += _BINS
-    counts = torch.zeros(2 * _BINS, dtype=torch.int64, device=dev).index_add_(0, bins, torch.ones_like(bins))
-    cumulative = counts.view(2, _BINS).cumsum(1)
-    q = _QUANTILE_VECTORS.get(dev)
-    if q is None:
-        q = _QUANTILE_VECTORS[dev] = torch.tensor(_QUANTILES, dtype=torch.float64, device=dev)
-    # the rank of each quantile, int(q (n - 1)) + 1, as Python would compute it (IEEE doubles)
-    wanted = (q * (cumulative[:, -1:] - 1)).floor_().long() + 1
-    at = torch.searchsorted(cumulative, wanted)
-    quantiles = (torch.exp2(at.double() / _BINS_PER_OCTAVE) - 1).round_().long()
-    highest = torch.stack([row_degrees.max(), col_degrees.max()]).unsqueeze(1)
-    # a degree of 0 is the only one in bin 0 (degree 1 is already bin 4)
-    return torch.cat([quantiles, highest, counts.view(2, _BINS)[:, :1]], 1)
-
-
-def _mix(rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
-    """Each edge's term of the structure checksum."""
-    return (cols * 1_000_003 + rows).remainder_(_CHECK_MODULUS)
-
-
-def _structure_stats(rows: torch.Tensor, cols: torch.Tensor, counted: torch.Tensor, shape: tuple,
-                     looped: bool = False) -> torch.Tensor:
-    """(11,) int64 on the device, no transfer: the row then the column degree stats
-    (_degree_stats) and a checksum of the edges (row[e], col[e]) where counted[e] is 1 (a 0
-    marks a duplicate): not a fingerprint, it only tells the graph a decision was probed on from
-    another graph of its kind; exact in int64 below 2^32 edges. With `looped` (a square graph),
-    (22,): then the same of the graph with exactly one self-loop per node (norm.with_self_loops),
-    worked out from this one's degrees, so that graph needs no read-back of its own."""
-    n_rows, n_cols = shape
-    dev = rows.device
-    row_degrees = torch.zeros(n_rows, dtype=torch.int64, device=dev).index_add_(0, rows, counted)
-    col_degrees = torch.zeros(n_cols, dtype=torch.int64, device=dev).index_add_(0, cols, counted)
-    mixed = _mix(rows, cols) * counted
-    checksum = mixed.sum().reshape(1)
-    stats = [_degree_stats(row_degrees, col_degrees).flatten(), checksum]
-    if looped:
-        loop = (rows == cols).long() * counted
-        missing = 1 - torch.zeros(n_rows, dtype=torch.int64, device=dev).index_add_(0, rows, loop)
-        nodes = torch.arange(n_rows, device=dev)
-        loops_checksum = checksum - (mixed * loop).sum() + _mix(nodes, nodes).sum()
-        stats += [_degree_stats(row_degrees + missing, col_degrees + missing).flatten(), loops_checksum]
-    return torch.cat(stats)
-
-
-_STAT_NAMES = ("q50", "q90", "q99", "max", "empty")
-
-
-def _stats_dict(values: list) -> dict:
-    return {"rows": dict(zip(_STAT_NAMES, values[:5])), "cols": dict(zip(_STAT_NAMES, values[5:10])),
-            "checksum": values[10]}
 
 
 class Graph:
@@ -406,7 +337,8 @@ class Graph:
                 self._stats = {"rows": o["cols"], "cols": o["rows"], "checksum": o["checksum"] ^ _TRANSPOSED}
                 return self._stats
             ones = torch.ones(self.nnz, dtype=torch.int64, device=self.device)
-            self._stats = _stats_dict(_structure_stats(self.row, self.col, ones, self.shape).tolist())
+            stats = structure.structure_stats(self.row, self.col, ones, self.shape)
+            self._stats = structure.stats_dict(stats.tolist())
         return self._stats
 
     def self_loop_edges(self) -> int:

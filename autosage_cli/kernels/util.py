@@ -354,15 +354,15 @@ def lanes_per(width: int) -> int:
     return min(32, 1 << max(0, int(width) - 1).bit_length())
 
 
-def heads_sddmm(rows, cols, X, Y, scale: float, out):
+def heads_sddmm(rows, cols, X, Y, scale: float, out, rounded: bool = True):
     """out[e, h] = scale x <X[rows e, h], Y[cols e, h]> for X (n_rows, H, d) and Y (n_cols, H, d)
-    of one type; out float32 (nnz, H), each dot summed in float32 and rounded to X's type."""
+    of one type; out float32 (nnz, H), each dot summed in float32 (and rounded to X's type)."""
     nnz, (heads, d) = int(cols.size), X.shape[1:]
     group = lanes_per(d)
     warps = -(-nnz * heads // (32 // group))
     _launch(f"autosage_heads_sddmm<{codec(X)}, {index_type(cols)}>", warps * 32,
             (rows, cols, X, Y, np.int64(nnz), np.int32(heads), np.int32(d), np.int32(group),
-             np.float32(scale), out))
+             np.float32(scale), np.int32(rounded), out))
     return out
 
 

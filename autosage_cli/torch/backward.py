@@ -45,7 +45,9 @@ def softmax_backward(g: Graph, probs, V, O, dO, need_v: bool, need_scores: bool,
 def attention_backward(g: Graph, saved: tuple, dO, scale: float, needs: tuple):
     """(dQ, dK, dV), None where not needed; probabilities recomputed (see the module docstring)."""
     Q, K, V, O = saved
-    probs = kernels.edge_softmax(g, kernels.heads_sddmm(g, Q, K, scale))
+    # scores in float32, not rounded to the type: the fused forward never rounds them, so the
+    # recomputed P is the forward's
+    probs = kernels.edge_softmax(g, kernels.heads_sddmm(g, Q, K, scale, rounded=False))
     d_V, d_scores = softmax_backward(g, probs, V, O, dO, needs[2], needs[0] or needs[1], scale)
     del probs
     if d_scores is None:

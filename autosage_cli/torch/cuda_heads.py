@@ -19,7 +19,8 @@ def _index(graph: Graph, name: str, device: torch.device):
     return _cupy(graph.on(name, device).contiguous())
 
 
-def heads_sddmm(graph: Graph, X: torch.Tensor, Y: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
+def heads_sddmm(graph: Graph, X: torch.Tensor, Y: torch.Tensor, scale: float = 1.0,
+                rounded: bool = True) -> torch.Tensor:
     X = operand("X", X)
     Y = operand("Y", Y, X.dtype)
     out = torch.empty((graph.nnz, X.shape[1]), dtype=torch.float32, device=X.device)
@@ -27,7 +28,7 @@ def heads_sddmm(graph: Graph, X: torch.Tensor, Y: torch.Tensor, scale: float = 1
         return out
     with _on_torch_stream(X.device):
         util.heads_sddmm(_index(graph, "row", X.device), _index(graph, "col", X.device), _cupy(X), _cupy(Y),
-                         scale, _cupy(out))
+                         scale, _cupy(out), rounded)
     return out
 
 

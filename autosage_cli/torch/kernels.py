@@ -8,8 +8,9 @@
                               LeakyReLU(a_dst[i,h] + a_src[j,h]) (fused kernel, no per-edge dot);
                               returns (O, row max, row sum): the softmax statistics backward uses
   edge_softmax(graph, S)      softmax of S (nnz, H) over each row's edges
-  heads_sddmm(graph, X, Y, scale)    out[e, h] = scale <X[i, h], Y[j, h]> for X, Y (n, H, d): every
-                              head in one pass; (nnz, H), the dot rounded to X's type, then widened
+  heads_sddmm(graph, X, Y, scale, rounded)   out[e, h] = scale <X[i, h], Y[j, h]> for X, Y (n, H, d):
+                              every head in one pass; (nnz, H) in widened(X)'s type, each dot
+                              rounded to X's type first when `rounded`
   heads_spmm(graph, P, X, perm)      out[i, h] = sum over edges e = (i, j) of P[p(e), h] X[j, h],
                               p(e) = perm[e] or e; P (nnz, H) rounded to X's type; (n_rows, H, d)
   softmax_grad(graph, P, dP, row_dot, scale)   dS = scale P (dP - r[i]) in place into dP, with
@@ -69,15 +70,16 @@ def sddmm(graph: Graph, X: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:
     return (widened(X).index_select(0, row) * widened(Y).index_select(0, col)).sum(-1).to(X.dtype)
 
 
-def heads_sddmm(graph: Graph, X: torch.Tensor, Y: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
+def heads_sddmm(graph: Graph, X: torch.Tensor, Y: torch.Tensor, scale: float = 1.0,
+                rounded: bool = True) -> torch.Tensor:
     if _is_cuda(X):
         from . import cuda_heads
 
-        return cuda_heads.heads_sddmm(graph, X, Y, scale)
+        return cuda_heads.heads_sddmm(graph, X, Y, scale, rounded)
     dev = X.device
     row, col = graph.on("row", dev), graph.on("col", dev)
     dots = (widened(X).index_select(0, row) * widened(Y).index_select(0, col)).sum(-1)
-    out = widened(dots.to(X.dtype))            # rounded as the per-head SDDMM returned it
+    out = widened(dots.to(X.dtype)) if rounded else dots
     return out if scale == 1.0 else out.mul_(scale)
 
 

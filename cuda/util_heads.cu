@@ -12,6 +12,8 @@
 //   autosage_heads_softmax_grad<I>     dP[e, h] = scale x P[e, h] (dP[e, h] - r[row(e), h]) in place,
 //                                      r = row_dot (n_rows, H) when given, else sum over the row's
 //                                      edges of P dP (per head), computed here
+//   autosage_heads_additive_probs<I>   the GAT score's P (nnz, H) from a_dst, a_src and the forward's
+//                                      row max and sum, and the mask of negative pre-activations
 //
 // Knobs: C the value codec of X, Y and out (F32, F16, BF16: loads widen, sums are float32, stores
 // round once), I the index type of the CSR arrays. These are correctness-first kernels, coalesced
@@ -99,5 +101,25 @@ __global__ void autosage_heads_softmax_grad(const I* indptr, const float* P, flo
                     dP[q] = __fmul_rn(__fmul_rn(P[q], __fsub_rn(dP[q], r)), scale);
                 }
         }
+    }
+}
+
+// The additive (GAT) score's probabilities rebuilt from the forward's row statistics, per (edge,
+// head) in out's order: x = a_dst[i, h] + a_src[j, h], s = LeakyReLU(x), P = e^(s - M[i, h]) / L[i, h],
+// and negative = (x <= 0), which the backward's dS -> dx step reads. All float32 (a_dst, a_src and
+// the statistics are float32 whatever V's type), rounded after each step like the torch composition
+// it replaces (two gathers, add, LeakyReLU, two more gathers, sub, exp, div: ~10 launches).
+template <typename I>
+__global__ void autosage_heads_additive_probs(const I* rows, const I* cols, const float* a_dst,
+                                              const float* a_src, const float* row_max, const float* row_sum,
+                                              float slope, long long nnz, int heads, float* P,
+                                              unsigned char* negative) {
+    const long long n = nnz * heads;
+    for (long long q = first_index(); q < n; q += grid_stride()) {
+        const long long e = q / heads, h = q - e * heads, at = (long long)rows[e] * heads + h;
+        const float x = __fadd_rn(a_dst[at], a_src[(long long)cols[e] * heads + h]);
+        const float s = x > 0.0f ? x : __fmul_rn(x, slope);
+        P[q] = __fdiv_rn(expf(__fsub_rn(s, row_max[at])), row_sum[at]);
+        negative[q] = x <= 0.0f;
     }
 }

@@ -95,6 +95,16 @@ def test_softmax_grad_subtracts_each_rows_weighted_mean(graph, heads):
     assert kernels.softmax_grad(graph, P, buffer) is buffer               # in place: backward's buffer
 
 
+@pytest.mark.parametrize("heads", HEADS)
+def test_additive_probs_rebuild_the_forwards_softmax(graph, heads):
+    a_dst, a_src = _rand(N, heads, seed=21), _rand(N, heads, seed=22)
+    _, row_max, row_sum = kernels.additive_attention(graph, a_dst, a_src, _rand(N, heads, 2, seed=23), 0.2)
+    P, negative = kernels.additive_probs(graph, a_dst, a_src, row_max, row_sum, 0.2)
+    x = a_dst[graph.row] + a_src[graph.col]
+    torch.testing.assert_close(P, kernels.edge_softmax(graph, torch.where(x > 0, x, 0.2 * x)), rtol=1e-12, atol=1e-12)
+    assert torch.equal(negative, x <= 0) and 0 < int(negative.sum()) < negative.numel()
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_two_byte_operands_round_as_the_per_head_ops_did(graph, dtype):
     """heads_sddmm: each dot rounded to the type, then float32; heads_spmm: values rounded to the

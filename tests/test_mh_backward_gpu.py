@@ -93,6 +93,20 @@ def test_softmax_grad_matches_the_reference_and_sums_to_zero_per_row(graphs, hea
     assert float(row_sums.abs().max()) <= 1e-5 * float(summed.abs().max())
 
 
+@pytest.mark.parametrize("name", list(TYPES))
+@pytest.mark.parametrize("heads", [1, 3, 8, 40])
+def test_additive_probs_match_the_reference(graphs, name, heads):
+    g_gpu, g_ref = graphs
+    (a_dst, a_src, V), (a_dst_ref, a_src_ref, V_ref) = _inputs([(N, heads), (N, heads), (N, heads, 8)],
+                                                               TYPES[name], seed=heads)
+    stats = kernels.additive_attention(g_gpu, a_dst, a_src, V, 0.2)[1:]
+    stats_ref = kernels.additive_attention(g_ref, a_dst_ref, a_src_ref, V_ref, 0.2)[1:]
+    P, negative = kernels.additive_probs(g_gpu, a_dst, a_src, *stats, 0.2)
+    P_ref, negative_ref = kernels.additive_probs(g_ref, a_dst_ref, a_src_ref, *stats_ref, 0.2)
+    assert P.dtype == torch.float32 and rel_err(P, P_ref) <= TOL
+    assert torch.equal(negative.cpu(), negative_ref)   # the sign of a rounded sum is the exact one's
+
+
 def test_a_graph_without_edges():
     g = at.Graph.from_edge_index(torch.zeros(2, 0, dtype=torch.long, device="cuda"), 6)
     X = torch.randn(6, 2, 3, device="cuda")

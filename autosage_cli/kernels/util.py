@@ -21,8 +21,7 @@ Every call enqueues on CuPy's current stream; the functions returning a number s
                                           float64 results of the ops (the device reference)
   scale_bias, scatter_max, sub_row_exp, scatter_add, normalize_heads, divide_rows
                                           the vendor attention's softmax steps
-  heads_sddmm, heads_spmm, heads_softmax_grad
-                                          the attention backward's products, all heads at once
+  (kernels/util_heads.py: the attention backward's multi-head products, groups heads/...)
   spin(ns)                                a one-thread wait before a timed launch
 """
 from __future__ import annotations
@@ -68,7 +67,7 @@ def _groups() -> dict[str, tuple[str, ...]]:
         groups[f"edges/{i}"] = (f"autosage_edge_rows<{i}>", f"autosage_diagonal_sums<{i}>")
         groups[f"softmax/{i}"] = (f"autosage_scatter_max<{i}>", f"autosage_sub_row_exp<{i}>",
                                   f"autosage_scatter_add<{i}>")
-        groups[f"heads/{i}"] = (f"autosage_heads_softmax_grad<{i}>",)
+        groups[f"heads/{i}"] = (f"autosage_heads_softmax_grad<{i}>", f"autosage_heads_additive_probs<{i}>")
         for c in CODECS:
             groups[f"gather/{c}/{i}"] = (f"autosage_gather_rows<{c}, {i}>",)
             if c != "F32":
@@ -344,48 +343,6 @@ def divide_rows(s, l, rows, stored):
     """stored = s / l[rows] rounded to stored's type (float16 or bfloat16)."""
     _launch(f"autosage_divide_rows<{codec(stored)}, {index_type(rows)}>", s.size,
             (s, l, rows, stored, np.int64(s.size)))
-
-
-# ------------------------------------------------------------------ the attention backward, all heads at once
-
-def lanes_per(width: int) -> int:
-    """How many consecutive lanes share one dot of `width` elements or one row of `width` outputs
-    (cuda/util_heads.cu): the power of two at or above it, at most a warp."""
-    return min(32, 1 << max(0, int(width) - 1).bit_length())
-
-
-def heads_sddmm(rows, cols, X, Y, scale: float, out, rounded: bool = True):
-    """out[e, h] = scale x <X[rows e, h], Y[cols e, h]> for X (n_rows, H, d) and Y (n_cols, H, d)
-    of one type; out float32 (nnz, H), each dot summed in float32 (and rounded to X's type)."""
-    nnz, (heads, d) = int(cols.size), X.shape[1:]
-    group = lanes_per(d)
-    warps = -(-nnz * heads // (32 // group))
-    _launch(f"autosage_heads_sddmm<{codec(X)}, {index_type(cols)}>", warps * 32,
-            (rows, cols, X, Y, np.int64(nnz), np.int32(heads), np.int32(d), np.int32(group),
-             np.float32(scale), np.int32(rounded), out))
-    return out
-
-
-def heads_spmm(indptr, cols, P, X, out, perm=None):
-    """out[i, h] = sum over row i's edges e of P[p(e), h] X[cols e, h] (p(e) = perm[e], or e) for a
-    float32 P (nnz, H), X (n_cols, H, d) and out (n_rows, H, d) of one type; P rounded to it.
-    The index arrays share one type."""
-    n_rows, (heads, d) = int(indptr.size) - 1, X.shape[1:]
-    group = lanes_per(heads * d)
-    _launch(f"autosage_heads_spmm<{codec(X)}, {index_type(cols)}>", n_rows * group,
-            (indptr, cols, P, np.uint64(0) if perm is None else perm, X, np.int64(n_rows), np.int32(heads),
-             np.int32(d), np.int32(group), out))
-    return out
-
-
-def heads_softmax_grad(indptr, P, dP, row_dot=None, scale: float = 1.0):
-    """dP = scale x P (dP - r[row]) in place, float32 (nnz, H): r = row_dot (n_rows, H), or when
-    None each row's sum of P dP per head."""
-    n_rows, heads = int(indptr.size) - 1, P.shape[1]
-    _launch(f"autosage_heads_softmax_grad<{index_type(indptr)}>", n_rows * 32,
-            (indptr, P, dP, np.uint64(0) if row_dot is None else row_dot, np.int64(n_rows), np.int32(heads),
-             np.float32(scale)))
-    return dP
 
 
 # ------------------------------------------------------------------ timing

@@ -64,10 +64,7 @@ def additive_backward(g: Graph, saved: tuple, dO, slope: float, needs: tuple):
     column sums."""
     a_dst, a_src, V, O, row_max, row_sum = saved
     dev = V.device
-    pre = kernels.additive_scores(g, a_dst, a_src)                 # (nnz, H)
-    negative = pre <= 0
-    probs = kernels.softmax_from_stats(g, torch.nn.functional.leaky_relu_(pre, slope), row_max, row_sum)
-    del pre
+    probs, negative = kernels.additive_probs(g, a_dst, a_src, row_max, row_sum, slope)   # (nnz, H) each
     d_V, d_x = softmax_backward(g, probs, V, O, dO, needs[2], needs[0] or needs[1])
     del probs
     if d_x is None:

@@ -1,4 +1,4 @@
-"""The attention backward's multi-head products on CUDA tensors (kernels/util.py's heads_* kernels,
+"""The attention backward's multi-head products on CUDA tensors (kernels/util_heads.py,
 cuda/util_heads.cu): one launch for every head, where a loop over heads ran one tuned SDDMM or
 SpMM plan per head. They are not tuned (no plan, no decision): coalesced kernels whose cost is
 one pass over the edges for all heads. Operands reach CuPy as views of the torch tensors
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from ..kernels import util
+from ..kernels import util_heads as util
 from .cuda import _cupy, _on_torch_stream, operand
 from .graph import Graph
 
@@ -57,3 +57,18 @@ def softmax_grad(graph: Graph, P: torch.Tensor, dP: torch.Tensor, row_dot: torch
                                 None if row_dot is None else _cupy(operand("row_dot", row_dot, torch.float32)),
                                 scale)
     return dP
+
+
+def additive_probs(graph: Graph, a_dst, a_src, row_max, row_sum, slope: float):
+    """(P float32 (nnz, H), negative bool (nnz, H)): see kernels.additive_probs."""
+    dev = a_dst.device
+    P = torch.empty((graph.nnz, a_dst.shape[1]), dtype=torch.float32, device=dev)
+    negative = torch.empty(P.shape, dtype=torch.bool, device=dev)
+    if graph.nnz == 0:
+        return P, negative
+    terms = [_cupy(operand(name, t, torch.float32)) for name, t in
+             (("a_dst", a_dst), ("a_src", a_src), ("row_max", row_max), ("row_sum", row_sum))]
+    with _on_torch_stream(dev):
+        util.heads_additive_probs(_index(graph, "row", dev), _index(graph, "col", dev), *terms, slope, _cupy(P),
+                                  _cupy(negative.view(torch.uint8)))   # bool: one byte, 0 or 1
+    return P, negative

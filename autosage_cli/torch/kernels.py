@@ -15,8 +15,11 @@
                               p(e) = perm[e] or e; P (nnz, H) rounded to X's type; (n_rows, H, d)
   softmax_grad(graph, P, dP, row_dot, scale)   dS = scale P (dP - r[i]) in place into dP, with
                               r = row_dot (n_rows, H) or, for None, each row's sum of P dP
+  additive_probs(graph, a_dst, a_src, row_max, row_sum, slope)   (P, negative): the GAT score's
+                              probabilities rebuilt from the forward's row statistics, and where
+                              a_dst[i] + a_src[j] <= 0 (nnz, H each)
 
-The heads_* ops and softmax_grad are the attention backward's building blocks (backward.py): on
+The last four are the attention backward's building blocks (backward.py): on
 CUDA, kernels of cuda/util_heads.cu (autosage_cli.torch.cuda_heads), not tuned plans.
 
 CUDA tensors run autosage's tuned plans (autosage_cli.torch.cuda: float32, float16 and bfloat16,
@@ -105,6 +108,16 @@ def softmax_grad(graph: Graph, P: torch.Tensor, dP: torch.Tensor, row_dot: torch
         row_dot = dP.new_zeros((graph.n_rows, dP.shape[1])).index_add_(0, row, P * dP)
     dP.sub_(row_dot.index_select(0, row)).mul_(P)
     return dP if scale == 1.0 else dP.mul_(scale)
+
+
+def additive_probs(graph: Graph, a_dst, a_src, row_max, row_sum, slope: float):
+    if _is_cuda(a_dst):
+        from . import cuda_heads
+
+        return cuda_heads.additive_probs(graph, a_dst, a_src, row_max, row_sum, slope)
+    pre = additive_scores(graph, a_dst, a_src)
+    negative = pre <= 0
+    return softmax_from_stats(graph, torch.nn.functional.leaky_relu_(pre, slope), row_max, row_sum), negative
 
 
 def edge_softmax(graph: Graph, scores: torch.Tensor) -> torch.Tensor:

@@ -3,9 +3,9 @@
 //
 // The helper kernels are the ones autosage runs around the candidates it tunes (input generation,
 // fills, conversions, verification sums, per-edge row ids, the gather-dot SDDMM composition, the
-// vendor attention's softmax steps, the float64 device reference, the timing spin), in place of
-// CuPy's elementwise and reduction kernels: each CuPy expression is an NVRTC compile of 0.1-0.4 s the
-// first time a machine runs it. They are compiled in groups (kernels/util.py), one module each, and a
+// vendor attention's softmax steps, the float64 device reference, the timing spin; and the attention
+// backward's multi-head products, util_heads.cu), in place of CuPy's elementwise and reduction
+// kernels: each CuPy expression is an NVRTC compile of 0.1-0.4 s the first time a machine runs it. They are compiled in groups (kernels/util.py), one module each, and a
 // tune compiles only the groups it launches; each file holds one family of groups, because a
 // module compiles every plain (non-template) kernel of its file whatever its name expressions ask.
 //

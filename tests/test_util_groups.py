@@ -12,18 +12,19 @@ from pathlib import Path
 import pytest
 
 from autosage_cli.kernels import compile as kcompile
-from autosage_cli.kernels import util
+from autosage_cli.kernels import util, util_heads
 from autosage_cli.kernels.compile import KernelRef
 
 WRAPPERS = ("_launch", "_fn", "_count")   # the calls whose first argument is a name expression
+WRAPPER_MODULES = (util, util_heads)      # the modules whose functions launch the helper kernels
 
 
 def launched_patterns() -> list[re.Pattern]:
-    """A pattern per name expression util.py's wrappers launch: a string as written, an f-string
+    """A pattern per name expression the wrapper modules launch: a string as written, an f-string
     with each substituted value (a codec or an index type) matching any text."""
-    tree = ast.parse(Path(util.__file__).read_text())
+    trees = [ast.parse(Path(m.__file__).read_text()) for m in WRAPPER_MODULES]
     patterns = []
-    for node in ast.walk(tree):
+    for node in (n for tree in trees for n in ast.walk(tree)):
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in WRAPPERS):
             continue
         arg = node.args[0]

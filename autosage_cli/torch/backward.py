@@ -10,11 +10,6 @@ import torch
 
 from . import kernels
 from .graph import Graph
-from .kernels import widened
-
-
-def heads_of(T: torch.Tensor, h: int) -> torch.Tensor:
-    return T[:, h].contiguous()
 
 
 def spmm_t(g: Graph, values, X: torch.Tensor) -> torch.Tensor:
@@ -25,45 +20,40 @@ def spmm_t(g: Graph, values, X: torch.Tensor) -> torch.Tensor:
     return kernels.spmm(g.T, values, X)
 
 
-def softmax_backward(g: Graph, probs, V, O, dO, need_v: bool, need_scores: bool):
-    """(dV, dS) of O = sum_j P_ij V_j with P the row softmax of the scores S, given P (nnz, H):
-    dV = Pᵀ dO, dS = P (dP - <dO_i, O_i>) with dP = SDDMM(dO, V); None where not needed."""
-    heads, row = V.shape[1], g.on("row", V.device)
-    d_V = None
-    if need_v:
-        d_V = torch.stack([spmm_t(g, probs[:, h], heads_of(dO, h)) for h in range(heads)], 1)
+def heads_spmm_t(g: Graph, values: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
+    """Aᵀ X per head: out[j, h] = sum over edges e = (i, j) of values[e, h] X[i, h], `values`
+    (nnz, H) in the graph's edge order, read through t_perm by the kernel (no gathered copy)."""
+    return kernels.heads_spmm(g.T, values, X, g.on("t_perm", X.device))
+
+
+def softmax_backward(g: Graph, probs, V, O, dO, need_v: bool, need_scores: bool, scale: float = 1.0):
+    """(dV, scale dS) of O = sum_j P_ij V_j with P the row softmax of the scores S, given P (nnz, H):
+    dV = Pᵀ dO, dS = P (dP - <dO_i, O_i>) with dP = SDDMM(dO, V); None where not needed. Every
+    head in each kernel (kernels.heads_*): no loop over heads."""
+    d_V = heads_spmm_t(g, probs, dO) if need_v else None
     if not need_scores:
         return d_V, None
-    d_scores = torch.stack([kernels.sddmm(g, heads_of(dO, h), heads_of(V, h)) for h in range(heads)], 1)
-    if d_scores.dtype in kernels.TWO_BYTE:
-        # sum_e P_e dP_e from the rounded dP itself, so that dS sums to zero over each row as the
-        # exact gradient does (<dO_i, O_i> would leave the rounding of dP in every row sum: the
-        # additive score's a_dst gradient, a row sum of dS, lost a digit to it in bfloat16)
-        d_scores = widened(d_scores)
-        row_dot = probs.new_zeros((g.n_rows, heads)).index_add_(0, row, probs * d_scores)
-    else:
-        row_dot = (dO * O).sum(-1)                                # (n_rows, H) = sum_e P_e dP_e
-    return d_V, d_scores.sub_(row_dot.index_select(0, row)).mul_(probs)
+    d_scores = kernels.heads_sddmm(g, dO, V)                      # dP (nnz, H), float32 for 2-byte types
+    row_dot = None if dO.dtype in kernels.TWO_BYTE else (dO * O).sum(-1)   # (n_rows, H) = sum_e P_e dP_e
+    # 2-byte types: row_dot = None, so softmax_grad sums P_e dP_e over each row from the rounded dP
+    # itself, so that dS sums to zero over each row as the exact gradient does (<dO_i, O_i> would
+    # leave the rounding of dP in every row sum: the additive score's a_dst gradient, a row sum of
+    # dS, lost a digit to it in bfloat16)
+    return d_V, kernels.softmax_grad(g, probs, d_scores, row_dot, scale)
 
 
 def attention_backward(g: Graph, saved: tuple, dO, scale: float, needs: tuple):
     """(dQ, dK, dV), None where not needed; probabilities recomputed (see the module docstring)."""
     Q, K, V, O = saved
-    heads = Q.shape[1]
-    scores = widened(torch.stack([kernels.sddmm(g, heads_of(Q, h), heads_of(K, h)) for h in range(heads)], 1))
-    probs = kernels.edge_softmax(g, scores.mul_(scale))
-    del scores
-    d_V, d_scores = softmax_backward(g, probs, V, O, dO, needs[2], needs[0] or needs[1])
+    # scores in float32, not rounded to the type: the fused forward never rounds them, so the
+    # recomputed P is the forward's
+    probs = kernels.edge_softmax(g, kernels.heads_sddmm(g, Q, K, scale, rounded=False))
+    d_V, d_scores = softmax_backward(g, probs, V, O, dO, needs[2], needs[0] or needs[1], scale)
     del probs
     if d_scores is None:
         return None, None, d_V
-    d_scores.mul_(scale)
-    d_Q = d_K = None
-    if needs[0]:
-        d_Q = torch.stack([kernels.spmm(g, d_scores[:, h].contiguous(), heads_of(K, h))
-                           for h in range(heads)], 1)
-    if needs[1]:
-        d_K = torch.stack([spmm_t(g, d_scores[:, h], heads_of(Q, h)) for h in range(heads)], 1)
+    d_Q = kernels.heads_spmm(g, d_scores, K) if needs[0] else None
+    d_K = heads_spmm_t(g, d_scores, Q) if needs[1] else None
     return d_Q, d_K, d_V
 
 
@@ -74,10 +64,7 @@ def additive_backward(g: Graph, saved: tuple, dO, slope: float, needs: tuple):
     column sums."""
     a_dst, a_src, V, O, row_max, row_sum = saved
     dev = V.device
-    pre = kernels.additive_scores(g, a_dst, a_src)                 # (nnz, H)
-    negative = pre <= 0
-    probs = kernels.softmax_from_stats(g, torch.nn.functional.leaky_relu_(pre, slope), row_max, row_sum)
-    del pre
+    probs, negative = kernels.additive_probs(g, a_dst, a_src, row_max, row_sum, slope)   # (nnz, H) each
     d_V, d_x = softmax_backward(g, probs, V, O, dO, needs[2], needs[0] or needs[1])
     del probs
     if d_x is None:

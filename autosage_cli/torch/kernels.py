@@ -8,6 +8,19 @@
                               LeakyReLU(a_dst[i,h] + a_src[j,h]) (fused kernel, no per-edge dot);
                               returns (O, row max, row sum): the softmax statistics backward uses
   edge_softmax(graph, S)      softmax of S (nnz, H) over each row's edges
+  heads_sddmm(graph, X, Y, scale, rounded)   out[e, h] = scale <X[i, h], Y[j, h]> for X, Y (n, H, d):
+                              every head in one pass; (nnz, H) in widened(X)'s type, each dot
+                              rounded to X's type first when `rounded`
+  heads_spmm(graph, P, X, perm)      out[i, h] = sum over edges e = (i, j) of P[p(e), h] X[j, h],
+                              p(e) = perm[e] or e; P (nnz, H) rounded to X's type; (n_rows, H, d)
+  softmax_grad(graph, P, dP, row_dot, scale)   dS = scale P (dP - r[i]) in place into dP, with
+                              r = row_dot (n_rows, H) or, for None, each row's sum of P dP
+  additive_probs(graph, a_dst, a_src, row_max, row_sum, slope)   (P, negative): the GAT score's
+                              probabilities rebuilt from the forward's row statistics, and where
+                              a_dst[i] + a_src[j] <= 0 (nnz, H each)
+
+The last four are the attention backward's building blocks (backward.py): on
+CUDA, kernels of cuda/util_heads.cu (autosage_cli.torch.cuda_heads), not tuned plans.
 
 CUDA tensors run autosage's tuned plans (autosage_cli.torch.cuda: float32, float16 and bfloat16,
 zero-copy). Any other device runs the reference below: plain torch (index_select / index_add),
@@ -58,6 +71,53 @@ def sddmm(graph: Graph, X: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:
     dev = X.device
     row, col = graph.on("row", dev), graph.on("col", dev)
     return (widened(X).index_select(0, row) * widened(Y).index_select(0, col)).sum(-1).to(X.dtype)
+
+
+def heads_sddmm(graph: Graph, X: torch.Tensor, Y: torch.Tensor, scale: float = 1.0,
+                rounded: bool = True) -> torch.Tensor:
+    if _is_cuda(X):
+        from . import cuda_heads
+
+        return cuda_heads.heads_sddmm(graph, X, Y, scale, rounded)
+    dev = X.device
+    row, col = graph.on("row", dev), graph.on("col", dev)
+    dots = (widened(X).index_select(0, row) * widened(Y).index_select(0, col)).sum(-1)
+    out = widened(dots.to(X.dtype)) if rounded else dots
+    return out if scale == 1.0 else out.mul_(scale)
+
+
+def heads_spmm(graph: Graph, P: torch.Tensor, X: torch.Tensor, perm: torch.Tensor | None = None) -> torch.Tensor:
+    if _is_cuda(X):
+        from . import cuda_heads
+
+        return cuda_heads.heads_spmm(graph, P, X, perm)
+    wide = widened(X)
+    values = P if perm is None else P.index_select(0, perm.to(P.device))
+    # values rounded to X's type, as the tuned SpMM reads per-call edge values
+    return _aggregate(graph, values.to(X.dtype).to(wide.dtype), wide).to(X.dtype)
+
+
+def softmax_grad(graph: Graph, P: torch.Tensor, dP: torch.Tensor, row_dot: torch.Tensor | None = None,
+                 scale: float = 1.0) -> torch.Tensor:
+    if _is_cuda(dP):
+        from . import cuda_heads
+
+        return cuda_heads.softmax_grad(graph, P, dP, row_dot, scale)
+    row = graph.on("row", dP.device)
+    if row_dot is None:
+        row_dot = dP.new_zeros((graph.n_rows, dP.shape[1])).index_add_(0, row, P * dP)
+    dP.sub_(row_dot.index_select(0, row)).mul_(P)
+    return dP if scale == 1.0 else dP.mul_(scale)
+
+
+def additive_probs(graph: Graph, a_dst, a_src, row_max, row_sum, slope: float):
+    if _is_cuda(a_dst):
+        from . import cuda_heads
+
+        return cuda_heads.additive_probs(graph, a_dst, a_src, row_max, row_sum, slope)
+    pre = additive_scores(graph, a_dst, a_src)
+    negative = pre <= 0
+    return softmax_from_stats(graph, torch.nn.functional.leaky_relu_(pre, slope), row_max, row_sum), negative
 
 
 def edge_softmax(graph: Graph, scores: torch.Tensor) -> torch.Tensor:

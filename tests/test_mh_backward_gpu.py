@@ -30,10 +30,11 @@ def _cuda():
 
 @pytest.fixture(scope="module")
 def graphs():
-    """(CUDA graph, CPU graph) of one edge list: every 5th row empty, two hub rows of 600 edges."""
+    """(CUDA graph, CPU graph) of one edge list: every 5th row empty, two hub rows (600 edges drawn,
+    400 or more distinct among 700 nodes)."""
     edges = random_edge_index(N, seed=31, hub_degree=600, duplicates=False)
     g_gpu, g_ref = at.Graph.from_edge_index(edges.cuda(), N), at.Graph.from_edge_index(edges, N)
-    assert int((g_ref.rowptr.diff() == 0).sum()) > 0 and int(g_ref.rowptr.diff().max()) >= 500
+    assert int((g_ref.rowptr.diff() == 0).sum()) > 0 and int(g_ref.rowptr.diff().max()) >= 400
     return g_gpu, g_ref
 
 

@@ -108,7 +108,8 @@ def operand(name: str, t: torch.Tensor, dtype: torch.dtype | None = None) -> tor
 
 
 _CUPY_TYPES = {torch.float32: "float32", torch.float16: "float16", torch.int32: "int32", torch.int64: "int64",
-               torch.bfloat16: "uint16"}   # CuPy has no bfloat16: the bits, as uint16
+               torch.bfloat16: "uint16",   # CuPy has no bfloat16: the bits, as uint16
+               torch.uint8: "uint8"}       # masks (a bool tensor viewed as bytes)
 
 
 def _cupy(t: torch.Tensor):

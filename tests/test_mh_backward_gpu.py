@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch", reason="torch is not installed: the autosag
 import autosage_cli.torch as at  # noqa: E402
 from autosage_cli import dtypes  # noqa: E402
 from autosage_cli.torch import backward, kernels  # noqa: E402
-from torch_helpers import random_edge_index, rel_err  # noqa: E402
+from torch_helpers import assert_parameter_grads_match, random_edge_index, rel_err  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 N = 700
@@ -167,12 +167,4 @@ def test_layer_gradients_match_pyg_on_cuda(layer, args, kwargs):
     (a * up).sum().backward()
     (b * up).sum().backward()
     assert rel_err(x_ours.grad, x_theirs.grad) < 5 * TOL
-    theirs_params = dict(theirs.named_parameters())
-    # TransformerConv's key bias gets a true gradient of 0 (the row softmax removes q.b): compared
-    # against the scale of all the layer's gradients, as tests/test_torch_gpu.py does
-    scale = max(float(q.grad.norm()) for q in theirs.parameters() if q.grad is not None)
-    for pname, p in ours.named_parameters():
-        want = theirs_params[pname].grad
-        if want is not None:
-            err = float((p.grad - want).double().norm() / max(float(want.norm()), 0.1 * scale))
-            assert err < 5 * TOL, pname
+    assert_parameter_grads_match(ours, theirs, 5 * TOL)

@@ -9,7 +9,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="torch is not installed: the autosage_cli.torch tests need it")
 
 import autosage_cli.torch as at  # noqa: E402
-from torch_helpers import random_edge_index  # noqa: E402
+from torch_helpers import assert_parameter_grads_match, random_edge_index  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 N = 700
@@ -159,13 +159,4 @@ def test_layers_match_pyg_on_cuda(tmp_path, name, args, kwargs):
     up = torch.randn_like(a)
     (a * up).sum().backward()
     (b * up).sum().backward()
-    theirs_params = dict(theirs.named_parameters())
-    # TransformerConv's key bias adds q.b to every score of a row, which the row softmax removes:
-    # its true gradient is 0 and both libraries return rounding noise (~1e-7). Such a gradient is
-    # compared against the scale of all the layer's gradients, not against its own noise.
-    scale = max(float(q.grad.norm()) for q in theirs.parameters() if q.grad is not None)
-    for pname, p in ours.named_parameters():
-        want = theirs_params[pname].grad
-        if want is not None:
-            err = float((p.grad - want).double().norm() / max(float(want.norm()), 0.1 * scale))
-            assert err < 5 * TOL, pname
+    assert_parameter_grads_match(ours, theirs, 5 * TOL)

@@ -84,15 +84,18 @@ def _has(x, attribute: str) -> bool:
 
 
 def _element_type(name: str, x, dtype: str | None) -> str:
-    """The element type `x` holds: its own dtype name, except that a uint16 array holds bfloat16
-    bit patterns when (and only when) the caller says dtype="bfloat16"."""
+    """The element type `x` holds: its own dtype name, except that an array in the storage of a
+    type kept as bit patterns (bfloat16's uint16: `DType.bit_patterns`) holds that type when (and
+    only when) the caller names it."""
     own = _dtype_name(x)
-    if own == "uint16":
-        if dtype != "bfloat16":
-            raise AutosageError(f'{name}: a uint16 array is read as bfloat16 bit patterns only with '
-                                f'dtype="bfloat16" (CuPy has no bfloat16 type); pass it, or give '
-                                f'float32/float16 values')
-        return "bfloat16"
+    stored = dtypes.of_storage(own) if own in _STORAGES else None
+    if stored is not None and stored.bit_patterns:
+        if dtype != stored.name:
+            plain = "/".join(t.name for t in dtypes.DTYPES.values() if not t.bit_patterns)
+            raise AutosageError(f'{name}: a {own} array is read as {stored.name} bit patterns only with '
+                                f'dtype="{stored.name}" (CuPy has no {stored.name} type); pass it, or give '
+                                f'{plain} values')
+        return stored.name
     if dtype is not None and own != dtype:
         raise AutosageError(f"{name}: dtype {own} is not the dtype={dtype!r} asked for; "
                             f"convert it first (autosage never converts inputs)")
@@ -147,9 +150,13 @@ def common_dtype(named_dtypes) -> str:
     return dtype
 
 
-def _bfloat16_view(name: str, x):
-    """A uint16 CuPy view of a bfloat16 device tensor, zero-copy. CuPy has no bfloat16 dtype, so a
-    torch tensor shares its bits as int16 through DLPack, as autosage_cli.torch does (detached: a
+_STORAGES = frozenset(t.storage for t in dtypes.DTYPES.values())
+
+
+def _bits_view(name: str, x, t: dtypes.DType):
+    """A CuPy view in `t`'s storage (bfloat16: uint16) of a device tensor of a type kept as bit
+    patterns, zero-copy. CuPy has no bfloat16 dtype, so a torch tensor shares its bits as an int
+    of its width through DLPack, as autosage_cli.torch does (detached: a
     tensor that requires grad is read, not differentiated, here); another DLPack producer goes
     through DLPack as it is, for CuPy builds that take bfloat16 there."""
     import cupy
@@ -159,11 +166,11 @@ def _bfloat16_view(name: str, x):
         if not x.is_contiguous():
             raise AutosageError(f"{name}: expected a C-contiguous (row-major) array; "
                                 f"make it contiguous first (.contiguous())")
-        x = x.detach().view(torch.int16)
+        x = x.detach().view(getattr(torch, f"int{8 * t.itemsize}"))
     try:
-        return cupy.from_dlpack(x).view(cupy.uint16)
+        return cupy.from_dlpack(x).view(t.storage)
     except Exception as exc:
-        raise AutosageError(f"{name}: cannot share a bfloat16 array with CuPy: {exc}") from None
+        raise AutosageError(f"{name}: cannot share a {t.name} array with CuPy: {exc}") from None
 
 
 def to_cupy(name: str, x, dtype: str | None = None):
@@ -171,10 +178,12 @@ def to_cupy(name: str, x, dtype: str | None = None):
     the view holds the bit patterns (uint16)."""
     import cupy
 
+    t = dtypes.info(dtype) if dtype is not None else None
+    bits = t is not None and t.bit_patterns
     if isinstance(x, cupy.ndarray):
         arr = x
-    elif dtype == "bfloat16" and _dtype_name(x) != "uint16":
-        arr = _bfloat16_view(name, x)
+    elif bits and _dtype_name(x) != t.storage:
+        arr = _bits_view(name, x, t)
     else:
         try:
             arr = cupy.from_dlpack(x)
@@ -183,8 +192,8 @@ def to_cupy(name: str, x, dtype: str | None = None):
     if not arr.flags.c_contiguous:
         raise AutosageError(f"{name}: expected a C-contiguous (row-major) array; "
                             f"make it contiguous first (cupy.ascontiguousarray / .contiguous())")
-    if dtype == "bfloat16" and arr.dtype != cupy.uint16:   # a CuPy build with a bfloat16 dtype
-        arr = arr.view(cupy.uint16)
+    if bits and arr.dtype != cupy.dtype(t.storage):   # a CuPy build with a bfloat16 dtype
+        arr = arr.view(t.storage)
     return arr
 
 

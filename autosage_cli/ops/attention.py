@@ -33,7 +33,7 @@ def _device_reference(dgraph, inputs, scale=None, dtype: str = dtypes.DEFAULT):
 
 
 SPEC = OpSpec(
-    name="attention", dtypes=("float32", "float16", "bfloat16"), operands=("Q", "K", "V"), multi_head=True, reads_values=False,
+    name="attention", dtypes=tuple(dtypes.DTYPES), operands=("Q", "K", "V"), multi_head=True, reads_values=False,
     input_shapes=_input_shapes, output_shape=HeadsOutPlan.out_shape, reference=_reference,
     device_reference=_device_reference,
     gathers_per_edge=lambda heads: 2 * heads,          # K and V rows

@@ -29,7 +29,7 @@ def _device_reference(dgraph, inputs, scale=None, dtype: str = dtypes.DEFAULT):
 
 
 SPEC = OpSpec(
-    name="sddmm", dtypes=("float32", "float16", "bfloat16"), operands=("X", "Y"), multi_head=False,
+    name="sddmm", dtypes=tuple(dtypes.DTYPES), operands=("X", "Y"), multi_head=False,
     input_shapes=_input_shapes, output_shape=EdgesOutPlan.out_shape, reference=_reference,
     device_reference=_device_reference,
     gathers_per_edge=lambda heads: 1, scores_per_edge=lambda heads: 0,

@@ -127,9 +127,9 @@ def vendor_reference(measure, op: str, dgraph, inputs, outputs: dict, tol: float
     """The reference rule (module docstring). `outputs` maps the vendors that ran, in the op's
     vendor order, to their outputs."""
     names = list(outputs)
-    # In 2-byte types vendors are less accurate than the bound our kernels meet (dtypes.VENDOR_SLACK):
+    # In the narrow types vendors are less accurate than the bound our kernels meet (DType.narrow):
     # the float64 reference decides there, and a vendor fails only beyond the slack.
-    exact = dtypes.info(dtype).itemsize < 4
+    exact = dtypes.info(dtype).narrow
     vendor_tol = tol * dtypes.vendor_slack(dtype)
     if not exact:
         for cand in names:

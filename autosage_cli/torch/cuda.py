@@ -27,6 +27,7 @@ import contextlib
 import numpy as np
 import torch
 
+from ..dtypes import DTYPES
 from ..errors import AutosageError
 from .graph import Graph
 
@@ -80,7 +81,8 @@ def release_pool() -> None:
     cupy.get_default_memory_pool().free_all_blocks()
 
 
-VALUE_TYPES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
+# The torch dtype of each value type, from its row (dtypes.DTYPES: torch_name).
+VALUE_TYPES = {getattr(torch, t.torch_name): t.name for t in DTYPES.values()}
 
 
 def dtype_name(t: torch.Tensor) -> str:

@@ -22,6 +22,7 @@ TUNE_SCRIPT = """
 import json, sys
 from autosage_cli.backends import native
 from autosage_cli.graphs.load import load_graph
+from autosage_cli import ops
 from autosage_cli.kernels import compile as kc, schedule as sched, util
 from autosage_cli.scheduler import tune
 op, k, heads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
@@ -29,7 +30,7 @@ g = load_graph(dataset="cora", root=sys.argv[4])
 r = tune.tune(g, op, k, heads, cache=None, top_k=3)
 probed = [c for c in r.candidates if c["status"] != "skipped"]
 expected = sorted({tuple(x) for c in probed for x in native.kernel_refs(sched.get(c["name"]), k, "int")}
-                  | {tuple(m) for m in util.tune_modules(op, "float32", "int")})   # + the helper groups it runs
+                  | {tuple(m) for m in ops.tune_modules(op, "float32", "int")})   # + the helper groups it runs
 print(json.dumps({"built": sorted({tuple(rec.ref) for rec in kc.compiled_log()}),
                   "expected": [list(x) for x in expected], "candidates": probed, "timings": r.timings,
                   "module_ms": sum(rec.ms for rec in kc.compiled_log())}))

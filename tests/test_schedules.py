@@ -9,7 +9,7 @@ import pytest
 
 from autosage_cli.errors import AutosageError
 from autosage_cli.kernels import schedule as sched
-from autosage_cli.kernels import sddmm_space, spmm_space
+from autosage_cli.kernels.schedule import check_family_rules
 from autosage_cli.kernels.schedule import Schedule
 from autosage_cli.dtypes import DTYPES, vector_bytes_fit
 
@@ -54,19 +54,19 @@ def test_names_unique_and_stable():
 @pytest.mark.parametrize("s", own_schedules(), ids=lambda s: s.name)
 def test_validate_and_space_rules(s):
     s.validate()
-    (spmm_space if s.op == "spmm" else sddmm_space).check_space_rules(s)
+    check_family_rules(s)
 
 
 def test_space_rules_reject_inconsistent_knobs():
     with pytest.raises(ValueError):
-        spmm_space.check_space_rules(Schedule("spmm", "warprow", lanes=32, vec=4, tile=96))
+        check_family_rules(Schedule("spmm", "warprow", lanes=32, vec=4, tile=96))
     with pytest.raises(ValueError):
-        spmm_space.check_space_rules(Schedule("spmm", "subwarp", lanes=4, vec=1, split=64, chunk=64,
+        check_family_rules(Schedule("spmm", "subwarp", lanes=4, vec=1, split=64, chunk=64,
                                               reduce="atomic"))
     with pytest.raises(ValueError):
-        sddmm_space.check_space_rules(Schedule("sddmm", "rowgroup", lanes=4, vec=4, tile=0))
+        check_family_rules(Schedule("sddmm", "rowgroup", lanes=4, vec=4, tile=0))
     with pytest.raises(ValueError):
-        sddmm_space.check_space_rules(Schedule("sddmm", "edge", lanes=4, vec=1, chunk=64))
+        check_family_rules(Schedule("sddmm", "edge", lanes=4, vec=1, chunk=64))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -225,4 +225,4 @@ def test_vector_space_rules_reject_inconsistent_knobs():
                 dict(split=64, chunk=64, reduce="atomic")):
         knobs = dict(lanes=8, vec=1, threads=256, tile=4, unroll=4) | bad
         with pytest.raises(ValueError):
-            spmm_space.check_space_rules(Schedule("spmm", "vector", **knobs))
+            check_family_rules(Schedule("spmm", "vector", **knobs))

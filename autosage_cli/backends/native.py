@@ -72,12 +72,14 @@ def takes_wide_indices(schedule: Schedule) -> bool:
 
 
 def compile_plans(dgraph: DeviceGraph, schedules, k: int, heads: int = 1,
-                  dtype: str = dtypes.DEFAULT, workers: int | None = None) -> dict[str, tuple[float, str | None]]:
+                  dtype: str = dtypes.DEFAULT, workers: int | None = None,
+                  helper_groups=None) -> dict[str, tuple[float, str | None]]:
     """Build the kernels of every schedule that can run (k, heads) on `dgraph`, all at once on a
     thread pool. Returns schedule name -> (ms, error): ms is what building its kernels took (a
     kernel shared by several schedules counts for each), error the first failure's one line, or
     None. Schedules that cannot run are left out (prepare refuses them with the reason), and so
-    are SpMM and SDDMM schedules on an int64-index graph (their kernels take int32)."""
+    are SpMM and SDDMM schedules on an int64-index graph (their kernels take int32).
+    `helper_groups` maps an op to its own helper groups (its spec's, `ops.helper_groups`)."""
     from ..kernels import util
 
     index = index_type(dgraph)
@@ -85,7 +87,9 @@ def compile_plans(dgraph: DeviceGraph, schedules, k: int, heads: int = 1,
               if s.supports(k, heads, dtype) is None and (index == "int" or takes_wide_indices(s))}
     # the helper kernels the tune launches (inputs, poisoning, verification, its vendors' steps)
     # build on the same pool; their time is in the wall time of this call, not in any candidate's
-    helpers = [m for op in dict.fromkeys(s.op for s in schedules) for m in util.tune_modules(op, dtype, index)]
+    own = helper_groups or {}
+    helpers = [m for op in dict.fromkeys(s.op for s in schedules)
+               for m in util.tune_modules(op, dtype, index, own.get(op, ()))]
     records = kcompile.compile_kernels(helpers + [r for refs in wanted.values() for r in refs])
     outcome = {}
     for name, refs in wanted.items():

@@ -1,6 +1,6 @@
 """The SDDMM kernel families, each at home in its `Family` entry: predicates, NVRTC name
-expression, schedules (value lists, in a fixed order), space rules and cost model. sddmm_space
-joins the entries' schedules. Hooks take a `Schedule` (kernels/schedule.py), named in annotations
+expression, schedules (value lists, in a fixed order), space rules and cost model. the
+schedule registry joins the entries' schedules (kernels/schedule.py). Hooks take a `Schedule` (kernels/schedule.py), named in annotations
 only: schedule.py imports this.
 
 Families:

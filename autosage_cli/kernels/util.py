@@ -26,7 +26,11 @@ Every call enqueues on CuPy's current stream; the functions returning a number s
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
+
+from ..cuda_sources import kernel_source
 
 from ..dtypes import DTYPES, info as dtype_info, of_storage, to_storage
 from .compile import KernelRef, get_module_functions
@@ -44,7 +48,9 @@ MAX_BLOCKS = 1 << 16          # grid-stride loops: more blocks than this add not
 CODECS = tuple(t.codec for t in DTYPES.values())   # the value types of operands and outputs
 F32 = DTYPES["float32"].codec                      # what the conversions convert from and to
 INDEX = ("int", "long long")
-REFERENCE_OPS = ("spmm", "sddmm", "attention")   # the ops with a float64 device reference
+# The ops with a float64 device reference kernel: those util_reference.cu defines (an op spec's
+# `device_reference` runs it), read from the file so that no op list is kept here.
+REFERENCE_OPS = tuple(re.findall(r"__global__ void autosage_reference_(\w+)\(", kernel_source("util_reference.cu")))
 
 
 def _groups() -> dict[str, tuple[str, ...]]:
@@ -86,33 +92,30 @@ _GROUP_OF = {e: name for name, exprs in GROUPS.items() for e in exprs}
 
 # The groups a tune of an op launches, as templates filled with the tune's codec {c}, index type
 # {i} and op; a name no group has (softmax/F32/int: float32 needs no rounding step) is skipped.
-# Every tune makes inputs, poisons outputs, verifies and times: core and values. The SDDMM
-# vendors (gather-dot, and the check of a library provider) and the attention vendor, whose
-# SDDMM is one of them, gather rows per edge; attention adds its softmax steps.
+# Every tune makes inputs, poisons outputs, verifies and times: core and values. An op's own
+# (its vendors' steps) are its spec's `helper_groups` (ops.tune_groups passes them).
 TUNE_GROUPS = ("core", "values/{c}")
-_SDDMM_VENDOR = ("edges/{i}", "gather/{c}/{i}", "sddmm_vendor", "sddmm_vendor/{c}")
-OP_GROUPS = {"sddmm": _SDDMM_VENDOR,
-             "attention": _SDDMM_VENDOR + ("softmax", "softmax/{i}", "softmax/{c}/{i}")}
 # The float64 device reference runs in every 2-byte tune (backends/reference_device.py); in
 # float32 only when the vendors disagree, so it then compiles on first use.
 TWO_BYTE_GROUPS = ("reference/{op}/{c}/{i}",)
 
 
-def tune_groups(op: str, dtype: str, index: str = "int") -> tuple[str, ...]:
+def tune_groups(op: str, dtype: str, index: str = "int", op_groups=()) -> tuple[str, ...]:
     """The groups a tune of `op` in `dtype` (a name or its C++ type) on a graph of `index` ("int"
-    or "long long") launches: what the tuner compiles ahead, beside its candidates."""
+    or "long long") launches, `op_groups` being the op's own templates: what the tuner compiles
+    ahead, beside its candidates."""
     if index not in INDEX:
         raise ValueError(f"index type {index!r} is not one of {INDEX}")
     t = dtype_info(dtype)
     c = t.codec
-    templates = TUNE_GROUPS + OP_GROUPS.get(op, ()) + (TWO_BYTE_GROUPS if t.narrow else ())
+    templates = TUNE_GROUPS + tuple(op_groups) + (TWO_BYTE_GROUPS if t.narrow else ())
     names = (template.format(c=c, i=index, op=op) for template in templates)
     return tuple(name for name in dict.fromkeys(names) if name in GROUPS)
 
 
-def tune_modules(op: str, dtype: str, index: str = "int") -> tuple[KernelRef, ...]:
-    """The modules of `tune_groups(op, dtype, index)`."""
-    return tuple(MODULES[name] for name in tune_groups(op, dtype, index))
+def tune_modules(op: str, dtype: str, index: str = "int", op_groups=()) -> tuple[KernelRef, ...]:
+    """The modules of `tune_groups(op, dtype, index, op_groups)`."""
+    return tuple(MODULES[name] for name in tune_groups(op, dtype, index, op_groups))
 
 
 def _fn(expression: str):
@@ -157,21 +160,22 @@ def fill(arr, value: float):
         arr.data.memset_async(0, arr.nbytes)
         return arr
     t = of_storage(arr.dtype)
-    fill = _FILLS.get(t.itemsize) if t is not None else None
-    if fill is None:
+    word = _FILL_WORDS.get(t.itemsize) if t is not None else None
+    if word is None:
         raise TypeError(f"no helper fill for {arr.dtype} arrays")
     # the value rounded to the type as the host rounds it, then written as bits of its width
-    expression, word = fill
-    bits = to_storage(np.asarray([value], np.float32), t.name).view(word)[0]
-    if expression is None:      # one byte per element: a memset writes it
-        arr.data.memset_async(int(bits), arr.nbytes)
+    bits = int(to_storage(np.asarray([value], np.float32), t.name).view(word)[0])
+    if word is np.uint8:        # one byte per element: a memset writes it
+        arr.data.memset_async(bits, arr.nbytes)
+    elif word is np.uint16:
+        _launch("autosage_fill_u16", arr.size, (arr, word(bits), np.int64(arr.size)))
     else:
-        _launch(expression, arr.size, (arr, word(int(bits)), np.int64(arr.size)))
+        _launch("autosage_fill_u32", arr.size, (arr, word(bits), np.int64(arr.size)))
     return arr
 
 
-# The fill of each element width and its word type: a fill writes bits, whatever they mean.
-_FILLS = {1: (None, np.uint8), 2: ("autosage_fill_u16", np.uint16), 4: ("autosage_fill_u32", np.uint32)}
+# The word of each element width a fill writes (autosage_fill_u16 / _u32): bits, whatever they mean.
+_FILL_WORDS = {1: np.uint8, 2: np.uint16, 4: np.uint32}
 
 
 def uniform(shape, seed: int, stream: int, storage):

@@ -181,6 +181,19 @@ def prepare_native(dgraph, schedule, k: int, heads: int = 1, scale: float | None
     return prepare(dgraph, schedule, k, heads, scale, dtype=dtype, **options)
 
 
+def tune_groups(op: str, dtype: str, index: str = "int") -> tuple[str, ...]:
+    """The helper-kernel groups a tune of `op` in `dtype` launches (kernels/util.tune_groups with
+    the spec's own `helper_groups`)."""
+    from ..kernels import util
+    return util.tune_groups(op, dtype, index, get(op).helper_groups)
+
+
+def tune_modules(op: str, dtype: str, index: str = "int"):
+    """The modules of `tune_groups(op, dtype, index)`."""
+    from ..kernels import util
+    return util.tune_modules(op, dtype, index, get(op).helper_groups)
+
+
 # ------------------------------------------------------------------ bytes
 
 def compulsory_bytes(op: str, n_rows: int, n_cols: int, nnz: int, k: int, heads: int = 1,

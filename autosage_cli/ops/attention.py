@@ -9,7 +9,15 @@ import math
 from .. import dtypes
 from ..backends import attention_vendor
 from ..backends.base import HeadsOutPlan
+from . import sddmm, spmm
+from .cost.row_walks import attention_rows, attention_unfused
 from .spec import OpSpec
+
+# The unfused pipeline's sub-steps are costed by the SDDMM and SpMM models.
+COST_MODELS = {"rows": attention_rows,
+               "unfused": attention_unfused({"sddmm": sddmm.COST_MODELS, "spmm": spmm.COST_MODELS})}
+# Its vendor composition's SDDMM is one of SDDMM's vendors; then the row softmax's steps.
+HELPER_GROUPS = sddmm.HELPER_GROUPS + ("softmax", "softmax/{i}", "softmax/{c}/{i}")
 
 
 def _input_shapes(graph, k: int, heads: int = 1) -> list[tuple[int, ...]]:
@@ -44,5 +52,6 @@ SPEC = OpSpec(
     vendor_stream=lambda n_rows, nnz, k, heads: n_rows * k * heads,
     vendor_stages=3,                                   # SDDMM, softmax, SpMM
     baselines=("pyg",), default_vendor="vendor-unfused-default",
-    accumulates=("features", "edges"), warmup_shape=(64, 4),
+    accumulates=("features", "edges"), warmup_shape=(64, 4), cost_models=COST_MODELS,
+    helper_groups=HELPER_GROUPS, vendor_imports=sddmm.SPEC.vendor_imports,
 )

@@ -62,6 +62,15 @@ class OpSpec:
     warmup_shape: tuple[int, int] = (64, 1)
     # Whether the op multiplies by the graph's values (SpMM, SDDMM); attention's scores ignore them.
     reads_values: bool = True
+    # Its cost models (name -> model, ops/cost/row_walks.py): a family names the model of its walk
+    # (`Family.cost`). None: the row walk of this spec alone (scheduler/estimate.spec_rows).
+    cost_models: Mapping[str, Callable] | None = None
+    # The helper-kernel groups a tune of this op launches besides every tune's (its vendors' and
+    # references' steps), as kernels/util.py templates filled with the codec {c} and index type {i}.
+    helper_groups: tuple[str, ...] = ()
+    # The libraries its guardrail vendors import on first use, as functions that import them: a tune
+    # runs them on a thread while the graph loads (scheduler/prefetch.py).
+    vendor_imports: tuple[Callable[[], None], ...] = ()
 
     def require_dtype(self, dtype: str) -> str:
         return dtypes.require(dtype, self.dtypes, self.name)

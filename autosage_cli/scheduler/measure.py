@@ -59,7 +59,8 @@ class GpuMeasurer:
     def compile_native(self, dgraph, schedules, k: int, heads: int, dtype: str = dtypes.DEFAULT) -> dict:
         """Build every candidate's kernels at once, in parallel: name -> (ms, error or None)."""
         from ..backends import native
-        return native.compile_plans(dgraph, schedules, k, heads, dtype=dtype)
+        groups = {op: op_specs.get(op).helper_groups for op in {s.op for s in schedules}}
+        return native.compile_plans(dgraph, schedules, k, heads, dtype=dtype, helper_groups=groups)
 
     def prepare_vendor(self, dgraph, name: str, k: int, heads: int, scale=None, dtype: str = dtypes.DEFAULT):
         return op_specs.prepare_vendor(dgraph, name, k, heads, scale, dtype)

@@ -11,7 +11,8 @@ from .. import cache as cache_mod, dtypes, ops as op_specs
 from ..errors import AutosageError
 from ..graphs.csr import replayable_source
 from ..kernels import compile as kcompile, schedule as schedule_mod
-from . import estimate, phases, policy, probe, roofline, sample, tune_features
+from ..ops.cost import roofline
+from . import estimate, phases, policy, probe, sample, tune_features
 from .tune_features import features_version  # noqa: F401  (the CLI's graph memo checks it)
 from .measure import GpuMeasurer
 from .plans import plan_for, resolve_schedule  # noqa: F401  (a decision to a plan; API and replay)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..kernels.schedule import Schedule
+from ...kernels.schedule import Schedule
 from .roofline import FLOAT, SECTOR, DeviceModel
 
 

@@ -1,13 +1,13 @@
 """The cost models of the SpMM families that split a row's *edges* rather than its features (K <= 8):
 vector (a group per row), parreduce (the same walk by persistent groups, longest rows first) and
-stream (equal windows of nonzeros, whatever rows they hold). estimate.py's COST_MODELS names them."""
+stream (equal windows of nonzeros, whatever rows they hold). The SpMM spec's cost_models names them (ops/spmm.py)."""
 from __future__ import annotations
 
 import math
 from dataclasses import replace
 
-from ..dtypes import MAX_VECTOR_BYTES
-from ..kernels.schedule import Schedule, family_of
+from ...dtypes import MAX_VECTOR_BYTES
+from ...kernels.schedule import Schedule, family_of
 from .gathers import Walker, edge_step_us, gather_bytes, gather_latency_us
 from .roofline import FLOAT, INDEX, Launch
 

@@ -224,7 +224,7 @@ def _device_graph(graph: CSRGraph):
     return dg
 
 
-def resolve_schedule(op: str, schedule, k: int, heads: int):
+def check_requested_schedule(op: str, schedule, k: int, heads: int):
     """Check a requested schedule without a GPU: None (let the scheduler decide), ("vendor", name)
     or ("native", Schedule). Raises AutosageError for an unknown name, another op's name, or a
     schedule that cannot take this K / head count."""
@@ -294,11 +294,11 @@ def untuned_vendor_plan(dgraph, op: str, k: int, heads: int, scale, dtype: str):
 def prepare_plan(graph: CSRGraph, dgraph, op: str, k: int, heads: int = 1, *, schedule=None,
                  scale=None, cache=None, tune: bool = True, dtype: str = dtypes.DEFAULT):
     """A Plan for `op` at width k with `dtype` operands on `dgraph` (the device copy of `graph`),
-    not memoized: a fixed `schedule` (checked by resolve_schedule) or, for None, the cached
+    not memoized: a fixed `schedule` (checked by check_requested_schedule) or, for None, the cached
     decision / tuning as the ops do. For callers that keep their own device graphs and plans
     (autosage_cli.torch)."""
     op_specs.require_dtype(op, dtype)
-    resolved = resolve_schedule(op, schedule, k, heads)
+    resolved = check_requested_schedule(op, schedule, k, heads)
     if resolved is None:
         return _prepare_tuned(graph, dgraph, op, k, heads, scale, cache, tune, dtype)
     return _prepare_named(dgraph, op, resolved, k, heads, scale, dtype)
@@ -340,7 +340,7 @@ def _run(graph: CSRGraph, op: str, k: int, heads: int, named_inputs, schedule, s
     from .capability import require_gpu
 
     dtype = common_dtype([(name, _element_type(name, x, dtype)) for name, x in named_inputs])
-    resolved = resolve_schedule(op, schedule, k, heads)  # bad names fail before the GPU is asked
+    resolved = check_requested_schedule(op, schedule, k, heads)  # bad names fail before the GPU is asked
     require_gpu(f"autosage_cli.{op}")
     inputs = tuple(to_cupy(name, x, dtype) for name, x in named_inputs)
     plan = _plan(graph, op, k, heads, resolved, scale, cache, tune, dtype)

@@ -71,7 +71,8 @@ def main() -> int:
     from autosage_cli.features import compute_features
     from autosage_cli.graphs import synthetic
     from autosage_cli.kernels import schedule as schedule_mod
-    from autosage_cli.scheduler import estimate, probe, roofline, sample
+    from autosage_cli.ops.cost import roofline
+    from autosage_cli.scheduler import estimate, probe, sample
     from autosage_cli import environment
 
     measure = probe.GpuMeasurer()

@@ -20,9 +20,9 @@ DATASETS = ROOT / "datasets"
 
 TUNE_SCRIPT = """
 import json, sys
+from autosage_cli import ops
 from autosage_cli.backends import native
 from autosage_cli.graphs.load import load_graph
-from autosage_cli import ops
 from autosage_cli.kernels import compile as kc, schedule as sched, util
 from autosage_cli.scheduler import tune
 op, k, heads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
@@ -106,13 +106,14 @@ def test_compile_on_the_gpu_leaves_a_first_tune_nothing_to_compile(tmp_path):
 def test_a_plan_reports_the_compile_part_of_its_prepare(tmp_path):
     out = run_fresh(tmp_path, str(DATASETS), script="""
         import json, sys
+        from autosage_cli import ops
         from autosage_cli.backends import native
         from autosage_cli.backends.base import DeviceGraph
         from autosage_cli.graphs.load import load_graph
         from autosage_cli.kernels import schedule as sched
         d = DeviceGraph.from_host(load_graph(dataset="cora", root=sys.argv[1]))
         s = sched.candidates("spmm", 32)[0]
-        first, second = native.prepare(d, s, 32), native.prepare(d, s, 32)
+        first, second = ops.prepare_native(d, s, 32), ops.prepare_native(d, s, 32)
         print(json.dumps([[p.compile_ms, p.prepare_ms] for p in (first, second)]))
     """)
     (c1, p1), (c2, _p2) = out

@@ -201,11 +201,14 @@ def test_api_takes_the_dtype_from_its_inputs():
 
 
 def test_native_plans_get_the_dtype_through_the_op_spec(monkeypatch):
-    """ops.prepare_native checks the dtype against the spec, then calls backends.native.prepare
-    (looked up per call) with it."""
+    """ops.prepare_native checks the dtype against the spec, then calls the spec's own
+    prepare_native with it."""
+    import dataclasses
+
     calls = []
-    monkeypatch.setattr(native, "prepare", lambda *a, **kw: calls.append((a, kw)) or "plan")
-    s = registry("sddmm")[0]
+    spec = dataclasses.replace(ops.get("sddmm"), prepare_native=lambda *a, **kw: calls.append((a, kw)) or "plan")
+    monkeypatch.setitem(ops.SPECS, "sddmm", spec)
+    s = next(s for s in registry("sddmm") if s.supports(8, 1, "bfloat16") is None)
     assert ops.prepare_native("dg", s.name, 8, 1, 0.5, "bfloat16") == "plan"
     assert calls == [(("dg", s, 8, 1, 0.5), {"dtype": "bfloat16"})]
     with pytest.raises(AutosageError, match="unknown dtype 'int8'"):

@@ -171,17 +171,17 @@ def test_split_grid_covers_chunks_and_light_rows(s):
 # ------------------------------------------------------------------ native refusals without a GPU
 
 def test_native_prepare_refuses_unsupported_width_and_heads():
-    from autosage_cli.backends import native
+    from autosage_cli import ops
 
     s = Schedule("spmm", "subwarp", lanes=4, vec=4, unroll=4)
     with pytest.raises(AutosageError, match="vector width"):
-        native.prepare(None, s, 6)
+        ops.prepare_native(None, s, 6)
     with pytest.raises(AutosageError, match="one head"):
-        native.prepare(None, s, 8, heads=2)
+        ops.prepare_native(None, s, 8, heads=2)
     with pytest.raises(AutosageError, match="attention only"):
-        native.prepare(None, s, 8, use_values=True)
+        ops.prepare_native(None, s, 8, use_values=True)
     with pytest.raises(AutosageError, match="unknown schedule"):
-        native.prepare(None, "spmm.nosuch.g1.v1.t256", 4)
+        ops.prepare_native(None, "spmm.nosuch.g1.v1.t256", 4)
 
 
 # ------------------------------------------------------------------ the vector family (K <= 8)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 from .. import dtypes
-from ..backends import attention_vendor
+from ..backends import attention_vendor, native_attention
 from ..backends.base import HeadsOutPlan
 from . import sddmm, spmm
 from .cost.row_walks import attention_rows, attention_unfused
@@ -42,6 +42,7 @@ def _device_reference(dgraph, inputs, scale=None, dtype: str = dtypes.DEFAULT):
 
 SPEC = OpSpec(
     name="attention", dtypes=tuple(dtypes.DTYPES), operands=("Q", "K", "V"), multi_head=True, reads_values=False,
+    prepare_native=native_attention.prepare,
     input_shapes=_input_shapes, output_shape=HeadsOutPlan.out_shape, reference=_reference,
     device_reference=_device_reference,
     gathers_per_edge=lambda heads: 2 * heads,          # K and V rows

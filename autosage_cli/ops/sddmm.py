@@ -4,6 +4,7 @@ composition."""
 from __future__ import annotations
 
 from .. import dtypes
+from ..backends import native_sddmm
 from ..backends.base import EdgesOutPlan
 from ..backends.sddmm_providers import nvmath_cusparse
 from ..backends.sddmm_vendor import VENDOR_PROVIDERS, prepare_sddmm, sddmm_vendor_names
@@ -42,6 +43,7 @@ def _device_reference(dgraph, inputs, scale=None, dtype: str = dtypes.DEFAULT):
 
 SPEC = OpSpec(
     name="sddmm", dtypes=tuple(dtypes.DTYPES), operands=("X", "Y"), multi_head=False,
+    prepare_native=native_sddmm.prepare,
     input_shapes=_input_shapes, output_shape=EdgesOutPlan.out_shape, reference=_reference,
     device_reference=_device_reference,
     gathers_per_edge=lambda heads: 1, scores_per_edge=lambda heads: 0,

@@ -41,8 +41,9 @@ class OpSpec:
     # The vendor entry a framework user gets without tuning (cuSPARSE's default algorithm), or
     # None when the op has no such default (then the first vendor entry stands in for it).
     default_vendor: str | None = None
-    # (dgraph, schedule, k, heads, scale, dtype=..., **options) -> Plan; None: backends.native.prepare,
-    # looked up when called, which runs the plans of backends/native_<op>.py
+    # (dgraph, schedule, k, heads, scale, dtype=..., **options) -> Plan: its native plans (the
+    # built-in ops: backends/native_<op>.py's prepare), called by ops.prepare_native once the
+    # schedule is known to run the case; None: the op has no native plans.
     prepare_native: Callable | None = None
     # What one output sums (float32 sums, the verification bound's length): "features" (K products:
     # SDDMM's and attention's dots) and/or "edges" (a row's edges: SpMM, attention's softmax).

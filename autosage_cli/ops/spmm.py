@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from .. import dtypes
+from ..backends import native_spmm
 from ..backends.base import RowsOutPlan
 from ..backends.cusparse import SPMM_NAMES, prepare_spmm
 from .cost.edge_models import parreduce_spmm, stream_spmm, vector_spmm
@@ -34,6 +35,7 @@ def _device_reference(dgraph, inputs, scale=None, dtype: str = dtypes.DEFAULT):
 
 SPEC = OpSpec(
     name="spmm", dtypes=tuple(dtypes.DTYPES), operands=("B",), multi_head=False,
+    prepare_native=native_spmm.prepare,
     input_shapes=_input_shapes, output_shape=RowsOutPlan.out_shape, reference=_reference,
     device_reference=_device_reference,
     gathers_per_edge=lambda heads: 1, scores_per_edge=lambda heads: 0,

@@ -65,9 +65,9 @@ def kind_change(recorded: dict, features: dict) -> str | None:
 
 def reads_host_graph(record: dict) -> bool:
     """Whether a probed native candidate's plan builds work lists from the graph on the host."""
-    from .plans import resolve_schedule
+    from .plans import schedule_of_decision
 
-    schedule = resolve_schedule({"schedule": record["name"], "params": record.get("params")})
+    schedule = schedule_of_decision({"schedule": record["name"], "params": record.get("params")})
     return family_of(schedule.family).reads_host_graph(schedule)
 
 

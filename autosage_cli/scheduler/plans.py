@@ -9,7 +9,7 @@ from .measure import GpuMeasurer
 from .select import Decision
 
 
-def resolve_schedule(decision) -> object:
+def schedule_of_decision(decision) -> object:
     """The Schedule of a native decision: by name from the registry, else rebuilt from the
     recorded parameters (the registry may have been regenerated since)."""
     name, params = (decision.schedule, decision.params) if isinstance(decision, Decision) else (
@@ -35,6 +35,6 @@ def plan_for(dgraph, decision, k: int, heads: int = 1, scale=None, measure=None,
     decision = getattr(decision, "decision", decision)
     backend = decision.backend if isinstance(decision, Decision) else decision["backend"]
     if backend == "native":
-        return measure.prepare_native(dgraph, resolve_schedule(decision), k, heads, scale, dtype)
+        return measure.prepare_native(dgraph, schedule_of_decision(decision), k, heads, scale, dtype)
     name = decision.schedule if isinstance(decision, Decision) else decision["schedule"]
     return measure.prepare_vendor(dgraph, name, k, heads, scale, dtype)

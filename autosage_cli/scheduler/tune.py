@@ -15,7 +15,7 @@ from ..ops.cost import roofline
 from . import estimate, phases, policy, probe, sample, tune_features
 from .tune_features import features_version  # noqa: F401  (the CLI's graph memo checks it)
 from .measure import GpuMeasurer
-from .plans import plan_for, resolve_schedule  # noqa: F401  (a decision to a plan; API and replay)
+from .plans import plan_for, schedule_of_decision  # noqa: F401  (a decision to a plan; API and replay)
 from .probe_run import decide_outcome, run_probe
 from .select import DEFAULT_GUARDRAIL, Decision
 

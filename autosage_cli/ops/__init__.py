@@ -26,6 +26,7 @@ from ..dtypes import DTYPES
 from ..errors import AutosageError
 from ..kernels import schedule as schedule_registry
 from . import attention, sddmm, spmm
+from .case import Case  # noqa: F401  (the tuner's case value)
 from .spec import OpSpec
 
 SPECS: dict[str, OpSpec] = {s.name: s for s in (spmm.SPEC, sddmm.SPEC, attention.SPEC)}

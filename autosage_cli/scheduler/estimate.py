@@ -31,7 +31,6 @@ rough on purpose: a model that ranks is enough, and its errors are caught by pro
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
 
 from .. import dtypes, ops as op_specs
 from ..kernels import schedule as schedule_mod

@@ -123,7 +123,7 @@ def probe_candidates(dgraph, op: str, k: int, heads: int, candidates, vendor_nam
     live_vendors: list[Live] = []
     live_natives: list[Live] = []
     try:
-        reference, ref_name, scratch = _probe_vendors(measure, dgraph, (op, k, heads, dtype), vendors,
+        reference, ref_name, scratch = _probe_vendors(measure, dgraph, op_specs.Case(op, k, heads, dtype), vendors,
                                                       live_vendors, inputs, tol, budget, clock, say)
         for rec, (schedule, _est) in zip(natives, candidates):
             rec.compile_ms, error = compiled.get(rec.name, (None, None))
@@ -163,7 +163,7 @@ def _probe_vendors(measure, dgraph, case, vendors: list[ProbeRecord], live: list
     order: each screening launch right after its verification run, which warms it up, unless
     that run was already COLD_SCREEN_RATIO behind the fastest screened vendor. Then pick the reference by the measurer's rule (vendor order) and drop
     the vendors that disagree with it. Returns (reference output, its name, a spare output)."""
-    op, k, heads, dtype = case
+    op, k, heads, dtype = case.op, case.k, case.heads, case.dtype
     outputs = {}
     for rec in _untuned_first(op, vendors):
         say(f"probe vendor {rec.name}")

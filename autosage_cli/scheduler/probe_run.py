@@ -32,12 +32,12 @@ class Outcome:
 
 def run_probe(graph, device_graph, case, pplan, vendor_names, target, limits, measure,
                seed, say, clock) -> Outcome:
-    """Run the probe `pplan` describes for `case` (op, k, heads, dtype) within `limits` (budget ms,
+    """Run the probe `pplan` describes for `case` (ops.Case) within `limits` (budget ms,
     guardrail): the candidates on the whole graph, or on a sample and then its best `pplan.confirm`
     natives with every vendor on the whole graph, or (`pplan.check_families`) the sample's best
     native of each family without vendors. `clock` (phases.PhaseClock) collects where the time
     went, uploads included."""
-    op, k, heads, dtype = case
+    op, k, heads, dtype = case.op, case.k, case.heads, case.dtype
     budget_ms, guardrail = limits
     whole = {"graph": "full", "rows": graph.n_rows, "nnz": graph.nnz, "why": pplan.why}
     dgraph = device_graph

@@ -186,7 +186,7 @@ def tune(graph, op: str, k: int, heads: int = 1, *, cache=None, top_k: int = DEF
     t = time.perf_counter()
     clock = phases.PhaseClock()
     with clock.timing_imports():    # a vendor's first use of torch or nvmath is timed as imports
-        outcome = run_probe(graph, device_graph, (op, k, heads, dtype), pplan, vendor_names, target,
+        outcome = run_probe(graph, device_graph, op_specs.Case(op, k, heads, dtype), pplan, vendor_names, target,
                              (budget_ms, guardrail), measure, seed, say, clock)
     split = _probe_split(outcome, clock, (time.perf_counter() - t) * 1e3, built_before)
 

@@ -2,7 +2,11 @@
 
 A `Schedule` is a frozen description of one way to run an op: the kernel family (one templated
 kernel in a cuda/ file) and its knobs. Its `name` is stable and used in the cache, CSV rows and
-test ids. Only `launch()` computes grid and block sizes.
+test ids. `launch()` computes the grid and block of a launch over work items (a group or warp
+per row, chunk or edge run); the plans whose layout is not one item per group build their own
+from their work lists (backends/native_spmm.py: the split grid of chunk and light-row blocks, the
+persistent grid capped at the resident blocks, the stream windows; native_attention.py's combine
+step; kernels/util.py's grid-stride helpers), with `threads` as the block size throughout.
 
 Two kinds of module describe the schedules, and this one joins them:
   * family modules (`spmm_families`, `sddmm_families`, `attention_families`): one `Family` entry

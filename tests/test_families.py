@@ -187,7 +187,7 @@ def test_the_rows_layout_launches_a_group_per_row():
     from autosage_cli.backends.native_spmm import LAYOUTS
 
     graph = SimpleNamespace(n_rows=1000, indptr="indptr", indices="indices")
-    plan = SimpleNamespace(sched=sched.get("spmm.warprow.g8.v4.t256.u4"), graph=graph, k=16, launches=[],
+    plan = SimpleNamespace(native_schedule=sched.get("spmm.warprow.g8.v4.t256.u4"), graph=graph, k=16, launches=[],
                            kernel="kernel")
     LAYOUTS["rows"](plan)
     [(_, grid, block, head, _, tail)] = plan.launches
@@ -212,7 +212,7 @@ def test_a_stream_plan_refuses_a_graph_whose_last_window_passes_int32_offsets():
     s = next(s for s in sched.registry("spmm") if s.family == "stream")
     graph = SimpleNamespace(n_rows=1000, nnz=INT32_MAX - s.threads * s.unroll + 1, indptr="indptr",
                             indices="indices")
-    plan = SimpleNamespace(sched=s, graph=graph, k=s.tile, launches=[], kernel="kernel")
+    plan = SimpleNamespace(native_schedule=s, graph=graph, k=s.tile, launches=[], kernel="kernel")
     with pytest.raises(AutosageError, match="int32 edge offsets"):
         LAYOUTS["stream"](plan)
     assert plan.launches == []

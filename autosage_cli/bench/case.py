@@ -55,8 +55,8 @@ class CaseRunner:
         results: list[Measured] = []
         plans: dict = {}
         for name in self.tk.vendor_names(c.op):
-            plan, failed = self.timer.prepare(name, name, lambda: self.tk.prepare_vendor(self.dgraph, name, c.k, c.heads,
-                                                                                   dtype=c.dtype))
+            plan, failed = self.timer.prepare(name, name, lambda: self.tk.prepare_vendor(
+                self.dgraph, name, c.k, c.heads, dtype=c.dtype))
             results.append(failed or self.timer.measure(plan, backend=name, verify=False, repeat=1))
             if results[-1].status == "ok":
                 plans[name] = plan

@@ -158,7 +158,7 @@ def test_the_device_features_equal_the_host_features(index):
     so is every feature the GPU measurer gives."""
     from autosage_cli.features import compute_features, diagonal_sums
     from autosage_cli.graphs.csr import CSRGraph
-    from autosage_cli.scheduler.measure import GpuMeasurer
+    from autosage_cli.scheduler.probing.measure import GpuMeasurer
 
     rng = np.random.default_rng(3)
     for n_rows, n_cols in ((5_000, 5_000), (3_000, 70_000)):

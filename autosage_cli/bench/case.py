@@ -1,5 +1,5 @@
 """One benchmark case (graph × op × K × heads × dtype): every way to compute it, measured through the
-toolkit (the tuner's measurer, scheduler/measure.py) and turned into rows; the order is the run's
+toolkit (the tuner's measurer, scheduler/probing/measure.py) and turned into rows; the order is the run's
 (bench/harness.py says it). One plan's verification and timing is bench/plan_timing.py; autosage's
 own rows, bench/case_autosage.py."""
 from __future__ import annotations
@@ -9,8 +9,8 @@ import math
 from .. import ops as op_specs
 from ..environment import now_iso
 from ..errors import BudgetError, one_line
-from ..scheduler.measure import ReferencePick, best_vendor, vendor_reference  # the probe's too
-from ..scheduler.probe import SCREEN_RATIO   # the probe's screen, applied to --exhaustive
+from ..scheduler.probing.measure import ReferencePick, best_vendor, vendor_reference  # the probe's too
+from ..scheduler.probing.probe import SCREEN_RATIO  # the probe's screen, applied to --exhaustive
 from .case_autosage import autosage_row, mark_agreement
 from .plan_timing import (MIN_REPEATS, OTHER_VENDOR_BUDGET_MS, PLAN_BUDGET_MS,  # noqa: F401  (the run's budgets)
                           VENDOR_SCREEN_RATIO, Measured, PlanTimer, timing_batch)

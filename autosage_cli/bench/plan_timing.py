@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..errors import one_line
-from ..scheduler.measure import compare
+from ..scheduler.probing.measure import compare
 
-# The rows' own timing, as the probe spends its budget (scheduler/probe.py): every plan's first
+# The rows' own timing, as the probe spends its budget (scheduler/probing/probe.py): every plan's first
 # timed launch follows its verification run, which is its warm-up; the run's repeats and warm-ups
 # are cut to fit PLAN_BUDGET_MS (never below MIN_REPEATS) for autosage's rows, the natives, the
 # baselines and the fastest vendor, and to OTHER_VENDOR_BUDGET_MS for the other vendors (they are

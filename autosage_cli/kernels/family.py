@@ -71,7 +71,7 @@ class Family:
     substeps: tuple[str, ...] = ()
     # Its plan builds work lists (row partitions, segments, windows) from the graph on the host:
     # (schedule) -> bool; None: never. Such a plan copies the graph to the host and walks it once
-    # per new graph, so a decision that carries over to new graphs (scheduler/kinds.py) takes one
+    # per new graph, so a decision that carries over to new graphs (scheduler/decisions/kinds.py) takes one
     # of the others.
     host_work_lists: Optional[Callable[..., bool]] = None
 

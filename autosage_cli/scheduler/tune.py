@@ -12,12 +12,13 @@ from ..errors import AutosageError
 from ..graphs.csr import replayable_source
 from ..kernels import compile as kcompile, schedule as schedule_mod
 from ..ops.cost import roofline
-from . import estimate, phases, policy, probe, sample, tune_features
+from . import estimate, tune_features
+from .probing import phases, policy, probe, sample
 from .tune_features import features_version  # noqa: F401  (the CLI's graph memo checks it)
-from .measure import GpuMeasurer
-from .plans import plan_for, schedule_of_decision  # noqa: F401  (a decision to a plan; API and replay)
-from .probe_run import decide_outcome, run_probe
-from .select import DEFAULT_GUARDRAIL, Decision
+from .probing.measure import GpuMeasurer
+from .decisions.plans import (plan_for, schedule_of_decision)  # noqa: F401  (a decision to a plan; API and replay)
+from .probing.probe_run import decide_outcome, run_probe
+from .decisions.select import DEFAULT_GUARDRAIL, Decision
 
 DEFAULT_TOP_K = 12      # the most candidates a probe times; the budget may allow fewer (policy.py)
 # Bumped when the way a decision is reached changes (sampling, screening, confirmation): a decision

@@ -14,11 +14,11 @@ dispatch), cuda (the CUDA path), norm (normalised graphs), nn (layers), ops (the
 custom operators), handles (the Graph handles they take), capture (CUDA-graph captured steps),
 sampler (a neighbour sampler for mini-batches), minibatch and training (the benchmarks' step
 runners). `probe_count()` counts the tuning probes run in this process (a mini-batch loop probes
-once per new kind of graph, scheduler/kinds.py); `host_copies()` the copies of a graph to the host.
+once per new kind of graph, scheduler/decisions/kinds.py); `host_copies()` the copies of a graph to the host.
 """
 from __future__ import annotations
 
-from ..scheduler.kinds import probe_count
+from ..scheduler.decisions.kinds import probe_count
 from .capture import capture_inference, capture_training_step
 from .functions import additive_attention, attention, sddmm, spmm
 from .graph import Graph, host_copies

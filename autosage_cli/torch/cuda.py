@@ -187,7 +187,7 @@ def capturable_plans():
 def plan(graph: Graph, op: str, k: int, device: torch.device, *, heads: int = 1, scale=None,
          weighted: bool = False, dtype: str = "float32"):
     """The prepared plan for (op, k, heads, scale, dtype) on `graph`, made once: a fixed schedule
-    from graph.schedules, else the decision for the graph's kind (scheduler/kinds.py: no probe,
+    from graph.schedules, else the decision for the graph's kind (scheduler/decisions/kinds.py: no probe,
     no copy of the graph for a kind already decided), tuning a new kind once. Inside
     `capturable_plans`, a native plan."""
     weighted = weighted and graph.weight is not None
@@ -206,8 +206,8 @@ def plan(graph: Graph, op: str, k: int, device: torch.device, *, heads: int = 1,
 
 def _prepare(graph: Graph, dgraph, question: tuple, scale, capturable: bool = False):
     from .. import api
-    from ..scheduler import kinds
-    from ..scheduler.plans import plan_for
+    from ..scheduler.decisions import kinds
+    from ..scheduler.decisions.plans import plan_for
 
     op, k, heads, dtype, weighted = question
     fixed = graph.schedules.get(op)
@@ -289,7 +289,7 @@ def additive_plan(graph: Graph, d: int, heads: int, negative_slope: float, devic
     fixed schedule from graph.schedules["attention-additive"], else the cost model's best fused
     schedule (scheduler.additive: not probed), chosen once per kind of graph."""
     from ..backends.base import unsynchronized_prepare
-    from ..scheduler import additive, kinds
+    from ..scheduler.decisions import additive, kinds
 
     key = ("plan", "attention-additive", d, heads, negative_slope, device.index, dtype)
     if key not in graph.gpu:

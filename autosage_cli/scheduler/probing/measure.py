@@ -1,5 +1,5 @@
 """The one measurer: how autosage runs, verifies, times and compares plans, for the tuner's probe
-(scheduler/probe.py) and the benchmark (bench/harness.py) alike.
+(scheduler/probing/probe.py) and the benchmark (bench/harness.py) alike.
 
   GpuMeasurer        the GPU operations: device graphs, inputs, native and vendor plans (through
                      the op specs), a NaN-poisoned verification run, the float64 reference, the
@@ -18,25 +18,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .. import dtypes, ops as op_specs
-from ..graphs.csr import CSRGraph
+from ... import dtypes, ops as op_specs
+from ...graphs.csr import CSRGraph
 
 
 class GpuMeasurer:
     """The real measurements: the op specs' native and vendor plans, CUDA-event timing."""
 
     def to_device(self, graph: CSRGraph):
-        from ..backends.base import DeviceGraph
+        from ...backends.base import DeviceGraph
         return DeviceGraph.from_host(graph)
 
     def device_features(self, dgraph):
         """The graph's features (without the exact symmetry check, as a tune's), their pass over
         the edges on the device when indptr and indices share a type."""
-        from ..features import DiagonalSums, compute_features
+        from ...features import DiagonalSums, compute_features
 
         sums = None
         if dgraph.nnz and dgraph.indptr.dtype == dgraph.indices.dtype:
-            from ..kernels import util
+            from ...kernels import util
             sums = DiagonalSums(*util.diagonal_sums(dgraph.indptr, dgraph.indices, dgraph.n_rows))
         return compute_features(dgraph.host, symmetry=False, sums=sums)
 
@@ -58,7 +58,7 @@ class GpuMeasurer:
 
     def compile_native(self, dgraph, schedules, k: int, heads: int, dtype: str = dtypes.DEFAULT) -> dict:
         """Build every candidate's kernels at once, in parallel: name -> (ms, error or None)."""
-        from ..backends import native
+        from ...backends import native
         groups = {op: op_specs.get(op).helper_groups for op in {s.op for s in schedules}}
         return native.compile_plans(dgraph, schedules, k, heads, dtype=dtype, helper_groups=groups)
 
@@ -73,7 +73,7 @@ class GpuMeasurer:
         """`run`, and the CUDA-event ms of that one (cold) launch: (output, ms). The probe screens
         a vendor that is far behind on this launch alone (screen.COLD_SCREEN_RATIO)."""
         import cupy
-        from ..backends import timing
+        from ...backends import timing
         out = plan.alloc_out()
         timing.poison(out)
         start, end = cupy.cuda.Event(), cupy.cuda.Event()
@@ -95,13 +95,13 @@ class GpuMeasurer:
                                                scale=scale, dtype=dtype))
 
     def rel_error(self, out, ref) -> float:
-        from ..backends import timing
+        from ...backends import timing
         return float(timing.rel_error(out, ref))
 
     def time(self, plan, inputs, out, repeat: int, warmup: int, max_ms: float | None = None,
              flush_l2: bool = False):
         """TimingStats of `repeat` launches after `warmup` (CUDA events around the launch only)."""
-        from ..backends import timing
+        from ...backends import timing
         return timing.time_plan(plan, inputs, out, repeat=repeat, warmup=warmup, max_ms=max_ms,
                                 flush_l2=flush_l2)
 

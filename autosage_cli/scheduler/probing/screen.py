@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import one_line
+from ...errors import one_line
 from .phases import PhaseClock
 
 SCREEN_RATIO = 1.3          # a plan this much slower than the fastest of its group after one timed

@@ -9,12 +9,12 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 
-from .. import dtypes, ops as op_specs
-from ..errors import AutosageError
-from ..graphs.csr import replayable_source
-from . import probe
-from .measure import GpuMeasurer
-from .tune import plan_for
+from ... import dtypes, ops as op_specs
+from ...errors import AutosageError
+from ...graphs.csr import replayable_source
+from ..probing import probe
+from ..probing.measure import GpuMeasurer
+from ..tune import plan_for
 
 FAILING = ("failed", "mismatched", "missing", "invalid")
 REPLAY_REPEAT, REPLAY_WARMUP = 20, 3
@@ -60,7 +60,7 @@ def graph_label(source: dict) -> str:
 
 def located(source: dict, cache_path) -> dict:
     """`source` with a path recorded relative to its cache's folder (`beside_cache`: the graphs
-    scheduler.kinds saves for replay) made absolute."""
+    scheduler.decisions.kinds saves for replay) made absolute."""
     if source.get("beside_cache") and "path" in source:
         from pathlib import Path
 
@@ -69,7 +69,7 @@ def located(source: dict, cache_path) -> dict:
 
 
 def _load_source(source: dict):
-    from ..graphs.load import load_source
+    from ...graphs.load import load_source
     return load_source(source)
 
 

@@ -2,10 +2,10 @@
 heads, scale, measure, dtype)`; the API, the benchmark and `autosage replay` use it."""
 from __future__ import annotations
 
-from .. import dtypes
-from ..errors import AutosageError
-from ..kernels import schedule as schedule_mod
-from .measure import GpuMeasurer
+from ... import dtypes
+from ...errors import AutosageError
+from ...kernels import schedule as schedule_mod
+from ..probing.measure import GpuMeasurer
 from .select import Decision
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from ..errors import AutosageError
+from ...errors import AutosageError
 
 DEFAULT_GUARDRAIL = 0.95
 

@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass, field
 
 from . import probe, sample
-from .select import Decision, decide, decide_checked, family_bests
+from ..decisions.select import Decision, decide, decide_checked, family_bests
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """Micro-probes: time the top candidates and every vendor algorithm on the whole graph or on the
 sample `sample.py` draws (policy.py says which); how the verified plans are timed is screen.py's.
 
-Measuring goes through the measurer (scheduler/measure.py: the GPU one by default; its reference
+Measuring goes through the measurer (scheduler/probing/measure.py: the GPU one by default; its reference
 rule and verification are the benchmark's too) so the loop itself — verify against the vendor,
 time every verified candidate and vendor at least MIN_REPEATS times, spend what is left of the
 budget on more repeats — is tested on a CPU with a fake.
@@ -12,13 +12,13 @@ import math
 import time
 from dataclasses import asdict, dataclass, field
 
-from .. import dtypes, ops as op_specs
-from ..errors import one_line   # probe failures are recorded as one line (replay uses it too)
+from ... import dtypes, ops as op_specs
+from ...errors import one_line  # probe failures are recorded as one line (replay uses it too)
 from .measure import GpuMeasurer, compare, vendor_reference  # noqa: F401  (GpuMeasurer: callers' default)
 from .phases import PhaseClock
 # The screen's constants and merge_batches are the probe's own, as callers (tune, the bench) know them.
-from .screen import (COLD_SCREEN_RATIO, MAX_REPEAT, MIN_REPEATS, SCREEN_RATIO, WARMUP,  # noqa: F401
-                     Budget, Live, batch, interleave, merge_batches, screened_cold, time_all)
+from .screen import (COLD_SCREEN_RATIO, MAX_REPEAT, MIN_REPEATS, SCREEN_RATIO, WARMUP, Budget, Live,
+                     batch, interleave, merge_batches, screened_cold, time_all)
 
 REL_TOLERANCE = dtypes.tolerance("float32")   # per dtype: dtypes.tolerance (docs/MEASUREMENT.md)
 DEFAULT_BUDGET_MS = 600.0   # measured GPU time across all candidates and vendors: what a 1 s cold
@@ -76,7 +76,7 @@ class ProbeResult:
         return max(0.0, self.spent_ms - self.budget_ms)
 
 
-# ------------------------------------------------------------------ measuring: scheduler/measure.py
+# ------------------------------------------------------------------ measuring: scheduler/probing/measure.py
 
 # ------------------------------------------------------------------ the probe loop
 

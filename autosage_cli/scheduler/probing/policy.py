@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import estimate
+from .. import estimate
 
 NATIVE_CALIBRATION = 1.6      # measured full-graph ms / estimate_ms, upper quartile, H200 study
 VENDOR_CALIBRATION = 2.0      # the vendor estimate is rougher (no per-algorithm model)

@@ -10,11 +10,11 @@ a fixed schedule can be asked for by name instead.
 """
 from __future__ import annotations
 
-from .. import dtypes
-from ..errors import AutosageError
-from ..graphs.csr import CSRGraph
-from ..kernels.attention_families import FAMILIES
-from ..kernels.schedule import Schedule, family_of, get
+from ... import dtypes
+from ...errors import AutosageError
+from ...graphs.csr import CSRGraph
+from ...kernels.attention_families import FAMILIES
+from ...kernels.schedule import Schedule, family_of, get
 
 # The families with an additive-score kernel, in table order (named in messages).
 ADDITIVE_FAMILIES = tuple(name for name, family in FAMILIES.items() if family.variant("additive"))
@@ -38,8 +38,8 @@ def additive_schedule(graph: CSRGraph, d: int, heads: int, schedule: str | None 
             raise AutosageError(f"schedule {schedule!r} cannot run d={d}, heads={heads} in {dtype}: "
                                 f"{reason}")
         return chosen
-    from ..features import compute_features
-    from .estimate import rank
+    from ...features import compute_features
+    from ..estimate import rank
 
     features = compute_features(graph, symmetry=False)
     for candidate, _ms in rank(features, "attention", d, heads, dtype=dtype):
@@ -52,14 +52,14 @@ def additive_schedule(graph: CSRGraph, d: int, heads: int, schedule: str | None 
 def additive_schedule_of_kind(features: dict, checksum: int, host_graph, d: int, heads: int,
                               dtype: str = dtypes.DEFAULT) -> Schedule:
     """The additive schedule for a graph of `features` (autosage_cli.torch.Graph.kind_features),
-    chosen once per kind (scheduler/kinds.py): the cost model's best for the first graph of the
+    chosen once per kind (scheduler/decisions/kinds.py): the cost model's best for the first graph of the
     kind (`host_graph()`, its CSRGraph, built only then), and for the kind's other graphs its best
     whose plan builds no work lists on the host."""
     from . import kinds
 
     def ranked_once() -> kinds.Kind:
-        from ..features import compute_features
-        from .estimate import rank
+        from ...features import compute_features
+        from ..estimate import rank
 
         ranked = [c for c, _ms in rank(compute_features(host_graph(), symmetry=False), "attention", d,
                                        heads, dtype=dtype) if runs_additive(c)]
@@ -76,6 +76,6 @@ def additive_schedule_of_kind(features: dict, checksum: int, host_graph, d: int,
 def prepare_additive_plan(dgraph, schedule: Schedule, d: int, heads: int, negative_slope: float,
                           dtype: str = dtypes.DEFAULT):
     """A prepared additive-score plan of `schedule` on `dgraph`, V and the output in `dtype`."""
-    from ..backends.native_attention import prepare_additive
+    from ...backends.native_attention import prepare_additive
 
     return prepare_additive(dgraph, schedule, d, heads, negative_slope, dtype)

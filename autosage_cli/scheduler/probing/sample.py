@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from ..graphs.csr import CSRGraph, index_dtype
+from ...graphs.csr import CSRGraph, index_dtype
 
 HEAVIEST_ROWS = 8           # always sampled: the rows that break unsplit schedules...
 HEAVY_SHARE_MAX = 0.05      # ...while they hold at most 5% of the sample (the first: always), so

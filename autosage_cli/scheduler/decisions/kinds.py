@@ -36,8 +36,8 @@ import threading
 from dataclasses import dataclass
 from types import SimpleNamespace
 
-from .. import cache as cache_mod
-from ..kernels.schedule import family_of
+from ... import cache as cache_mod
+from ...kernels.schedule import family_of
 from . import select
 
 KIND_MAX_NNZ = 8_000_000
@@ -189,7 +189,7 @@ def _base_scope(path: str) -> tuple:
     """(cache path, machine, settings) of this process's lookups, worked out once per cache file:
     the machine and the schedule space do not change within a process."""
     if path not in _BASES:
-        from . import tune as tuner
+        from .. import tune as tuner
 
         device, software = tuner.machine()
         settings = tuner.decision_settings(tuner.DEFAULT_TOP_K, tuner.probe.DEFAULT_BUDGET_MS,
@@ -229,7 +229,7 @@ def decide(features: dict, checksum: int, question: tuple, *, cache=None, tune: 
     `host_graph()` (the graph's CSRGraph, built only then), recorded with the kind. None when tuning
     is off and the kind is not known (the caller runs the vendor default), or, with `capturable`
     (a native decision is needed), when the kind has no verified native candidate."""
-    from . import tune as tuner
+    from .. import tune as tuner
 
     op, k, heads, dtype, weighted = question
     store = _store(cache)
@@ -262,7 +262,7 @@ def replayable(graph, store: cache_mod.DecisionCache):
     replay wherever they are copied together."""
     import dataclasses
 
-    from ..graphs.csr import replayable_source
+    from ...graphs.csr import replayable_source
 
     if replayable_source(graph.source):
         return graph

@@ -84,15 +84,18 @@ def _has(x, attribute: str) -> bool:
 
 
 def _element_type(name: str, x, dtype: str | None) -> str:
-    """The element type `x` holds: its own dtype name, except that a uint16 array holds bfloat16
-    bit patterns when (and only when) the caller says dtype="bfloat16"."""
+    """The element type `x` holds: its own dtype name, except that an array in the storage of a
+    type kept as bit patterns (bfloat16's uint16: `DType.bit_patterns`) holds that type when (and
+    only when) the caller names it."""
     own = _dtype_name(x)
-    if own == "uint16":
-        if dtype != "bfloat16":
-            raise AutosageError(f'{name}: a uint16 array is read as bfloat16 bit patterns only with '
-                                f'dtype="bfloat16" (CuPy has no bfloat16 type); pass it, or give '
-                                f'float32/float16 values')
-        return "bfloat16"
+    stored = dtypes.of_storage(own) if own in _STORAGES else None
+    if stored is not None and stored.bit_patterns:
+        if dtype != stored.name:
+            plain = "/".join(t.name for t in dtypes.DTYPES.values() if not t.bit_patterns)
+            raise AutosageError(f'{name}: a {own} array is read as {stored.name} bit patterns only with '
+                                f'dtype="{stored.name}" (CuPy has no {stored.name} type); pass it, or give '
+                                f'{plain} values')
+        return stored.name
     if dtype is not None and own != dtype:
         raise AutosageError(f"{name}: dtype {own} is not the dtype={dtype!r} asked for; "
                             f"convert it first (autosage never converts inputs)")
@@ -147,9 +150,13 @@ def common_dtype(named_dtypes) -> str:
     return dtype
 
 
-def _bfloat16_view(name: str, x):
-    """A uint16 CuPy view of a bfloat16 device tensor, zero-copy. CuPy has no bfloat16 dtype, so a
-    torch tensor shares its bits as int16 through DLPack, as autosage_cli.torch does (detached: a
+_STORAGES = frozenset(t.storage for t in dtypes.DTYPES.values())
+
+
+def _bits_view(name: str, x, t: dtypes.DType):
+    """A CuPy view in `t`'s storage (bfloat16: uint16) of a device tensor of a type kept as bit
+    patterns, zero-copy. CuPy has no bfloat16 dtype, so a torch tensor shares its bits as an int
+    of its width through DLPack, as autosage_cli.torch does (detached: a
     tensor that requires grad is read, not differentiated, here); another DLPack producer goes
     through DLPack as it is, for CuPy builds that take bfloat16 there."""
     import cupy
@@ -159,11 +166,11 @@ def _bfloat16_view(name: str, x):
         if not x.is_contiguous():
             raise AutosageError(f"{name}: expected a C-contiguous (row-major) array; "
                                 f"make it contiguous first (.contiguous())")
-        x = x.detach().view(torch.int16)
+        x = x.detach().view(getattr(torch, f"int{8 * t.itemsize}"))
     try:
-        return cupy.from_dlpack(x).view(cupy.uint16)
+        return cupy.from_dlpack(x).view(t.storage)
     except Exception as exc:
-        raise AutosageError(f"{name}: cannot share a bfloat16 array with CuPy: {exc}") from None
+        raise AutosageError(f"{name}: cannot share a {t.name} array with CuPy: {exc}") from None
 
 
 def to_cupy(name: str, x, dtype: str | None = None):
@@ -171,10 +178,12 @@ def to_cupy(name: str, x, dtype: str | None = None):
     the view holds the bit patterns (uint16)."""
     import cupy
 
+    t = dtypes.info(dtype) if dtype is not None else None
+    bits = t is not None and t.bit_patterns
     if isinstance(x, cupy.ndarray):
         arr = x
-    elif dtype == "bfloat16" and _dtype_name(x) != "uint16":
-        arr = _bfloat16_view(name, x)
+    elif bits and _dtype_name(x) != t.storage:
+        arr = _bits_view(name, x, t)
     else:
         try:
             arr = cupy.from_dlpack(x)
@@ -183,8 +192,8 @@ def to_cupy(name: str, x, dtype: str | None = None):
     if not arr.flags.c_contiguous:
         raise AutosageError(f"{name}: expected a C-contiguous (row-major) array; "
                             f"make it contiguous first (cupy.ascontiguousarray / .contiguous())")
-    if dtype == "bfloat16" and arr.dtype != cupy.uint16:   # a CuPy build with a bfloat16 dtype
-        arr = arr.view(cupy.uint16)
+    if bits and arr.dtype != cupy.dtype(t.storage):   # a CuPy build with a bfloat16 dtype
+        arr = arr.view(t.storage)
     return arr
 
 
@@ -215,7 +224,7 @@ def _device_graph(graph: CSRGraph):
     return dg
 
 
-def resolve_schedule(op: str, schedule, k: int, heads: int):
+def check_requested_schedule(op: str, schedule, k: int, heads: int):
     """Check a requested schedule without a GPU: None (let the scheduler decide), ("vendor", name)
     or ("native", Schedule). Raises AutosageError for an unknown name, another op's name, or a
     schedule that cannot take this K / head count."""
@@ -285,11 +294,11 @@ def untuned_vendor_plan(dgraph, op: str, k: int, heads: int, scale, dtype: str):
 def prepare_plan(graph: CSRGraph, dgraph, op: str, k: int, heads: int = 1, *, schedule=None,
                  scale=None, cache=None, tune: bool = True, dtype: str = dtypes.DEFAULT):
     """A Plan for `op` at width k with `dtype` operands on `dgraph` (the device copy of `graph`),
-    not memoized: a fixed `schedule` (checked by resolve_schedule) or, for None, the cached
+    not memoized: a fixed `schedule` (checked by check_requested_schedule) or, for None, the cached
     decision / tuning as the ops do. For callers that keep their own device graphs and plans
     (autosage_cli.torch)."""
     op_specs.require_dtype(op, dtype)
-    resolved = resolve_schedule(op, schedule, k, heads)
+    resolved = check_requested_schedule(op, schedule, k, heads)
     if resolved is None:
         return _prepare_tuned(graph, dgraph, op, k, heads, scale, cache, tune, dtype)
     return _prepare_named(dgraph, op, resolved, k, heads, scale, dtype)
@@ -331,7 +340,7 @@ def _run(graph: CSRGraph, op: str, k: int, heads: int, named_inputs, schedule, s
     from .capability import require_gpu
 
     dtype = common_dtype([(name, _element_type(name, x, dtype)) for name, x in named_inputs])
-    resolved = resolve_schedule(op, schedule, k, heads)  # bad names fail before the GPU is asked
+    resolved = check_requested_schedule(op, schedule, k, heads)  # bad names fail before the GPU is asked
     require_gpu(f"autosage_cli.{op}")
     inputs = tuple(to_cupy(name, x, dtype) for name, x in named_inputs)
     plan = _plan(graph, op, k, heads, resolved, scale, cache, tune, dtype)

@@ -350,7 +350,7 @@ class DecisionCache:
         return dict(stored, id=key.id)
 
     def annotate(self, entry_id: str, fields: dict) -> None:
-        """Add `fields` to the stored entry `entry_id` (scheduler.kinds records an entry's kind
+        """Add `fields` to the stored entry `entry_id` (scheduler.decisions.kinds records an entry's kind
         this way), under the lock; a missing entry is left missing."""
         if self.read_only:
             raise AutosageError(f"cache {self.path} was opened read-only")

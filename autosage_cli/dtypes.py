@@ -3,9 +3,12 @@
 A dtype travels through autosage as its NumPy name ("float32", "float16", "bfloat16"): op inputs,
 plans, verification, the decision cache key, probe records and benchmark rows all carry it. This
 table answers every question about a name: the C++ type the kernels are instantiated with, the
-element size (the cost model, memory estimates, vector widths), how arrays of it are stored, and
-the verification tolerance. Which dtypes an op *accepts* is the op spec's to say
-(`autosage_cli.ops`); a name missing here is unknown everywhere.
+element size (the cost model, memory estimates, vector widths), how arrays of it are stored, the
+helper kernels' codec, the CUDA library data type, the torch dtype, the compile define its headers
+need, and the verification tolerance. Every other module reads these from the row; none tells a
+type by its element size or its storage (a type stored as another's bits, as bfloat16 is in uint16,
+is found by `of_storage`, the one reverse lookup). Which dtypes an op *accepts* is the op spec's to
+say (`autosage_cli.ops`); a name missing here is unknown everywhere.
 
 Every kernel accumulates in float32 whatever it loads and stores (cuda/common.cuh): the 2-byte
 types only change what moves through memory. bfloat16 is stored as its 16-bit patterns in uint16
@@ -22,6 +25,18 @@ DEFAULT = "float32"
 MAX_VECTOR_BYTES = 16   # one ld.global.v4.u32: the widest load the kernels issue
 
 
+# Vendor outputs in the narrow types are checked within this multiple of the bound. On the H200,
+# cuSPARSE SpMM (every algorithm), torch's CSR addmm and the vendor attention composition in
+# float16/bfloat16 reached 1.1-2.6x it (float16 relative errors up to 0.0038 with float32 compute), as
+# if partial sums were rounded to the storage type. They are the baseline, not candidates: the check
+# is that they compute the right thing. Our kernels are held to the bound itself.
+VENDOR_SLACK_2BYTE = 4.0
+
+# The define cuda/common.cuh needs to include cuda_fp16.h and cuda_bf16.h (a float32 module
+# compiles without them, as fast as before they existed).
+TWO_BYTE_DEFINE = "AUTOSAGE_2BYTE_TYPES"
+
+
 @dataclass(frozen=True)
 class DType:
     name: str            # the NumPy name, as the CLI, the cache and the results take it
@@ -30,19 +45,46 @@ class DType:
     storage: str         # the NumPy/CuPy dtype arrays of it are stored in
     unit_roundoff: float  # 2^-p, p significand bits: the largest relative error of one rounding
     max_finite: float     # the largest finite value: a graph value beyond it becomes inf
+    codec: str           # the helper kernels' codec struct of it (cuda/util.cuh: F32, F16, BF16)
+    cuda_data_type: int  # its cudaDataType_t (library_types.h: CUDA_R_32F 0, _16F 2, _16BF 14)
+    torch_name: str      # the torch dtype attribute (torch.bfloat16)
+    # The preprocessor define (without -D) a module instantiating kernels on it needs for its
+    # headers, None when it needs none (compile.runtime_options).
+    header_define: str | None
+    # Narrower than the float32 the kernels accumulate in: an output is rounded to it, vendors round
+    # partial sums to it (so the float64 reference decides, and the device reference runs in every
+    # tune, kernels/util.tune_groups), and vendors are held to `vendor_slack` x the bound.
+    narrow: bool
+    nan_bits: int | None = None   # a quiet NaN's bit pattern, for a type stored as bits (bfloat16)
 
     @property
     def max_vec(self) -> int:
         """The widest vector (elements per load) of this type: 4 floats or 8 halves."""
         return MAX_VECTOR_BYTES // self.itemsize
 
+    @property
+    def bit_patterns(self) -> bool:
+        """Whether arrays of it hold its bit patterns in another type's storage (bfloat16 in
+        uint16): such an array is read as this type only when the caller names it."""
+        return self.storage != self.name
+
+    @property
+    def vendor_slack(self) -> float:
+        return VENDOR_SLACK_2BYTE if self.narrow else 1.0
+
 
 DTYPES: dict[str, DType] = {
-    "float32": DType("float32", "float", 4, "float32", 2.0 ** -24, 3.4028234663852886e38),
-    "float16": DType("float16", "__half", 2, "float16", 2.0 ** -11, 65504.0),
-    "bfloat16": DType("bfloat16", "__nv_bfloat16", 2, "uint16", 2.0 ** -8, 3.3895313892515355e38),
+    "float32": DType("float32", "float", 4, "float32", 2.0 ** -24, 3.4028234663852886e38,
+                     "F32", 0, "float32", None, narrow=False),
+    "float16": DType("float16", "__half", 2, "float16", 2.0 ** -11, 65504.0,
+                     "F16", 2, "float16", TWO_BYTE_DEFINE, narrow=True),
+    "bfloat16": DType("bfloat16", "__nv_bfloat16", 2, "uint16", 2.0 ** -8, 3.3895313892515355e38,
+                      "BF16", 14, "bfloat16", TWO_BYTE_DEFINE, narrow=True, nan_bits=0x7FC0),
 }
 _BY_C_TYPE = {d.c_type: d for d in DTYPES.values()}
+_BY_STORAGE = {d.storage: d for d in DTYPES.values()}
+if len(_BY_STORAGE) != len(DTYPES):   # an array's storage must say which row it is
+    raise ImportError("two value types share a storage dtype; give each its own (dtypes.DTYPES)")
 
 
 def info(dtype: str) -> DType:
@@ -56,6 +98,17 @@ def info(dtype: str) -> DType:
 
 def _unknown(dtype) -> AutosageError:
     return AutosageError(f"unknown dtype {dtype!r}; known: {', '.join(DTYPES)}")
+
+
+def of_storage(storage) -> DType | None:
+    """The row whose arrays are stored as NumPy/CuPy dtype `storage` ("uint16" -> bfloat16), or
+    None (float64, integers): the one place an array's storage is mapped back to a value type."""
+    import numpy as np
+
+    try:
+        return _BY_STORAGE.get(np.dtype(storage).name)
+    except TypeError:
+        return None
 
 
 def c_type(dtype: str) -> str:
@@ -130,16 +183,8 @@ ROUNDINGS = 3
 SUM_LAMBDA = 4.0
 
 
-# Vendor outputs in 2-byte types are checked within this multiple of the bound. On the H200,
-# cuSPARSE SpMM (every algorithm), torch's CSR addmm and the vendor attention composition in
-# float16/bfloat16 reached 1.1-2.6x it (float16 relative errors up to 0.0038 with float32 compute), as
-# if partial sums were rounded to the storage type. They are the baseline, not candidates: the check
-# is that they compute the right thing. Our kernels are held to the bound itself.
-VENDOR_SLACK_2BYTE = 4.0
-
-
 def vendor_slack(dtype: str) -> float:
-    return VENDOR_SLACK_2BYTE if info(dtype).itemsize < 4 else 1.0
+    return info(dtype).vendor_slack
 
 
 def tolerance(dtype: str, length: int = 1) -> float:
@@ -149,7 +194,7 @@ def tolerance(dtype: str, length: int = 1) -> float:
     is larger. A function of the type and the length only, never of a case; float32 keeps 1e-4 for
     every sum shorter than ~170k terms. An op's length is its spec's (`OpSpec.accumulation_length`)."""
     t = info(dtype)
-    u_out = t.unit_roundoff if t.itemsize < 4 else 0.0
+    u_out = t.unit_roundoff if t.narrow else 0.0
     drift = SUM_LAMBDA * max(1, int(length)) ** 0.5 * DTYPES["float32"].unit_roundoff
     return max(FLOAT32_TOLERANCE, ROUNDINGS * u_out + drift)
 
@@ -163,10 +208,10 @@ def to_storage(x, dtype: str):
 
     t = info(dtype)
     x = np.asarray(x)
-    if t.name == "bfloat16":
+    if t.bit_patterns:   # NumPy has no such type: ml_dtypes rounds, the bits are stored
         import ml_dtypes
 
-        return x.astype(np.float32).astype(ml_dtypes.bfloat16).view(np.uint16)
+        return x.astype(np.float32).astype(getattr(ml_dtypes, t.name)).view(t.storage)
     return x.astype(t.storage)
 
 
@@ -176,9 +221,11 @@ def from_storage(a, dtype: str):
     import numpy as np
 
     a = np.asarray(a)
-    if info(dtype).name == "bfloat16":
-        # a bfloat16 is the top half of the float32 with the same bits
-        return (a.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    t = info(dtype)
+    if t.bit_patterns:
+        import ml_dtypes
+
+        return a.view(t.storage).view(getattr(ml_dtypes, t.name)).astype(np.float64)
     return a.astype(np.float64)
 
 

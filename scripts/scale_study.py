@@ -15,7 +15,7 @@ import time
 
 
 def _measure(measure, dgraph, prepare, inputs, reference, repeat: int) -> dict:
-    from autosage_cli.scheduler.probe import REL_TOLERANCE, one_line
+    from autosage_cli.scheduler.probing.probe import REL_TOLERANCE, one_line
     try:
         plan = prepare()
     except Exception as exc:
@@ -71,7 +71,9 @@ def main() -> int:
     from autosage_cli.features import compute_features
     from autosage_cli.graphs import synthetic
     from autosage_cli.kernels import schedule as schedule_mod
-    from autosage_cli.scheduler import estimate, probe, roofline, sample
+    from autosage_cli.ops.cost import roofline
+    from autosage_cli.scheduler import estimate
+    from autosage_cli.scheduler.probing import probe, sample
     from autosage_cli import environment
 
     measure = probe.GpuMeasurer()

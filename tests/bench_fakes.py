@@ -11,7 +11,7 @@ import scipy.sparse as sp
 from autosage_cli.backends.timing import TimingStats, rel_error
 from autosage_cli.graphs.csr import canonical_csr
 
-# A probe's split of its time, as a real tune's timings carry it (scheduler/phases.py).
+# A probe's split of its time, as a real tune's timings carry it (scheduler/probing/phases.py).
 PROBE_SPLIT = {"probe_gpu_ms": 480.0, "probe_upload_ms": 90.0, "probe_inputs_ms": 6.0,
                "probe_reference_ms": 2.0, "probe_vendor_prepare_ms": 45.0, "probe_vendor_timing_ms": 160.0,
                "probe_native_prepare_ms": 30.0, "probe_native_timing_ms": 330.0, "probe_verify_ms": 60.0,

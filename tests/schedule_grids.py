@@ -1,7 +1,7 @@
 """The (schedule, width, dtype) grids of the GPU schedule tests, parametrised over what each
 schedule supports: a case a schedule refuses is not a GPU test case (it could only skip, and it
 did, 3,800 times). The refusals are tests of their own, on the CPU (tests/test_schedule_refusals.py):
-every refused case says why, and native.prepare refuses it with that reason.
+every refused case says why, and ops.prepare_native refuses it with that reason.
 
 A grid is (schedules, widths, dtypes, heads): `heads(schedule)` is the head count a case runs with.
 A schedule that runs none of the grid's widths in a dtype (a vector schedule of 2 sums a lane, a

@@ -113,7 +113,7 @@ def test_attention_bad_scale(graph, scale):
 ])
 def test_bad_schedule_names_fail_before_the_gpu(op, schedule, match):
     with pytest.raises(AutosageError, match=match):
-        api.resolve_schedule(op, schedule, 8, 1)
+        api.check_requested_schedule(op, schedule, 8, 1)
 
 
 def test_native_schedule_of_another_op_is_rejected():
@@ -121,8 +121,8 @@ def test_native_schedule_of_another_op_is_rejected():
 
     chosen = candidates("sddmm", 8)[0]
     with pytest.raises(AutosageError, match="is for sddmm, not spmm"):
-        api.resolve_schedule("spmm", chosen.name, 8, 1)
-    assert api.resolve_schedule("sddmm", chosen.name, 8, 1) == ("native", chosen)
+        api.check_requested_schedule("spmm", chosen.name, 8, 1)
+    assert api.check_requested_schedule("sddmm", chosen.name, 8, 1) == ("native", chosen)
 
 
 def test_native_schedule_that_cannot_take_k_is_rejected():
@@ -132,13 +132,13 @@ def test_native_schedule_that_cannot_take_k_is_rejected():
     if not unable:
         pytest.skip("every sddmm schedule takes K=4096")
     with pytest.raises(AutosageError, match="cannot run K=4096"):
-        api.resolve_schedule("sddmm", unable[0].name, 4096, 1)
+        api.check_requested_schedule("sddmm", unable[0].name, 4096, 1)
 
 
 def test_vendor_and_none_resolve():
-    assert api.resolve_schedule("spmm", None, 8, 1) is None
-    assert api.resolve_schedule("spmm", "cusparse-alg2", 8, 1) == ("vendor", "cusparse-alg2")
-    assert api.resolve_schedule("sddmm", "gather-dot", 8, 1) == ("vendor", "gather-dot")
+    assert api.check_requested_schedule("spmm", None, 8, 1) is None
+    assert api.check_requested_schedule("spmm", "cusparse-alg2", 8, 1) == ("vendor", "cusparse-alg2")
+    assert api.check_requested_schedule("sddmm", "gather-dot", 8, 1) == ("vendor", "gather-dot")
 
 
 @pytest.mark.skipif(gpu_available(), reason="checks the no-GPU error")

@@ -215,10 +215,10 @@ def test_vendor_entry_points():
 
 def test_native_entry_point_and_plan_call():
     """backends.native dispatches op "attention" here; Plan.__call__ allocates and runs."""
-    from autosage_cli.backends import native
+    from autosage_cli import ops
 
     s = next(x for x in space.SCHEDULES if x.family == "fused_split" and x.supports(64, 8) is None)
-    plan = native.prepare(device_graph("mixed"), s, 64, heads=8)
+    plan = ops.prepare_native(device_graph("mixed"), s, 64, heads=8)
     out = plan(*inputs("mixed", 8, 64, "plain"))
     from autosage_cli.backends.timing import rel_error
 

@@ -276,7 +276,7 @@ def test_additive_schedule_is_the_best_fused_estimate_or_a_checked_name():
     from autosage_cli.errors import AutosageError
     from autosage_cli.features import compute_features
     from autosage_cli.graphs.load import load_graph
-    from autosage_cli.scheduler.additive import additive_schedule
+    from autosage_cli.scheduler.decisions.additive import additive_schedule
     from autosage_cli.scheduler.estimate import rank
 
     g = load_graph(dataset="cora")
@@ -312,7 +312,7 @@ def test_prepare_additive_refuses_what_it_cannot_run():
 def test_every_attention_family_names_a_plan_layout_and_its_variants_too():
     from autosage_cli.backends import native_attention
     from autosage_cli.kernels.attention_families import FAMILIES
-    from autosage_cli.scheduler.additive import ADDITIVE_FAMILIES
+    from autosage_cli.scheduler.decisions.additive import ADDITIVE_FAMILIES
 
     assert {f.plan for f in FAMILIES.values()} == set(native_attention.PLANS)
     assert ADDITIVE_FAMILIES == ("fused", "fused_split")
@@ -322,11 +322,13 @@ def test_every_attention_family_names_a_plan_layout_and_its_variants_too():
 
 
 def test_prepare_refuses_a_schedule_of_another_op_before_touching_the_graph():
+    from autosage_cli import ops
     from autosage_cli.backends.native_attention import prepare
+    from autosage_cli.errors import AutosageError
 
     spmm = schedule_mod.candidates("spmm", 64)[0]
     with pytest.raises(ValueError, match="is not an attention schedule"):
         prepare(None, spmm, 64, 1)
     fused = next(s for s in FUSED if s.supports(64, 1) is None)
-    with pytest.raises(ValueError, match="cannot run d=63"):
-        prepare(None, fused, 63, 1)
+    with pytest.raises(AutosageError, match="cannot run K=63"):   # the one check, before any plan
+        ops.prepare_native(None, fused, 63, 1)

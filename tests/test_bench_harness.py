@@ -269,7 +269,7 @@ def test_without_exhaustive_rows_there_is_no_exhaustive_case():
 
 def test_the_probe_split_of_tune_ms_is_a_column_each():
     from autosage_cli.bench.rows import PROBE_COLUMNS
-    from autosage_cli.scheduler import phases
+    from autosage_cli.scheduler.probing import phases
     from bench_fakes import PROBE_SPLIT
 
     # one column per timing the tune reports about its probe, no more

@@ -8,7 +8,7 @@ import pytest
 
 from bench_fakes import FakePlan, FakeSpec, FakeToolkit
 from autosage_cli.bench import case as case_mod, harness
-from autosage_cli.bench.case import timing_batch
+from autosage_cli.bench.plan_timing import timing_batch
 from autosage_cli.bench.suites import Case, GraphWork
 
 

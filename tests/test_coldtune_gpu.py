@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from autosage_cli.graphs.load import load_graph
-from autosage_cli.scheduler import phases, probe, tune as tune_mod
-from autosage_cli.scheduler.measure import GpuMeasurer
+from autosage_cli.scheduler.probing import phases, probe
+from autosage_cli.scheduler import tune as tune_mod
+from autosage_cli.scheduler.probing.measure import GpuMeasurer
 
 pytestmark = pytest.mark.gpu
 DATASETS = Path(__file__).resolve().parents[1] / "datasets"

@@ -20,6 +20,7 @@ DATASETS = ROOT / "datasets"
 
 TUNE_SCRIPT = """
 import json, sys
+from autosage_cli import ops
 from autosage_cli.backends import native
 from autosage_cli.graphs.load import load_graph
 from autosage_cli.kernels import compile as kc, schedule as sched, util
@@ -29,7 +30,7 @@ g = load_graph(dataset="cora", root=sys.argv[4])
 r = tune.tune(g, op, k, heads, cache=None, top_k=3)
 probed = [c for c in r.candidates if c["status"] != "skipped"]
 expected = sorted({tuple(x) for c in probed for x in native.kernel_refs(sched.get(c["name"]), k, "int")}
-                  | {tuple(m) for m in util.tune_modules(op, "float32", "int")})   # + the helper groups it runs
+                  | {tuple(m) for m in ops.tune_modules(op, "float32", "int")})   # + the helper groups it runs
 print(json.dumps({"built": sorted({tuple(rec.ref) for rec in kc.compiled_log()}),
                   "expected": [list(x) for x in expected], "candidates": probed, "timings": r.timings,
                   "module_ms": sum(rec.ms for rec in kc.compiled_log())}))
@@ -105,13 +106,14 @@ def test_compile_on_the_gpu_leaves_a_first_tune_nothing_to_compile(tmp_path):
 def test_a_plan_reports_the_compile_part_of_its_prepare(tmp_path):
     out = run_fresh(tmp_path, str(DATASETS), script="""
         import json, sys
+        from autosage_cli import ops
         from autosage_cli.backends import native
         from autosage_cli.backends.base import DeviceGraph
         from autosage_cli.graphs.load import load_graph
         from autosage_cli.kernels import schedule as sched
         d = DeviceGraph.from_host(load_graph(dataset="cora", root=sys.argv[1]))
         s = sched.candidates("spmm", 32)[0]
-        first, second = native.prepare(d, s, 32), native.prepare(d, s, 32)
+        first, second = ops.prepare_native(d, s, 32), ops.prepare_native(d, s, 32)
         print(json.dumps([[p.compile_ms, p.prepare_ms] for p in (first, second)]))
     """)
     (c1, p1), (c2, _p2) = out

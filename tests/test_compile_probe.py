@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from autosage_cli.scheduler import probe as probe_mod
+from autosage_cli.scheduler.probing import probe as probe_mod
 from autosage_cli.scheduler import tune as tune_mod
 
 from cli_helpers import run_cli

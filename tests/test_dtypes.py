@@ -15,8 +15,8 @@ from autosage_cli.cache import DecisionCache, make_key
 from autosage_cli.errors import AutosageError
 from autosage_cli.kernels import compile as kcompile
 from autosage_cli.kernels.schedule import registry
-from autosage_cli.scheduler import probe
-from autosage_cli.scheduler import replay as replay_mod
+from autosage_cli.scheduler.probing import probe
+from autosage_cli.scheduler.decisions import replay as replay_mod
 from autosage_cli.scheduler import tune as tune_mod
 
 from cli_helpers import run_cli
@@ -201,11 +201,14 @@ def test_api_takes_the_dtype_from_its_inputs():
 
 
 def test_native_plans_get_the_dtype_through_the_op_spec(monkeypatch):
-    """ops.prepare_native checks the dtype against the spec, then calls backends.native.prepare
-    (looked up per call) with it."""
+    """ops.prepare_native checks the dtype against the spec, then calls the spec's own
+    prepare_native with it."""
+    import dataclasses
+
     calls = []
-    monkeypatch.setattr(native, "prepare", lambda *a, **kw: calls.append((a, kw)) or "plan")
-    s = registry("sddmm")[0]
+    spec = dataclasses.replace(ops.get("sddmm"), prepare_native=lambda *a, **kw: calls.append((a, kw)) or "plan")
+    monkeypatch.setitem(ops.SPECS, "sddmm", spec)
+    s = next(s for s in registry("sddmm") if s.supports(8, 1, "bfloat16") is None)
     assert ops.prepare_native("dg", s.name, 8, 1, 0.5, "bfloat16") == "plan"
     assert calls == [(("dg", s, 8, 1, 0.5), {"dtype": "bfloat16"})]
     with pytest.raises(AutosageError, match="unknown dtype 'int8'"):
@@ -229,7 +232,7 @@ class _Outputs:
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_in_two_byte_types_the_float64_reference_decides_and_vendors_get_the_slack(dtype):
-    from autosage_cli.scheduler.measure import vendor_reference
+    from autosage_cli.scheduler.probing.measure import vendor_reference
 
     tol = dtypes.tolerance(dtype, 64)
     close, sloppy, wrong = 1 + 2 * tol, 1 - 2 * tol, 1 + 10 * tol    # two vendors that agree within tol
@@ -241,7 +244,7 @@ def test_in_two_byte_types_the_float64_reference_decides_and_vendors_get_the_sla
 
 
 def test_in_float32_a_confirmed_vendor_is_the_reference():
-    from autosage_cli.scheduler.measure import vendor_reference
+    from autosage_cli.scheduler.probing.measure import vendor_reference
 
     tol = dtypes.tolerance("float32")
     pick = vendor_reference(_Outputs(1.0), "spmm", None, (), {"a": 1 + tol / 4, "b": 1 + tol / 2}, tol)

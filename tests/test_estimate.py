@@ -9,9 +9,10 @@ import pytest
 from autosage_cli.kernels import schedule as sched
 from autosage_cli.kernels.schedule import Schedule
 from autosage_cli.kernels.schedule import get as get_schedule
-from autosage_cli.scheduler import estimate, roofline
+from autosage_cli.ops.cost import roofline
+from autosage_cli.scheduler import estimate
 from autosage_cli.scheduler.estimate import estimate_ms, estimate_vendor_ms, rank
-from autosage_cli.scheduler.roofline import DegreeProfile
+from autosage_cli.ops.cost.roofline import DegreeProfile
 
 from scheduler_fakes import HUB_200K, REDDIT_LIKE, UNIFORM_1M, Features
 
@@ -363,7 +364,7 @@ def test_vector_group_width_follows_row_length_and_scalar_loads_cost():
 def test_a_plans_later_launch_costs_the_gap_not_a_whole_launch():
     from dataclasses import replace
 
-    from autosage_cli.scheduler.roofline import H200, Launch, launch_ms
+    from autosage_cli.ops.cost.roofline import H200, Launch, launch_ms
 
     w = Launch(1000, 1, 256, 1000, 0.15, 1.0, 1, 1e6, 1e6, 4)
     gap = launch_ms(replace(w, chained=True), H200) - launch_ms(w, H200)

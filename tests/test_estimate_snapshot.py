@@ -12,7 +12,7 @@ from autosage_cli import dtypes
 from autosage_cli.graphs.synthetic import generate
 from autosage_cli.kernels import schedule as sched
 from autosage_cli.scheduler.estimate import rank
-from autosage_cli.scheduler.roofline import H200, device_model
+from autosage_cli.ops.cost.roofline import H200, device_model
 
 from scheduler_fakes import HUB_200K, REDDIT_LIKE, UNIFORM_1M, features_of
 

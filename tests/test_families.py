@@ -130,23 +130,23 @@ def test_a_new_spmm_family_is_tuned_from_its_entry_alone():
     checks, which the cost model ranks, whose kernel the compiler knows and whose launches lay out
     (a warp per row), with no other module changed."""
     from autosage_cli.backends.native_spmm import LAYOUTS
-    from autosage_cli.kernels import spmm_space
-    from autosage_cli.scheduler.estimate import COST_MODELS
+    from autosage_cli.kernels.schedule import check_family_rules
+    from autosage_cli.scheduler.estimate import cost_models
 
     with sched.extra_schedules(families={"rowpair": ROWPAIR}):
         mine = [s for s in sched.registry("spmm") if s.family == "rowpair"]
         assert [s.name for s in mine] == ["spmm.rowpair.g8.v4.t256.u4", "spmm.rowpair.g16.v4.t256.u4"]
         s = mine[0]
-        spmm_space.check_space_rules(s)
+        check_family_rules(s)
         with pytest.raises(ValueError, match="rowpair schedule has no tile"):
-            spmm_space.check_space_rules(Schedule("spmm", "rowpair", lanes=8, vec=4, tile=64))
+            check_family_rules(Schedule("spmm", "rowpair", lanes=8, vec=4, tile=64))
         assert s in sched.candidates("spmm", 16) and s not in sched.candidates("spmm", 6)
         assert sched.get(s.name) == s
         assert kcompile.schedule_kernels(s) == (kcompile.KernelRef("spmm_rowpair.cu",
                                                                    "spmm_rowpair<float, 8, 4, 4>"),)
         assert s.name_expression("bfloat16") == "spmm_rowpair<__nv_bfloat16, 8, 4, 4>"
         assert s.launch(1000, 16) == ((125, 1, 1), (256, 1, 1))  # 8 warps, so 8 rows, per block
-        assert ROWPAIR.plan in LAYOUTS and ROWPAIR.cost in COST_MODELS["spmm"]
+        assert ROWPAIR.plan in LAYOUTS and ROWPAIR.cost in cost_models("spmm")
         for features in (UNIFORM_1M, REDDIT_LIKE):
             assert 0 < estimate_ms(features, "spmm", 16, s) < float("inf")
             assert s in [r for r, _ in rank(features, "spmm", 16)]
@@ -171,10 +171,10 @@ def test_a_family_that_walks_like_parreduce_is_costed_from_its_entry_alone():
 @pytest.mark.parametrize("name", sorted(FAMILIES))
 def test_every_family_names_a_cost_model_and_a_plan_layout_that_exist(name):
     from autosage_cli.backends.native_spmm import LAYOUTS
-    from autosage_cli.scheduler.estimate import COST_MODELS
+    from autosage_cli.scheduler.estimate import cost_models
 
     family = FAMILIES[name]
-    assert family.cost in COST_MODELS[family.op]
+    assert family.cost in cost_models(family.op)
     if family.op == "spmm":
         assert family.plan in LAYOUTS
     if family.op in ("spmm", "sddmm"):   # their spaces are the entries' schedules
@@ -187,7 +187,7 @@ def test_the_rows_layout_launches_a_group_per_row():
     from autosage_cli.backends.native_spmm import LAYOUTS
 
     graph = SimpleNamespace(n_rows=1000, indptr="indptr", indices="indices")
-    plan = SimpleNamespace(sched=sched.get("spmm.warprow.g8.v4.t256.u4"), graph=graph, k=16, launches=[],
+    plan = SimpleNamespace(native_schedule=sched.get("spmm.warprow.g8.v4.t256.u4"), graph=graph, k=16, launches=[],
                            kernel="kernel")
     LAYOUTS["rows"](plan)
     [(_, grid, block, head, _, tail)] = plan.launches
@@ -212,7 +212,7 @@ def test_a_stream_plan_refuses_a_graph_whose_last_window_passes_int32_offsets():
     s = next(s for s in sched.registry("spmm") if s.family == "stream")
     graph = SimpleNamespace(n_rows=1000, nnz=INT32_MAX - s.threads * s.unroll + 1, indptr="indptr",
                             indices="indices")
-    plan = SimpleNamespace(sched=s, graph=graph, k=s.tile, launches=[], kernel="kernel")
+    plan = SimpleNamespace(native_schedule=s, graph=graph, k=s.tile, launches=[], kernel="kernel")
     with pytest.raises(AutosageError, match="int32 edge offsets"):
         LAYOUTS["stream"](plan)
     assert plan.launches == []

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 import pytest
 
 from autosage_cli.kernels.schedule import Schedule
-from autosage_cli.scheduler import policy, tune as tune_mod
+from autosage_cli.scheduler.probing import policy
+from autosage_cli.scheduler import tune as tune_mod
 
 from scheduler_fakes import DEVICE, SOFTWARE, FakeMeasurer, features_of, small_graph
 

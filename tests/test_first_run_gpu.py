@@ -43,11 +43,12 @@ def tune_fresh(cache_dir: Path, *args: str) -> dict:
 def modules_needed(doc: dict, op: str, k: int, dtype: str) -> int:
     """The helper groups a tune of op in dtype launches + every module of the candidates it probed."""
     from autosage_cli.backends import native
+    from autosage_cli import ops
     from autosage_cli.kernels import schedule as sched, util
 
     probed = [c["name"] for c in doc["candidates"] if c.get("status") != "skipped"]
     refs = {r for name in probed for r in native.kernel_refs(sched.get(name), k, "int", dtype)}
-    return len(util.tune_groups(op, dtype, "int")) + len(refs)
+    return len(ops.tune_groups(op, dtype, "int")) + len(refs)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
@@ -60,10 +61,11 @@ def test_a_first_tune_compiles_no_kernel_autosage_does_not_need(tmp_path, op, k,
                      "--width", str(k), "--heads", str(heads), "--dtype", dtype)
     assert not doc["cache_hit"] and doc["candidates"]
     written = cache_files(kernels)
+    from autosage_cli import ops
     from autosage_cli.kernels import util
 
     # every helper group the tune prefetches, and nothing beyond those and the probed candidates
-    assert len(util.tune_groups(op, dtype, "int")) < len(written) <= modules_needed(doc, op, k, dtype), (
+    assert len(ops.tune_groups(op, dtype, "int")) < len(written) <= modules_needed(doc, op, k, dtype), (
         len(written), sorted(written))
     assert doc["timings"]["compile_ms"] > 0          # the helpers' and candidates' build, apart
     assert any(c.get("status") == "ok" for c in doc["candidates"]), doc["candidates"]
@@ -156,7 +158,7 @@ def test_the_device_features_equal_the_host_features(index):
     so is every feature the GPU measurer gives."""
     from autosage_cli.features import compute_features, diagonal_sums
     from autosage_cli.graphs.csr import CSRGraph
-    from autosage_cli.scheduler.measure import GpuMeasurer
+    from autosage_cli.scheduler.probing.measure import GpuMeasurer
 
     rng = np.random.default_rng(3)
     for n_rows, n_cols in ((5_000, 5_000), (3_000, 70_000)):

@@ -11,7 +11,7 @@ import pytest
 
 from autosage_cli import ops
 from autosage_cli.backends import sddmm_vendor
-from autosage_cli.scheduler.measure import GpuMeasurer
+from autosage_cli.scheduler.probing.measure import GpuMeasurer
 
 
 @pytest.fixture

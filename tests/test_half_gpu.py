@@ -107,10 +107,10 @@ def test_device_bfloat16_rounding_matches_the_host_bit_for_bit():
 
 @pytest.mark.parametrize("schedule,dtype,k", HALF.supported())
 def test_schedule_matches_the_rounded_reference(schedule: Schedule, dtype: str, k: int, graphs):
-    from autosage_cli.backends import native
+    from autosage_cli import ops
 
     failures = check_on_every_graph(schedule, schedule.op, k, dtype, graphs,
-                                    lambda dg: native.prepare(dg, schedule, k, dtype=dtype))
+                                    lambda dg: ops.prepare_native(dg, schedule, k, dtype=dtype))
     assert not failures, f"{schedule.name} {dtype} K={k}:\n" + "\n".join(failures)
 
 
@@ -130,7 +130,7 @@ HEADS = 3
 def test_spmm_and_sddmm_on_head_views(dtype, d, graphs):
     import cupy
 
-    from autosage_cli.backends import native
+    from autosage_cli import ops
     from autosage_cli.backends.value_arrays import to_value_type
 
     failures = []
@@ -143,7 +143,7 @@ def test_spmm_and_sddmm_on_head_views(dtype, d, graphs):
         ld = HEADS * d
         for s in one_per_family("spmm", d, dtype):
             out3 = poison(cupy.empty((csr.n_rows, HEADS, d), dtype=B3.dtype))
-            plan = native.prepare(dgraph, s, d, dtype=dtype)
+            plan = ops.prepare_native(dgraph, s, d, dtype=dtype)
             for h in range(HEADS):
                 plan.launch(probs[h], B3[:, h, :], out3[:, h, :], ld, ld)
             for h in range(HEADS):
@@ -155,7 +155,7 @@ def test_spmm_and_sddmm_on_head_views(dtype, d, graphs):
                     failures.append(f"{name} {s.name} head {h}: rel error {err:.3g} > {tol:.3g}")
         for s in one_per_family("sddmm", d, dtype):
             out = poison(cupy.empty((HEADS, csr.nnz), dtype=B3.dtype))
-            plan = native.prepare(dgraph, s, d, dtype=dtype)
+            plan = ops.prepare_native(dgraph, s, d, dtype=dtype)
             for h in range(HEADS):
                 plan.launch(X3[:, h, :], B3[:, h, :], out[h], ld, ld, scale=0.5, use_values=False)
             ones = CSRGraph(csr.indptr, csr.indices, np.ones(csr.nnz, np.float32), csr.shape)
@@ -171,11 +171,11 @@ def test_spmm_and_sddmm_on_head_views(dtype, d, graphs):
 def test_half_plans_refuse_operands_of_another_type(graphs):
     import cupy
 
-    from autosage_cli.backends import native
+    from autosage_cli import ops
     from autosage_cli.errors import AutosageError
 
     csr, dgraph = graphs["empty_rows"]
-    plan = native.prepare(dgraph, Schedule("spmm", "subwarp", lanes=4, vec=8, unroll=4), 16, dtype="bfloat16")
+    plan = ops.prepare_native(dgraph, Schedule("spmm", "subwarp", lanes=4, vec=8, unroll=4), 16, dtype="bfloat16")
     out = plan.alloc_out()
     assert out.dtype == cupy.uint16
     with pytest.raises(AutosageError, match="bfloat16"):
@@ -184,7 +184,7 @@ def test_half_plans_refuse_operands_of_another_type(graphs):
     with pytest.raises(AutosageError, match="16-byte vector access"):
         plan.launch(None, shifted, out, 16, 16)
     with pytest.raises(AutosageError, match="16-byte vector loads"):
-        native.prepare(dgraph, Schedule("spmm", "subwarp", lanes=4, vec=8, unroll=4), 16)
+        ops.prepare_native(dgraph, Schedule("spmm", "subwarp", lanes=4, vec=8, unroll=4), 16)
 
 
 # ------------------------------------------------------------------ native attention
@@ -193,11 +193,11 @@ def test_half_plans_refuse_operands_of_another_type(graphs):
 # (schedule_grids.HALF_ATTENTION).
 @pytest.mark.parametrize("schedule,dtype,d", HALF_ATTENTION.supported())
 def test_attention_matches_the_rounded_reference(schedule, dtype, d, graphs):
-    from autosage_cli.backends import native
+    from autosage_cli import ops
 
     heads = HALF_ATTENTION.heads(schedule)
     failures = check_on_every_graph(schedule, "attention", d, dtype, graphs,
-                                    lambda dg: native.prepare(dg, schedule, d, heads, dtype=dtype),
+                                    lambda dg: ops.prepare_native(dg, schedule, d, heads, dtype=dtype),
                                     heads=heads)
     assert not failures, f"{schedule.name} {dtype} d={d}:\n" + "\n".join(failures)
 

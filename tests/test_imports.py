@@ -52,7 +52,7 @@ CUPY_MODULES = {
     f"{PACKAGE}.api": "turns user arrays (CuPy or DLPack) into CuPy arrays",
     f"{PACKAGE}.capability": "counts the visible devices",
     f"{PACKAGE}.environment": "reads device properties and library versions",
-    f"{PACKAGE}.scheduler.measure": "the measurer: synchronizes and uploads the float64 reference",
+    f"{PACKAGE}.scheduler.probing.measure": "the measurer: synchronizes and uploads the float64 reference",
     f"{PACKAGE}.bench.toolkit": "every GPU call of the benchmark (a NumPy fake replaces it in tests)",
     f"{PACKAGE}.bench.reorder_gain": "moves SpMM's features and result with the vertices on the device",
 }

@@ -14,7 +14,6 @@ fourth of each family; so each family is checked in each type.
 from __future__ import annotations
 
 import functools
-import importlib
 import os
 import shutil
 from concurrent.futures import ThreadPoolExecutor
@@ -35,8 +34,8 @@ HALF_ONLY_CHECKED_IN = "bfloat16"
 
 
 def index_types(op: str) -> tuple[str, ...]:
-    space = importlib.import_module(sched.SPACE_MODULES[op])
-    return tuple(getattr(space, "INDEX_TYPES", {"int32": "int"}).values())
+    wide = any(f.wide_indices for f in sched.BUILTIN_FAMILIES[op].values())   # 64-bit indices too
+    return ("int", "long long") if wide else ("int",)
 
 
 def checked_schedules(dtype: str) -> list:

@@ -1,4 +1,4 @@
-"""Decisions that carry over (scheduler/kinds.py), on the CPU with a fake tuner: a second graph of
+"""Decisions that carry over (scheduler/decisions/kinds.py), on the CPU with a fake tuner: a second graph of
 a known kind probes nothing and gets the kind's carry decision, a graph of another kind or under a
 changed setting probes, the graph that was probed keeps its own decision, kinds recorded in the
 cache file serve a new process, and the carry decision never takes a family that builds host work
@@ -11,7 +11,8 @@ import pytest
 
 from autosage_cli import cache as cache_mod
 from autosage_cli.kernels.schedule import family_of, registry
-from autosage_cli.scheduler import kinds, select, tune as tuner
+from autosage_cli.scheduler.decisions import kinds, select
+from autosage_cli.scheduler import tune as tuner
 
 BASE = {"n_rows": 300_000, "n_cols": 300_000, "nnz": 440_000, "deg_q50": 0, "deg_q90": 6,
         "deg_q99": 15, "deg_max": 15, "empty_share": 0.55}
@@ -157,7 +158,7 @@ def test_a_graph_built_in_memory_is_saved_for_replay(fake):
     reloads as the same graph: `autosage replay` can re-check the kind's decision on it."""
     from autosage_cli.graphs.load import load_graph
 
-    from autosage_cli.scheduler.replay import located
+    from autosage_cli.scheduler.decisions.replay import located
 
     tuner_calls, store = fake
     _decide(store)

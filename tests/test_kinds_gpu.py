@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch", reason="torch is not installed: the autosag
 
 import autosage_cli.torch as at  # noqa: E402
 from autosage_cli.kernels.schedule import family_of, get  # noqa: E402
-from autosage_cli.scheduler import kinds  # noqa: E402
+from autosage_cli.scheduler.decisions import kinds  # noqa: E402
 from autosage_cli.torch import graph as graph_mod  # noqa: E402
 from torch_helpers import random_edge_index  # noqa: E402
 

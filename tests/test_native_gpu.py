@@ -109,13 +109,13 @@ def run_checked(plan, inputs, ref, tol: float = TOL) -> list[str]:
 
 @pytest.mark.parametrize("schedule,k", NATIVE.supported(with_dtype=False))
 def test_schedule_matches_reference(schedule: Schedule, k: int, graphs):
-    from autosage_cli.backends import native
+    from autosage_cli import ops
 
     failures = []
     for name, (csr, dgraph) in graphs.items():
         try:
             inputs, ref = case(schedule.op, name, csr, dgraph, k)
-            plan = native.prepare(dgraph, schedule, k)
+            plan = ops.prepare_native(dgraph, schedule, k)
             failures += [f"{name}: {p}" for p in run_checked(plan, inputs, ref)]
         except Exception as exc:  # report and go on with the next graph
             failures.append(f"{name}: {type(exc).__name__}: {exc}")
@@ -139,7 +139,7 @@ HEADS, D = 3, 32
 def test_spmm_launch_on_head_views_with_given_values(schedule, graphs):
     import cupy
 
-    from autosage_cli.backends import native
+    from autosage_cli import ops
 
     failures = []
     for name in ("half_in_one_row", "pattern", "empty_rows"):
@@ -148,7 +148,7 @@ def test_spmm_launch_on_head_views_with_given_values(schedule, graphs):
         B3 = rng.uniform(-1, 1, (csr.n_cols, HEADS, D), dtype=cupy.float32)
         probs = rng.uniform(0, 1, (HEADS, csr.nnz), dtype=cupy.float32)
         out3 = poison(cupy.empty((csr.n_rows, HEADS, D), dtype=cupy.float32))
-        plan = native.prepare(dgraph, schedule, D)
+        plan = ops.prepare_native(dgraph, schedule, D)
         for h in range(HEADS):
             plan.launch(probs[h], B3[:, h, :], out3[:, h, :], HEADS * D, HEADS * D)
         for h in range(HEADS):
@@ -169,7 +169,7 @@ def test_spmm_launch_on_head_views_with_given_values(schedule, graphs):
 def test_sddmm_launch_on_head_views_scaled_without_values(schedule, graphs):
     import cupy
 
-    from autosage_cli.backends import native
+    from autosage_cli import ops
 
     failures = []
     for name in ("half_in_one_row", "empty_rows", "n1"):
@@ -178,7 +178,7 @@ def test_sddmm_launch_on_head_views_scaled_without_values(schedule, graphs):
         X3 = rng.uniform(-1, 1, (csr.n_rows, HEADS, D), dtype=cupy.float32)
         Y3 = rng.uniform(-1, 1, (csr.n_cols, HEADS, D), dtype=cupy.float32)
         out = poison(cupy.empty((HEADS, csr.nnz), dtype=cupy.float32))
-        plan = native.prepare(dgraph, schedule, D)
+        plan = ops.prepare_native(dgraph, schedule, D)
         for h in range(HEADS):
             plan.launch(X3[:, h, :], Y3[:, h, :], out[h], HEADS * D, HEADS * D, scale=0.5, use_values=False)
         ones = CSRGraph(csr.indptr, csr.indices, np.ones(csr.nnz, np.float32), csr.shape)
@@ -195,11 +195,11 @@ def test_sddmm_launch_on_head_views_scaled_without_values(schedule, graphs):
 def test_vector_schedules_refuse_misaligned_operands(graphs):
     import cupy
 
-    from autosage_cli.backends import native
+    from autosage_cli import ops
 
     csr, dgraph = graphs["empty_rows"]
     spmm = Schedule("spmm", "subwarp", lanes=4, vec=4, unroll=4)
-    plan = native.prepare(dgraph, spmm, 16)
+    plan = ops.prepare_native(dgraph, spmm, 16)
     out = plan.alloc_out()
     shifted = cupy.zeros(csr.n_cols * 16 + 1, dtype=cupy.float32)[1:].reshape(csr.n_cols, 16)
     with pytest.raises(AutosageError, match="aligned"):
@@ -209,46 +209,46 @@ def test_vector_schedules_refuse_misaligned_operands(graphs):
         plan.launch(None, odd_ld, out, 18, 16)
     with pytest.raises(AutosageError, match="float32"):
         plan.launch(None, cupy.zeros((csr.n_cols, 16), dtype=cupy.float64), out, 16, 16)
-    sddmm = native.prepare(dgraph, Schedule("sddmm", "edge", lanes=4, vec=4, unroll=2), 16)
+    sddmm = ops.prepare_native(dgraph, Schedule("sddmm", "edge", lanes=4, vec=4, unroll=2), 16)
     X = cupy.zeros((csr.n_rows, 16), dtype=cupy.float32)
     with pytest.raises(AutosageError, match="aligned"):
         sddmm.launch(X, shifted, sddmm.alloc_out(), 16, 16)
 
 
 def test_int64_index_graph_is_refused_with_a_reason(graphs):
-    from autosage_cli.backends import native
+    from autosage_cli import ops
     from autosage_cli.backends.base import DeviceGraph
 
     csr, _ = graphs["empty_rows"]
     wide = CSRGraph(csr.indptr.astype(np.int64), csr.indices.astype(np.int64), csr.values, csr.shape)
     for s in (candidates("spmm", 4)[0], candidates("sddmm", 4)[0]):
         with pytest.raises(AutosageError, match="int32"):
-            native.prepare(DeviceGraph.from_host(wide), s, 4)
+            ops.prepare_native(DeviceGraph.from_host(wide), s, 4)
 
 
 def test_values_fast_path_only_for_all_ones(graphs):
-    from autosage_cli.backends import native
+    from autosage_cli import ops
 
     s = Schedule("spmm", "subwarp", lanes=4, vec=1, unroll=4)
-    assert native.prepare(graphs["pattern"][1], s, 4).values_all_ones
-    assert not native.prepare(graphs["medium_power_law"][1], s, 4).values_all_ones
+    assert ops.prepare_native(graphs["pattern"][1], s, 4).values_all_ones
+    assert not ops.prepare_native(graphs["medium_power_law"][1], s, 4).values_all_ones
 
 
 def test_split_plans_are_one_launch_and_leave_their_state_clean(graphs):
     import cupy
 
-    from autosage_cli.backends import native
+    from autosage_cli import ops
 
     atomic = Schedule("spmm", "split", lanes=4, vec=4, split=256, chunk=256, reduce="atomic", unroll=4)
     twophase = Schedule("spmm", "split", lanes=4, vec=4, split=1024, chunk=1024, reduce="twophase", unroll=4)
     light_only = graphs["empty_rows"][1]  # no row above 256
     for s in (atomic, twophase):
-        plan = native.prepare(light_only, s, 16)
+        plan = ops.prepare_native(light_only, s, 16)
         assert len(plan.launches) == 1 and plan.n_chunks == 0 and plan.n_heavy == 0
     csr, hubs = graphs["half_in_one_row"]
     (B,) = case("spmm", "half_in_one_row", csr, hubs, 16)[0]
     for s in (atomic, twophase):
-        plan = native.prepare(hubs, s, 16)
+        plan = ops.prepare_native(hubs, s, 16)
         assert len(plan.launches) == 1 and plan.n_heavy == 1 and plan.n_chunks == -(-12_000 // s.chunk)
         for _ in range(3):
             plan(B)
@@ -261,19 +261,19 @@ def test_split_plans_are_one_launch_and_leave_their_state_clean(graphs):
 def test_twophase_is_bitwise_deterministic(graphs):
     import cupy
 
-    from autosage_cli.backends import native
+    from autosage_cli import ops
 
     csr, dgraph = graphs["medium_power_law"]
     s = Schedule("spmm", "splitwarp", lanes=4, vec=4, split=2048, chunk=1024, reduce="twophase", unroll=4)
-    plan = native.prepare(dgraph, s, 32)
+    plan = ops.prepare_native(dgraph, s, 32)
     (B,) = case("spmm", "medium_power_law", csr, dgraph, 32)[0]
     first, second = plan(B), plan(B)
     assert bool(cupy.all(first.view(cupy.uint32) == second.view(cupy.uint32)))
 
 
 def test_prepare_time_is_recorded(graphs):
-    from autosage_cli.backends import native
+    from autosage_cli import ops
 
     s = Schedule("sddmm", "rowgroup", lanes=4, vec=4, tile=16, chunk=256, unroll=4)
-    plan = native.prepare(graphs["medium_power_law"][1], s, 16)
+    plan = ops.prepare_native(graphs["medium_power_law"][1], s, 16)
     assert plan.prepare_ms > 0 and plan.backend == "native" and plan.schedule == s.name

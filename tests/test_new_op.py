@@ -19,7 +19,8 @@ from autosage_cli.kernels import compile as kcompile, schedule as sched
 from autosage_cli.kernels.compile import KernelRef
 from autosage_cli.kernels.family import Family
 from autosage_cli.ops.spec import OpSpec
-from autosage_cli.scheduler import estimate, replay as replay_mod, tune as tune_mod
+from autosage_cli.scheduler import estimate, tune as tune_mod
+from autosage_cli.scheduler.decisions import replay as replay_mod
 
 from cli_helpers import run_cli
 from scheduler_fakes import DEVICE, SOFTWARE, FakeMeasurer, features_of, small_graph

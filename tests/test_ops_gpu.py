@@ -8,7 +8,7 @@ import pytest
 
 from autosage_cli import dtypes, ops
 from autosage_cli.kernels.schedule import candidates
-from autosage_cli.scheduler.measure import GpuMeasurer, best_vendor, compare, vendor_reference
+from autosage_cli.scheduler.probing.measure import GpuMeasurer, best_vendor, compare, vendor_reference
 
 from scheduler_fakes import small_graph
 

@@ -7,10 +7,11 @@ import pytest
 
 from autosage_cli.backends.row_partition import longest_first
 from autosage_cli.kernels import schedule as sched
-from autosage_cli.kernels import spmm_space
+from autosage_cli.kernels.schedule import check_family_rules
 from autosage_cli.kernels.schedule import Schedule
 from autosage_cli.kernels.spmm_families import PARREDUCE_HEAVY_STEPS, parreduce_heavy_threshold
-from autosage_cli.scheduler import edge_models, estimate
+from autosage_cli.ops.cost import edge_models
+from autosage_cli.scheduler import estimate
 from autosage_cli.scheduler.estimate import estimate_ms, rank
 
 from scheduler_fakes import HUB_200K
@@ -88,11 +89,11 @@ def test_heavy_rows_go_to_warps_only_for_narrow_groups():
 
 def test_parreduce_space_rules_reject_inconsistent_knobs():
     good = dict(lanes=8, vec=1, threads=256, tile=4, unroll=4)
-    spmm_space.check_space_rules(Schedule("spmm", "parreduce", **good))
+    check_family_rules(Schedule("spmm", "parreduce", **good))
     for bad in (dict(tile=3), dict(tile=0), dict(lanes=4), dict(vec=2), dict(unroll=8),
                 dict(split=64, chunk=64, reduce="atomic")):
         with pytest.raises(ValueError):
-            spmm_space.check_space_rules(Schedule("spmm", "parreduce", **(good | bad)))
+            check_family_rules(Schedule("spmm", "parreduce", **(good | bad)))
 
 
 # ------------------------------------------------------------------ the cost model

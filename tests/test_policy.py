@@ -1,11 +1,11 @@
-"""Where the probe runs (scheduler/policy.py): the whole graph when the budget allows, else a
+"""Where the probe runs (scheduler/probing/policy.py): the whole graph when the budget allows, else a
 sample whose best are confirmed on the whole graph, else the sample alone."""
 from __future__ import annotations
 
 import pytest
 
 from autosage_cli.kernels.schedule import Schedule
-from autosage_cli.scheduler import policy
+from autosage_cli.scheduler.probing import policy
 
 
 def ranked(*ms):

@@ -49,7 +49,6 @@ RUN_SCHEDULES = """
 import json, sys
 import cupy
 from autosage_cli import ops
-from autosage_cli.backends import native
 from autosage_cli.backends.base import DeviceGraph
 from autosage_cli.backends.value_arrays import to_float32
 from autosage_cli.graphs.load import load_graph
@@ -59,7 +58,7 @@ out = {}
 for name, k, dtype in (("spmm.warprow.g16.v4.t256.u4", 64, "float32"),
                        ("spmm.split.g8.v8.t256.u8.s256c256a", 64, "bfloat16"),
                        ("sddmm.edge.g4.v4.t256.u2", 32, "float16")):
-    plan = native.prepare(d, name, k, 1, None, dtype)
+    plan = ops.prepare_native(d, name, k, 1, None, dtype)
     inputs = ops.make_inputs(plan.op, d, k, 1, 3, dtype)
     result = plan.alloc_out()
     plan.run(inputs, result)

@@ -3,9 +3,10 @@ never outlives the block, hands over the machine description only when it found 
 its failures to itself (the tune meets them again and reports them)."""
 from __future__ import annotations
 
+import dataclasses
 import threading
 
-from autosage_cli import capability
+from autosage_cli import capability, ops
 from autosage_cli.scheduler import prefetch, tune as tune_mod
 
 
@@ -21,7 +22,8 @@ def test_the_machine_and_the_op_vendor_imports_are_fetched_on_another_thread(mon
     monkeypatch.setattr(capability, "gpu_status", lambda: (True, "ok"))
     monkeypatch.setattr(tune_mod, "machine", lambda: (seen.append(threading.current_thread().name)
                                                       or ({"name": "H200"}, {"cupy": "14"})))
-    monkeypatch.setitem(prefetch.VENDOR_IMPORTS, "sddmm", (lambda: seen.append("vendor import"),))
+    spec = dataclasses.replace(ops.get("sddmm"), vendor_imports=(lambda: seen.append("vendor import"),))
+    monkeypatch.setitem(ops.SPECS, "sddmm", spec)
     with prefetch.Prefetch("sddmm") as ahead:
         pass
     assert seen == ["autosage-prefetch", "vendor import"]

@@ -12,7 +12,7 @@ import types
 import pytest
 
 from autosage_cli.commands.tune import tuning_line
-from autosage_cli.scheduler import phases
+from autosage_cli.scheduler.probing import phases
 from autosage_cli.scheduler import tune as tune_mod
 from autosage_cli.scheduler import tune_features
 
@@ -118,7 +118,7 @@ def test_every_phase_of_the_probe_is_timed_apart_and_they_add_up(clock):
 
 
 def phases_min_repeats():
-    from autosage_cli.scheduler.probe import MIN_REPEATS
+    from autosage_cli.scheduler.probing.probe import MIN_REPEATS
     return MIN_REPEATS
 
 

@@ -9,10 +9,10 @@ import scipy.sparse as sp
 
 from autosage_cli.graphs.csr import canonical_csr, from_arrays
 from autosage_cli.kernels.schedule import Schedule
-from autosage_cli.scheduler import probe
-from autosage_cli.scheduler import sample as sampling
-from autosage_cli.scheduler.probe import probe_candidates
-from autosage_cli.scheduler.sample import default_target_nnz, sample_rows
+from autosage_cli.scheduler.probing import probe
+from autosage_cli.scheduler.probing import sample as sampling
+from autosage_cli.scheduler.probing.probe import probe_candidates
+from autosage_cli.scheduler.probing.sample import default_target_nnz, sample_rows
 
 from scheduler_fakes import FakeMeasurer, power_law_graph, small_graph
 
@@ -270,7 +270,7 @@ def test_no_candidate_is_dropped_for_budget_and_the_overrun_is_reported():
     assert result.floor_ms == pytest.approx(2 * sum(vendors.values()) + 2 * 6 * 4.5 + 3 * 50.5 + 3 * 4.5)
     assert result.overrun_ms == pytest.approx(result.spent_ms - 400.0) and result.overrun_ms > 100
     assert any("over its 400 ms budget" in msg for msg in messages)
-    from autosage_cli.scheduler.select import decide
+    from autosage_cli.scheduler.decisions.select import decide
     assert decide(result.natives, result.vendors).backend == "native"
 
 
@@ -417,7 +417,7 @@ def test_a_vendor_is_screened_right_after_its_verification_run_without_a_warm_up
     assert by["cusparse-sddmm"].repeats > by["torch-sampled-addmm"].repeats == probe.MIN_REPEATS
     # The budget is charged for what ran: 2 launches of the slow vendor, not 3.
     assert result.spent_ms >= 2 * 260.0 and result.floor_ms < 3 * 260.0 + 100.0
-    from autosage_cli.scheduler.select import decide
+    from autosage_cli.scheduler.decisions.select import decide
     assert decide(result.natives, result.vendors).vendor_ms == 8.0   # the guardrail's bar
 
 
@@ -457,7 +457,7 @@ def test_a_vendor_far_behind_on_its_verification_run_is_not_launched_again():
     assert by["cusparse-alg2"].repeats >= probe.MIN_REPEATS and by["cusparse-default"].repeats >= probe.MIN_REPEATS
     # the reference rule keeps the vendor order; every vendor is still verified against it
     assert result.reference == "cusparse-alg1" and all(v.rel_error < 1e-12 for v in result.vendors)
-    from autosage_cli.scheduler.select import decide
+    from autosage_cli.scheduler.decisions.select import decide
     assert decide(result.natives, result.vendors).vendor_ms == 9.0   # the guardrail's bar is unchanged
 
 
@@ -488,8 +488,8 @@ class FirstLaunchNoisy(FakeMeasurer):
 
 @pytest.mark.parametrize("scale, second_look", [(0.001, True), (1.0, False)])
 def test_a_microsecond_plan_is_looked_at_again_before_the_screen_drops_it(scale, second_look):
-    from autosage_cli.scheduler import screen
-    from autosage_cli.scheduler.select import decide
+    from autosage_cli.scheduler.probing import screen
+    from autosage_cli.scheduler.decisions.select import decide
 
     cands = spmm_schedules(3)
     names = [s.name for s, _ in cands]

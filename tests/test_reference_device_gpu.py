@@ -9,7 +9,7 @@ import scipy.sparse as sp
 from autosage_cli import ops
 from autosage_cli.backends import reference_device
 from autosage_cli.graphs.csr import canonical_csr
-from autosage_cli.scheduler.measure import GpuMeasurer
+from autosage_cli.scheduler.probing.measure import GpuMeasurer
 
 pytestmark = pytest.mark.gpu
 

@@ -10,7 +10,7 @@ import scipy.sparse as sp
 
 from autosage_cli.cache import DecisionCache
 from autosage_cli.graphs.load import load_graph
-from autosage_cli.scheduler import replay as replay_mod
+from autosage_cli.scheduler.decisions import replay as replay_mod
 from autosage_cli.scheduler import tune as tune_mod
 
 from cli_helpers import run_cli
@@ -136,7 +136,7 @@ def test_malformed_entry_is_reported_not_fatal(tuned):
 
 def test_an_in_memory_graph_is_skipped_not_failed(tmp_path):
     from autosage_cli.graphs.csr import replayable_source
-    from autosage_cli.scheduler import replay as replay_mod
+    from autosage_cli.scheduler.decisions import replay as replay_mod
 
     assert replayable_source({"path": "g.mtx"}) and replayable_source({"generator": "er", "seed": 1})
     assert not replayable_source({"api": "csr_matrix"}) and not replayable_source({})

@@ -1,13 +1,13 @@
 """The refusals of the GPU schedule grids (tests/schedule_grids.py), on the CPU: a (schedule, width,
 dtype) a schedule does not support is no GPU test case, so it is checked here instead. Each one
-says why in a non-empty reason, and native.prepare refuses it with that reason before it touches a
+says why in a non-empty reason, and ops.prepare_native refuses it with that reason before it touches a
 device (so a caller never launches a kernel the schedule cannot run). And no schedule falls out
 of the GPU tests: every schedule runs in a grid."""
 from __future__ import annotations
 
 import pytest
 
-from autosage_cli.backends import native
+from autosage_cli import ops
 from autosage_cli.errors import AutosageError
 from schedule_grids import GRIDS, HALF, HALF_ATTENTION, NATIVE, SPMM_SDDMM
 
@@ -26,7 +26,7 @@ def test_every_refusal_says_why_and_prepare_refuses_it(grid, schedule):
             problems.append(f"{dtype} K={k}: an empty reason")
             continue
         try:
-            native.prepare(None, s, k, grid.heads(s), dtype=dtype)   # refused before the device graph is read
+            ops.prepare_native(None, s, k, grid.heads(s), dtype=dtype)   # refused before the device graph is read
             problems.append(f"{dtype} K={k}: prepared although refused ({reason})")
         except AutosageError as exc:
             if reason not in str(exc):

@@ -10,7 +10,9 @@ import pytest
 from autosage_cli.cache import DecisionCache
 from autosage_cli.graphs.load import load_graph
 from autosage_cli.kernels import schedule as sched
-from autosage_cli.scheduler import probe, replay as replay_mod, tune as tune_mod
+from autosage_cli.scheduler.probing import probe
+from autosage_cli.scheduler.decisions import replay as replay_mod
+from autosage_cli.scheduler import tune as tune_mod
 
 from cli_helpers import run_cli
 

@@ -9,7 +9,7 @@ import pytest
 
 from autosage_cli.errors import AutosageError
 from autosage_cli.kernels import schedule as sched
-from autosage_cli.kernels import sddmm_space, spmm_space
+from autosage_cli.kernels.schedule import check_family_rules
 from autosage_cli.kernels.schedule import Schedule
 from autosage_cli.dtypes import DTYPES, vector_bytes_fit
 
@@ -54,19 +54,19 @@ def test_names_unique_and_stable():
 @pytest.mark.parametrize("s", own_schedules(), ids=lambda s: s.name)
 def test_validate_and_space_rules(s):
     s.validate()
-    (spmm_space if s.op == "spmm" else sddmm_space).check_space_rules(s)
+    check_family_rules(s)
 
 
 def test_space_rules_reject_inconsistent_knobs():
     with pytest.raises(ValueError):
-        spmm_space.check_space_rules(Schedule("spmm", "warprow", lanes=32, vec=4, tile=96))
+        check_family_rules(Schedule("spmm", "warprow", lanes=32, vec=4, tile=96))
     with pytest.raises(ValueError):
-        spmm_space.check_space_rules(Schedule("spmm", "subwarp", lanes=4, vec=1, split=64, chunk=64,
+        check_family_rules(Schedule("spmm", "subwarp", lanes=4, vec=1, split=64, chunk=64,
                                               reduce="atomic"))
     with pytest.raises(ValueError):
-        sddmm_space.check_space_rules(Schedule("sddmm", "rowgroup", lanes=4, vec=4, tile=0))
+        check_family_rules(Schedule("sddmm", "rowgroup", lanes=4, vec=4, tile=0))
     with pytest.raises(ValueError):
-        sddmm_space.check_space_rules(Schedule("sddmm", "edge", lanes=4, vec=1, chunk=64))
+        check_family_rules(Schedule("sddmm", "edge", lanes=4, vec=1, chunk=64))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -171,17 +171,17 @@ def test_split_grid_covers_chunks_and_light_rows(s):
 # ------------------------------------------------------------------ native refusals without a GPU
 
 def test_native_prepare_refuses_unsupported_width_and_heads():
-    from autosage_cli.backends import native
+    from autosage_cli import ops
 
     s = Schedule("spmm", "subwarp", lanes=4, vec=4, unroll=4)
     with pytest.raises(AutosageError, match="vector width"):
-        native.prepare(None, s, 6)
+        ops.prepare_native(None, s, 6)
     with pytest.raises(AutosageError, match="one head"):
-        native.prepare(None, s, 8, heads=2)
+        ops.prepare_native(None, s, 8, heads=2)
     with pytest.raises(AutosageError, match="attention only"):
-        native.prepare(None, s, 8, use_values=True)
+        ops.prepare_native(None, s, 8, use_values=True)
     with pytest.raises(AutosageError, match="unknown schedule"):
-        native.prepare(None, "spmm.nosuch.g1.v1.t256", 4)
+        ops.prepare_native(None, "spmm.nosuch.g1.v1.t256", 4)
 
 
 # ------------------------------------------------------------------ the vector family (K <= 8)
@@ -225,4 +225,4 @@ def test_vector_space_rules_reject_inconsistent_knobs():
                 dict(split=64, chunk=64, reduce="atomic")):
         knobs = dict(lanes=8, vec=1, threads=256, tile=4, unroll=4) | bad
         with pytest.raises(ValueError):
-            spmm_space.check_space_rules(Schedule("spmm", "vector", **knobs))
+            check_family_rules(Schedule("spmm", "vector", **knobs))

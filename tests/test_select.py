@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 
 from autosage_cli.errors import AutosageError
-from autosage_cli.scheduler.probe import ProbeRecord
-from autosage_cli.scheduler.select import Decision, decide
+from autosage_cli.scheduler.probing.probe import ProbeRecord
+from autosage_cli.scheduler.decisions.select import Decision, decide
 
 
 def native(name, ms=None, status="ok", reason=""):

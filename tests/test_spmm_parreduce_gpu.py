@@ -45,14 +45,14 @@ def graph():
 
 @pytest.mark.parametrize("schedule", PARREDUCE, ids=lambda s: s.name)
 def test_hub_empty_rows_and_every_width_of_the_band(schedule: Schedule, graph):
-    from autosage_cli.backends import native
+    from autosage_cli import ops
 
     csr, dgraph = graph
     failures = []
     for k in range(schedule.tile // 2 + 1, schedule.tile + 1):
         try:
             inputs, ref = case("spmm", "hub_and_empty_rows", csr, dgraph, k)
-            plan = native.prepare(dgraph, schedule, k)
+            plan = ops.prepare_native(dgraph, schedule, k)
             failures += [f"K={k}: {p}" for p in run_checked(plan, inputs, ref)]
         except Exception as exc:  # report and go on
             failures.append(f"K={k}: {type(exc).__name__}: {exc}")
@@ -61,12 +61,12 @@ def test_hub_empty_rows_and_every_width_of_the_band(schedule: Schedule, graph):
 
 @pytest.mark.parametrize("lanes", (8, 32))
 def test_grid_holds_only_resident_blocks_and_groups_stride_over_many_rows(lanes, graph):
-    from autosage_cli.backends import native
+    from autosage_cli import ops
     from autosage_cli.backends.native_spmm import resident_blocks
 
     csr, dgraph = graph
     s = next(s for s in PARREDUCE if s.lanes == lanes and s.tile == 2)
-    plan = native.prepare(dgraph, s, 2)
+    plan = ops.prepare_native(dgraph, s, 2)
     [(_, grid, block, _, _, _)] = plan.launches
     assert grid[0] <= resident_blocks(plan.kernel, s.threads)
     assert grid[0] * block[0] // lanes < csr.n_rows // 4    # every group takes several rows
@@ -76,7 +76,7 @@ def test_grid_holds_only_resident_blocks_and_groups_stride_over_many_rows(lanes,
 
 
 def test_all_ones_values_and_a_graph_smaller_than_one_block(graph):
-    from autosage_cli.backends import native
+    from autosage_cli import ops
     from autosage_cli.backends.base import DeviceGraph
 
     rng = np.random.default_rng(9)
@@ -86,6 +86,6 @@ def test_all_ones_values_and_a_graph_smaller_than_one_block(graph):
     for s in PARREDUCE:
         k = s.tile
         inputs, ref = case("spmm", "tiny-pattern", csr, dgraph, k)
-        plan = native.prepare(dgraph, s, k)
+        plan = ops.prepare_native(dgraph, s, k)
         assert plan.values_all_ones
         assert not run_checked(plan, inputs, ref), s.name

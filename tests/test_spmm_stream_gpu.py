@@ -51,14 +51,14 @@ def graphs():
 
 @pytest.mark.parametrize("schedule", STREAM, ids=lambda s: s.name)
 def test_hub_window_edges_and_every_width_of_the_band(schedule: Schedule, graphs):
-    from autosage_cli.backends import native
+    from autosage_cli import ops
 
     failures = []
     for name, (csr, dgraph) in graphs.items():
         for k in range(schedule.tile // 2 + 1, schedule.tile + 1):
             try:
                 inputs, ref = case("spmm", name, csr, dgraph, k)
-                plan = native.prepare(dgraph, schedule, k)
+                plan = ops.prepare_native(dgraph, schedule, k)
                 failures += [f"{name} K={k}: {p}" for p in run_checked(plan, inputs, ref)]
                 if len(plan.launches) != 2:
                     failures.append(f"{name} K={k}: {len(plan.launches)} launches, expected the "
@@ -73,13 +73,13 @@ def test_hub_window_edges_and_every_width_of_the_band(schedule: Schedule, graphs
 def test_results_are_bitwise_equal_from_run_to_run(schedule: Schedule, graphs):
     import cupy
 
-    from autosage_cli.backends import native
+    from autosage_cli import ops
 
     csr, dgraph = graphs["hub_and_empty_rows"]
     assert csr.row_degrees().max() > 100 * schedule.threads * schedule.unroll
     k = schedule.tile
     inputs, _ = case("spmm", "hub_and_empty_rows", csr, dgraph, k)
-    plan = native.prepare(dgraph, schedule, k)
+    plan = ops.prepare_native(dgraph, schedule, k)
     outs = []
     for _ in range(4):
         out = poison(plan.alloc_out())
@@ -93,14 +93,14 @@ def test_results_are_bitwise_equal_from_run_to_run(schedule: Schedule, graphs):
 def test_a_graph_without_nonzeros_is_all_zeros():
     import cupy
 
-    from autosage_cli.backends import native
+    from autosage_cli import ops
     from autosage_cli.backends.base import DeviceGraph
 
     csr = canonical_csr(sp.csr_matrix((3000, 40), dtype=np.float64), {"generator": "no-edges"})
     dgraph = DeviceGraph.from_host(csr)
     for s in STREAM:
         k = s.tile
-        plan = native.prepare(dgraph, s, k)
+        plan = ops.prepare_native(dgraph, s, k)
         out = poison(plan.alloc_out())
         plan.run((cupy.ones((40, k), dtype=cupy.float32),), out)
         assert bool((out == 0).all()), s.name

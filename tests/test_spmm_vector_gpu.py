@@ -27,14 +27,14 @@ def graphs():
 
 @pytest.mark.parametrize("schedule", VECTOR, ids=lambda s: s.name)
 def test_every_width_of_the_band_matches_reference(schedule: Schedule, graphs):
-    from autosage_cli.backends import native
+    from autosage_cli import ops
 
     failures = []
     for k in range(schedule.tile // 2 + 1, schedule.tile + 1):
         for name, (csr, dgraph) in graphs.items():
             try:
                 inputs, ref = case("spmm", name, csr, dgraph, k)
-                plan = native.prepare(dgraph, schedule, k)
+                plan = ops.prepare_native(dgraph, schedule, k)
                 failures += [f"K={k} {name}: {p}" for p in run_checked(plan, inputs, ref)]
             except Exception as exc:  # report and go on
                 failures.append(f"K={k} {name}: {type(exc).__name__}: {exc}")
@@ -45,13 +45,13 @@ def test_every_width_of_the_band_matches_reference(schedule: Schedule, graphs):
 def test_unaligned_and_strided_views_fall_back_to_scalar_loads(schedule: Schedule, graphs):
     import cupy
 
-    from autosage_cli.backends import native
+    from autosage_cli import ops
 
     k = schedule.tile
     failures = []
     for name in ("half_in_one_row", "pattern", "medium_power_law"):
         csr, dgraph = graphs[name]
-        plan = native.prepare(dgraph, schedule, k)
+        plan = ops.prepare_native(dgraph, schedule, k)
         rng = cupy.random.default_rng(11)
         vals = rng.uniform(-1, 1, csr.nnz, dtype=cupy.float32)
         a = sp.csr_matrix((vals.get().astype(np.float64), csr.indices, csr.indptr), shape=csr.shape)

@@ -133,13 +133,13 @@ def test_no_module_branches_on_a_family_name():
 def test_every_family_names_a_layout_and_a_cost_model_its_op_has():
     from autosage_cli.backends import native_attention, native_sddmm, native_spmm
     from autosage_cli.kernels.schedule import FAMILIES
-    from autosage_cli.scheduler.estimate import COST_MODELS
+    from autosage_cli.scheduler.estimate import cost_models
 
     layouts = {"spmm": native_spmm.LAYOUTS, "sddmm": native_sddmm.LAYOUTS,
                "attention": native_attention.PLANS}
     missing = [f"{name} ({family.op}: plan {family.plan!r}, cost {family.cost!r})"
                for name, family in FAMILIES.items()
-               if family.plan not in layouts[family.op] or family.cost not in COST_MODELS[family.op]]
+               if family.plan not in layouts[family.op] or family.cost not in cost_models(family.op)]
     assert not missing, "families whose layout or cost model their op lacks: " + ", ".join(missing)
     for op, table in layouts.items():   # and no layout is left without a family
         assert set(table) == {f.plan for f in FAMILIES.values() if f.op == op}, op

@@ -9,7 +9,7 @@ import pytest
 from autosage_cli.cache import DecisionCache
 from autosage_cli.kernels import schedule as sched
 from autosage_cli.scheduler import tune as tune_mod
-from autosage_cli.scheduler.select import Decision
+from autosage_cli.scheduler.decisions.select import Decision
 
 from cli_helpers import run_cli
 from scheduler_fakes import DEVICE, SOFTWARE, FakeMeasurer, features_of, small_graph
@@ -255,7 +255,7 @@ def test_table_output_names_candidates_and_decision(tmp_path, fake_tuning):
 
 
 def test_a_sample_probe_confirms_its_best_on_the_whole_graph(monkeypatch, graph):
-    from autosage_cli.scheduler import policy
+    from autosage_cli.scheduler.probing import policy
 
     real = policy.plan_probe
 

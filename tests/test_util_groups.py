@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from autosage_cli.kernels import compile as kcompile
+from autosage_cli import ops
 from autosage_cli.kernels import util, util_heads
 from autosage_cli.kernels.compile import KernelRef
 
@@ -71,32 +72,32 @@ def test_modules_are_one_per_group_from_the_helper_file():
 
 
 def test_a_float32_spmm_tune_on_int32_prefetches_no_reference_softmax_or_long_long_group():
-    groups = util.tune_groups("spmm", "float32", "int")
+    groups = ops.tune_groups("spmm", "float32", "int")
     assert groups == ("core", "values/F32")
     for op in ("spmm", "sddmm", "attention"):
-        names = util.tune_groups(op, "float32", "int")
+        names = ops.tune_groups(op, "float32", "int")
         assert not any(n.startswith("reference/") or "long long" in n or "F16" in n for n in names), names
         assert ("softmax" in names) == (op == "attention")
         assert ("gather/F32/int" in names) == (op != "spmm")   # the SDDMM vendors gather rows per edge
-        assert util.tune_modules(op, "float32", "int") == tuple(util.MODULES[n] for n in names)
+        assert ops.tune_modules(op, "float32", "int") == tuple(util.MODULES[n] for n in names)
 
 
 @pytest.mark.parametrize("dtype, codec", [("bfloat16", "BF16"), ("float16", "F16"), ("__half", "F16")])
 @pytest.mark.parametrize("index", ["int", "long long"])
 def test_a_two_byte_tune_prefetches_its_ops_device_reference_in_its_types(dtype, codec, index):
     for op in ("spmm", "sddmm", "attention"):
-        names = util.tune_groups(op, dtype, index)
+        names = ops.tune_groups(op, dtype, index)
         assert [n for n in names if n.startswith("reference/")] == [f"reference/{op}/{codec}/{index}"]
         assert f"values/{codec}" in names and "values/F32" not in names
         other = "int" if index == "long long" else "long long"
         assert not any(n.endswith("/" + other) for n in names), names
-    assert f"softmax/{codec}/{index}" in util.tune_groups("attention", dtype, index)
+    assert f"softmax/{codec}/{index}" in ops.tune_groups("attention", dtype, index)
 
 
 def test_tune_groups_of_an_op_without_helpers_of_its_own_and_bad_index_types():
     assert util.tune_groups("gemm", "float32") == ("core", "values/F32")
     with pytest.raises(ValueError):
-        util.tune_groups("spmm", "float32", "int64")
+        ops.tune_groups("spmm", "float32", "int64")
 
 
 class GroupRecorder:

@@ -99,7 +99,7 @@ class UnfusedAttentionPlan(HeadsOutPlan):
         super().__init__(dgraph, "attention", d, heads, dtype)
         import cupy
 
-        self.sched, self.schedule, self.scale, self.use_values = schedule, schedule.name, scale, use_values
+        self.native_schedule, self.schedule, self.scale, self.use_values = schedule, schedule.name, scale, use_values
         with PrepareTimer(self):
             self.sddmm_schedule, self.spmm_schedule = substep_schedules(schedule, d, substeps, dtype)
             self.provider = (f"{self.sddmm_schedule.name} -> attention_softmax.cu -> "
@@ -136,9 +136,9 @@ class UnfusedAttentionPlan(HeadsOutPlan):
             self.sddmm.launch(Q[:, h, :], K[:, h, :], S[h], ld, ld, scale=self.scale, use_values=False)
         args = (g.indptr, self.bias, self.scores)
         self.softmax(self.grid, self.block, args + (np.int64(g.n_rows), np.int64(self.scores.shape[1]),
-                                                    np.int32(H), np.int64(self.sched.split)))
+                                                    np.int32(H), np.int64(self.native_schedule.split)))
         if self.n_heavy:
-            self.softmax_heavy((self.n_heavy * H, 1, 1), (self.sched.threads, 1, 1),
+            self.softmax_heavy((self.n_heavy * H, 1, 1), (self.native_schedule.threads, 1, 1),
                                args + (self.heavy, np.int64(self.n_heavy),
                                        np.int64(self.scores.shape[1]), np.int32(H)))
         for h in range(H):

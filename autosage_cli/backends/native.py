@@ -1,11 +1,9 @@
-"""The native backend: `prepare(dgraph, schedule, k, heads=1, scale=None, dtype="float32") -> Plan`
-for our kernels, instantiated for `dtype` (its C++ type from the dtypes table).
-
-The plans of op X live in `native_X.py` (native_spmm, native_sddmm, native_attention; imported
-only when asked for), each with the same `prepare` signature. `schedule` is a Schedule or a
-registered name. A schedule that cannot run width k says why (Schedule.supports) and is refused
-here with that reason, before anything is compiled; so is an int64-index graph (the kernels take
-int32).
+"""What the native plans of every op share: the kernels a plan of a schedule launches and their
+parallel build. The plans themselves live in `native_X.py` (native_spmm, native_sddmm,
+native_attention), each with the same `prepare(dgraph, schedule, k, heads, scale, dtype, **options)`
+signature; the op specs name them (`OpSpec.prepare_native`) and `ops.prepare_native` is the one way
+to them, which refuses a schedule that cannot run width k with its reason (Schedule.supports)
+before anything is compiled.
 
 `compile_plans(dgraph, schedules, k, heads)` builds, in parallel, the kernels the plans of several
 schedules will launch and the groups of autosage's helper kernels a tune of their op launches
@@ -15,36 +13,11 @@ one), and
 """
 from __future__ import annotations
 
-import importlib
-
 from .. import dtypes
-from ..errors import AutosageError
 from ..kernels import compile as kcompile
-from ..kernels.schedule import Schedule, family_of, get
+from ..kernels.schedule import Schedule, family_of
 from .attention_common import index_type
-from .base import DeviceGraph, Plan
-
-
-def prepare(dgraph: DeviceGraph, schedule: Schedule | str, k: int, heads: int = 1,
-            scale: float | None = None, dtype: str = dtypes.DEFAULT, **options) -> Plan:
-    """A prepared native plan in `dtype` (float32, float16, bfloat16). The plans of op X live in
-    `backends/native_X.py`, whose `prepare(dgraph, schedule, k, heads, scale, dtype, **options)`
-    checks what its op accepts (one head for SpMM and SDDMM; `options` such as use_values or
-    substeps for attention)."""
-    if isinstance(schedule, str):
-        schedule = get(schedule)
-    dtypes.info(dtype)
-    reason = schedule.supports(k, heads, dtype)
-    if reason:
-        raise AutosageError(f"{schedule.name} cannot run K={k}: {reason}")
-    module = f"{__package__}.native_{schedule.op}"
-    try:
-        plans = importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        if exc.name != module:
-            raise            # the plan module exists; something it imports does not
-        raise AutosageError(f"no native backend for op {schedule.op!r}") from None
-    return plans.prepare(dgraph, schedule, k, heads, scale, dtype, **options)
+from .base import DeviceGraph
 
 
 def kernel_refs(schedule: Schedule, k: int, index: str = "int",
@@ -72,12 +45,14 @@ def takes_wide_indices(schedule: Schedule) -> bool:
 
 
 def compile_plans(dgraph: DeviceGraph, schedules, k: int, heads: int = 1,
-                  dtype: str = dtypes.DEFAULT, workers: int | None = None) -> dict[str, tuple[float, str | None]]:
+                  dtype: str = dtypes.DEFAULT, workers: int | None = None,
+                  helper_groups=None) -> dict[str, tuple[float, str | None]]:
     """Build the kernels of every schedule that can run (k, heads) on `dgraph`, all at once on a
     thread pool. Returns schedule name -> (ms, error): ms is what building its kernels took (a
     kernel shared by several schedules counts for each), error the first failure's one line, or
     None. Schedules that cannot run are left out (prepare refuses them with the reason), and so
-    are SpMM and SDDMM schedules on an int64-index graph (their kernels take int32)."""
+    are SpMM and SDDMM schedules on an int64-index graph (their kernels take int32).
+    `helper_groups` maps an op to its own helper groups (its spec's, `ops.helper_groups`)."""
     from ..kernels import util
 
     index = index_type(dgraph)
@@ -85,7 +60,9 @@ def compile_plans(dgraph: DeviceGraph, schedules, k: int, heads: int = 1,
               if s.supports(k, heads, dtype) is None and (index == "int" or takes_wide_indices(s))}
     # the helper kernels the tune launches (inputs, poisoning, verification, its vendors' steps)
     # build on the same pool; their time is in the wall time of this call, not in any candidate's
-    helpers = [m for op in dict.fromkeys(s.op for s in schedules) for m in util.tune_modules(op, dtype, index)]
+    own = helper_groups or {}
+    helpers = [m for op in dict.fromkeys(s.op for s in schedules)
+               for m in util.tune_modules(op, dtype, index, own.get(op, ()))]
     records = kcompile.compile_kernels(helpers + [r for refs in wanted.values() for r in refs])
     outcome = {}
     for name, refs in wanted.items():

@@ -44,7 +44,7 @@ class FusedAttentionPlan(HeadsOutPlan):
     def __init__(self, dgraph: DeviceGraph, schedule: Schedule, d: int, heads: int, scale: float,
                  use_values: bool, dtype: str = dtypes.DEFAULT):
         super().__init__(dgraph, "attention", d, heads, dtype)
-        self.sched, self.schedule, self.scale, self.use_values = schedule, schedule.name, scale, use_values
+        self.native_schedule, self.schedule, self.scale, self.use_values = schedule, schedule.name, scale, use_values
         self.provider = "attention_fused.cu"
         with PrepareTimer(self):
             index = index_type(dgraph)
@@ -54,14 +54,14 @@ class FusedAttentionPlan(HeadsOutPlan):
 
     def expression(self, index: str) -> str:
         """The name expression of the kernel this plan launches (the dot-product score)."""
-        return space.fused_expression(self.sched, dtypes.c_type(self.dtype), index)
+        return space.fused_expression(self.native_schedule, dtypes.c_type(self.dtype), index)
 
     def scalars(self):
         """(qscale, bias_scale): scores are computed in the log2 domain (see attention_fused.cu)."""
         return np.float32(self.scale * LOG2E), np.float32(LOG2E)
 
     def run(self, inputs: tuple, out) -> None:
-        check_inputs(self, inputs, out, self.sched.vec)
+        check_inputs(self, inputs, out, self.native_schedule.vec)
         Q, K, V = inputs
         g = self.graph
         qscale, bscale = self.scalars()
@@ -108,7 +108,7 @@ class SplitAttentionPlan(FusedAttentionPlan):
     def __init__(self, dgraph: DeviceGraph, schedule: Schedule, d: int, heads: int, scale: float,
                  use_values: bool, dtype: str = dtypes.DEFAULT):
         Plan.__init__(self, dgraph, "attention", d, heads, dtype)
-        self.sched, self.schedule, self.scale, self.use_values = schedule, schedule.name, scale, use_values
+        self.native_schedule, self.schedule, self.scale, self.use_values = schedule, schedule.name, scale, use_values
         self.provider = "attention_fused.cu (split + combine)"
         import cupy
 
@@ -135,13 +135,13 @@ class SplitAttentionPlan(FusedAttentionPlan):
             self.bias = values_arg(dgraph, use_values)
 
     def run(self, inputs: tuple, out) -> None:
-        check_inputs(self, inputs, out, self.sched.vec)
+        check_inputs(self, inputs, out, self.native_schedule.vec)
         Q, K, V = inputs
         g, h, d = self.graph, np.int32(self.heads), np.int32(self.k)
         qscale, bscale = self.scalars()
         self.fn(self.grid, self.block, (g.indptr, g.indices, self.bias, Q, K, V, out, self.seg_rows,
                                         self.chunk_begin, np.int64(self.n_chunks),
-                                        np.int64(self.n_segments), np.int64(self.sched.chunk), h, d,
+                                        np.int64(self.n_segments), np.int64(self.native_schedule.chunk), h, d,
                                         qscale, bscale, self.part_ml, self.part_acc))
         if self.n_heavy:
             self.combine(self.combine_grid, (256, 1, 1), (self.heavy_rows, self.chunk_ptr, self.part_ml,
@@ -165,14 +165,14 @@ class AdditiveScore:
         self.provider += ", additive score"
 
     def expression(self, index: str) -> str:
-        return space.additive_expression(self.sched, dtypes.c_type(self.dtype), index)
+        return space.additive_expression(self.native_schedule, dtypes.c_type(self.dtype), index)
 
     def operands(self, inputs: tuple, out, stats) -> tuple:
         """(a_dst, a_src, V, stats pointer), checked like check_inputs checks (Q, K, V): a wrong
         layout would otherwise be read as garbage."""
         if len(inputs) != 3:
             raise ValueError(f"additive attention takes (a_dst, a_src, V), got {len(inputs)} inputs")
-        g, h, d, vec = self.graph, self.heads, self.k, self.sched.vec
+        g, h, d, vec = self.graph, self.heads, self.k, self.native_schedule.vec
         value = dtypes.storage_dtype(self.dtype)
         shapes = [("a_dst", (g.n_rows, h), 1, "float32"), ("a_src", (g.n_cols, h), 1, "float32"),
                   ("V", (g.n_cols, h, d), vec, value), ("out", (g.n_rows, h, d), vec, value)]
@@ -212,7 +212,7 @@ class SplitAdditivePlan(AdditiveScore, SplitAttentionPlan):
         g, h, d = self.graph, np.int32(self.heads), np.int32(self.k)
         self.fn(self.grid, self.block, (g.indptr, g.indices, a_dst, a_src, V, out, self.seg_rows,
                                         self.chunk_begin, np.int64(self.n_chunks),
-                                        np.int64(self.n_segments), np.int64(self.sched.chunk), h, d,
+                                        np.int64(self.n_segments), np.int64(self.native_schedule.chunk), h, d,
                                         np.float32(self.negative_slope), self.part_ml, self.part_acc,
                                         stats_arg))
         if self.n_heavy:
@@ -254,11 +254,11 @@ def prepare(dgraph: DeviceGraph, schedule: Schedule, k: int, heads: int = 1, sca
             dtype: str = dtypes.DEFAULT, *, use_values: bool = False, substeps=None) -> Plan:
     """A native attention plan for `schedule` at d = k with `heads` heads in `dtype`. `substeps`
     (a family whose plan runs sub-steps: unfused) optionally names the (SDDMM, SpMM) native
-    schedules to use instead of the default choice."""
+    schedules to use instead of the default choice. That the schedule runs (d, H, dtype) is
+    ops.prepare_native's to check, once."""
     family = FAMILIES.get(schedule.family)
     if family is None:
         raise ValueError(f"{schedule.name} is not an attention schedule")
-    _check_supported(schedule, k, heads, dtype)
     options = {"substeps": substeps} if family.substeps else {}
     return PLANS[family.plan](dgraph, schedule, k, heads, attention_scale(k, scale), use_values,
                               dtype=dtype, **options)

@@ -58,7 +58,7 @@ class NativeSddmmPlan(EdgesOutPlan):
     def __init__(self, dgraph: DeviceGraph, schedule: Schedule, k: int, scale: float | None = None,
                  dtype: str = dtypes.DEFAULT):
         super().__init__(dgraph, "sddmm", k, 1, dtype)
-        self.sched, self.schedule = schedule, schedule.name
+        self.native_schedule, self.schedule = schedule, schedule.name
         self.scale = 1.0 if scale is None else float(scale)
         with PrepareTimer(self):
             require_int32(dgraph)
@@ -71,14 +71,14 @@ class NativeSddmmPlan(EdgesOutPlan):
     def _edge_work(self) -> tuple[int, tuple, tuple]:
         """Runs of `unroll` consecutive edges, their rows from the COO row ids: (items, leading
         kernel args, args between the items and the values pointer)."""
-        s, g, k = self.sched, self.graph, self.k
+        s, g, k = self.native_schedule, self.graph, self.k
         n_items = -(-g.nnz // s.unroll)
         rows = device_coo_rows(g) if g.nnz else NULL
         return n_items, (np.int32(g.nnz), np.int32(k), rows, g.indices), ()
 
     def _row_work(self) -> tuple[int, tuple, tuple]:
         """Rows, or `chunk`-edge pieces of every row: as _edge_work."""
-        s, g, k = self.sched, self.graph, self.k
+        s, g, k = self.native_schedule, self.graph, self.k
         if s.chunk:
             item_row, item_start = device_row_chunks(g, s.chunk)
             n_items = int(item_row.shape[0])
@@ -90,7 +90,7 @@ class NativeSddmmPlan(EdgesOutPlan):
 
     def launch(self, X, Y, out, ldx: int, ldy: int, scale: float = 1.0, use_values: bool = True) -> None:
         """Launch on the current stream: out[e] = scale * (a_e or 1) * <X[row_e], Y[col_e]>."""
-        g, k, vec = self.graph, self.k, self.sched.vec
+        g, k, vec = self.graph, self.k, self.native_schedule.vec
         check_dense("X", X, g.n_rows, k, ldx, vec, self.dtype)
         check_dense("Y", Y, g.n_cols, k, ldy, vec, self.dtype)
         check_edge_vector("out", out, g.nnz, self.dtype)

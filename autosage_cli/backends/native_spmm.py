@@ -127,7 +127,7 @@ class NativeSpmmPlan(RowsOutPlan):
 
     def __init__(self, dgraph: DeviceGraph, schedule: Schedule, k: int, dtype: str = dtypes.DEFAULT):
         super().__init__(dgraph, "spmm", k, 1, dtype)
-        self.sched, self.schedule = schedule, schedule.name
+        self.native_schedule, self.schedule = schedule, schedule.name
         with PrepareTimer(self):
             require_int32(dgraph)
             self.kernel = kernel_for(schedule, dtype)
@@ -140,7 +140,7 @@ class NativeSpmmPlan(RowsOutPlan):
     def _prepare_rows(self) -> None:
         """One launch of a group (or warp) per row."""
         g = self.graph
-        grid, block = self.sched.launch(g.n_rows, self.k)
+        grid, block = self.native_schedule.launch(g.n_rows, self.k)
         head = (np.int32(g.n_rows), np.int32(self.k), g.indptr, g.indices)
         self.launches.append((self.kernel, grid, block, head, OPERANDS, ()))
 
@@ -149,7 +149,7 @@ class NativeSpmmPlan(RowsOutPlan):
         atomics, per chunk for two-phase) and tickets start at zero and the kernel leaves them so."""
         import cupy
 
-        s, g, k = self.sched, self.graph, self.k
+        s, g, k = self.native_schedule, self.graph, self.k
         part = device_partition(g, s.split, s.chunk)
         host = part["host"]
         n_light, n_chunks, n_heavy = host.light_rows.size, host.n_chunks, host.heavy_rows.size
@@ -170,7 +170,7 @@ class NativeSpmmPlan(RowsOutPlan):
     def _prepare_persistent(self) -> None:
         """One launch of persistent groups: no more blocks than stay resident, fewer when the rows
         need fewer (a warp per heavy row, a group per light row)."""
-        s, g = self.sched, self.graph
+        s, g = self.native_schedule, self.graph
         rows = device_row_order(g, family_of(s.family).heavy_rows_above(s))
         n_heavy, n_light = int(rows["heavy"].size), int(rows["light"].size)
         needed = s.launch(max(n_heavy * WARP // s.lanes, n_light), self.k)[0][0]
@@ -185,7 +185,7 @@ class NativeSpmmPlan(RowsOutPlan):
         row summing its partials in window order."""
         import cupy
 
-        s, g = self.sched, self.graph
+        s, g = self.native_schedule, self.graph
         width = s.threads * s.unroll
         if g.nnz > INT32_MAX - width:   # the kernel's edge offsets are int32 up to a window past nnz
             raise AutosageError(f"{s.name}: {g.nnz} nonzeros leave less than one window ({width}) below "
@@ -205,7 +205,7 @@ class NativeSpmmPlan(RowsOutPlan):
 
     def launch(self, values, B, out, ldb: int, ldc: int) -> None:
         """Launch on the current stream: out = A(values) @ B with explicit leading dimensions."""
-        g, k, vec = self.graph, self.k, self.sched.vec
+        g, k, vec = self.graph, self.k, self.native_schedule.vec
         check_dense("B", B, g.n_cols, k, ldb, vec, self.dtype)
         check_dense("out", out, g.n_rows, k, ldc, vec, self.dtype)
         if values is not None:

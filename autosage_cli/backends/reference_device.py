@@ -2,7 +2,7 @@
 reference, which stays the definition) computed where the inputs already are.
 
 In float16 and bfloat16 the float64 reference is the judge of every case: vendors round partial
-sums to the type and cannot be (scheduler/measure.py). On the host it costs the inputs' download
+sums to the type and cannot be (scheduler/probing/measure.py). On the host it costs the inputs' download
 and a single-threaded walk of every edge: about 1 s per million edges at d = 64, so minutes on a
 100M-edge graph, once in the tuner's probe and once more in the benchmark's case. Here it is the
 same arithmetic in float64 on the GPU, in seconds:

@@ -16,9 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..dtypes import from_storage
-
-BFLOAT16_NAN = 0x7FC0   # a quiet NaN's bfloat16 bits
+from ..dtypes import from_storage, of_storage
 
 MIN_REPEATS = 3
 _L2_FLUSH_FACTOR = 2          # the flush buffer is larger than this many L2 caches
@@ -199,8 +197,8 @@ def _squared_sums(xp, o, r, diff2, ref2):
 def rel_error(out, ref) -> float:
     """||out - ref|| / ||ref|| in float64 for host or device arrays (computed on the device when
     either is a CuPy array, in chunks, with one synchronization). NaN/Inf in either -> inf;
-    ||ref|| = 0 -> the absolute error ||out - ref||. uint16 arrays are bfloat16 bit patterns (the
-    storage of bfloat16 results) and are compared by value."""
+    ||ref|| = 0 -> the absolute error ||out - ref||. Arrays of a value type's bit patterns (bfloat16's
+    uint16, dtypes.of_storage) are compared by value."""
     out = _values_of(out if hasattr(out, "shape") else np.asarray(out))
     ref = _values_of(ref if hasattr(ref, "shape") else np.asarray(ref))
     if tuple(out.shape) != tuple(ref.shape):
@@ -224,7 +222,7 @@ def rel_error(out, ref) -> float:
 
 def _device_squared_sums(out, ref) -> tuple[float, float]:
     """(||out - ref||^2, ||ref||^2) on the device, by the helper module's one float64 reduction,
-    reading each array in its own type (uint16: bfloat16 bits); a host array is uploaded first."""
+    reading each array in its own type (dtypes.of_storage); a host array is uploaded first."""
     import cupy
 
     from ..kernels import util
@@ -236,29 +234,39 @@ def _device_squared_sums(out, ref) -> tuple[float, float]:
         return util.squared_sums(*(_float64(x) for x in (o, r)))
 
 
+def _bit_type(arr):
+    """The value type whose bit patterns `arr` holds (bfloat16 for uint16 arrays), else None:
+    the dtypes table's one reverse lookup decides, not this module."""
+    t = of_storage(arr.dtype)
+    return t if t is not None and t.bit_patterns else None
+
+
 def _float64(x):
-    """A device array's values in float64 (uint16: bfloat16 bits, widened exactly)."""
+    """A device array's values in float64 (bit patterns of a value type widened exactly)."""
     import cupy
 
     from .value_arrays import to_float32
 
-    return (to_float32(x, "bfloat16") if x.dtype == np.uint16 else x).astype(cupy.float64)
+    t = _bit_type(x)
+    return (to_float32(x, t.name) if t is not None else x).astype(cupy.float64)
 
 
 def _values_of(arr):
-    """The values of a host result array: bfloat16 bit patterns (uint16) widened exactly (device
-    arrays are read in their own type by the helper module's reduction)."""
-    if arr.dtype != np.uint16 or _is_device_array(arr):
+    """The values of a host result array: bit patterns of a value type (bfloat16's uint16) widened
+    exactly (device arrays are read in their own type by the helper module's reduction)."""
+    t = _bit_type(arr)
+    if t is None or _is_device_array(arr):
         return arr
-    return from_storage(arr, "bfloat16")
+    return from_storage(arr, t.name)
 
 
 def poison(out):
-    """Fill `out` (NumPy or CuPy, floating point, or uint16 bfloat16 bit patterns) with NaN in
+    """Fill `out` (NumPy or CuPy, floating point, or the bit patterns of a value type) with NaN in
     place; returns it. Device arrays through the helper module's fill (no CuPy fill kernel)."""
-    if _is_device_array(out) and out.flags.c_contiguous and out.itemsize in (2, 4):
+    if _is_device_array(out) and out.flags.c_contiguous and of_storage(out.dtype) is not None:
         from ..kernels import util
 
         return util.fill(out, np.nan)
-    out.fill(BFLOAT16_NAN if out.dtype == np.uint16 else np.nan)
+    t = _bit_type(out)
+    out.fill(t.nan_bits if t is not None else np.nan)
     return out

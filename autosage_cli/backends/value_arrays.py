@@ -10,14 +10,15 @@ host; float16/bfloat16 -> float32 is exact (a bfloat16 is the top half of a floa
 """
 from __future__ import annotations
 
-from ..dtypes import storage_dtype, info as dtype_info
+from ..dtypes import DEFAULT, of_storage, info as dtype_info
 
 
 def _helper_converts(x, out) -> bool:
-    """Whether the helper module converts x into out (contiguous float32 <-> a 2-byte type)."""
-    names = {x.dtype.name, out.dtype.name}
-    return (x.flags.c_contiguous and out.flags.c_contiguous and "float32" in names
-            and len(names & {"float16", "uint16"}) == 1)
+    """Whether the helper module converts x into out (contiguous float32 <-> a narrow type)."""
+    types = [of_storage(x.dtype), of_storage(out.dtype)]
+    names = {t.name for t in types if t is not None}
+    return (x.flags.c_contiguous and out.flags.c_contiguous and None not in types and DEFAULT in names
+            and sum(t.narrow for t in types) == 1)
 
 
 def _convert(x, stored, out):
@@ -40,11 +41,11 @@ def to_value_type(x, dtype: str, out=None):
     (written into `out` when given); `x` itself when it is stored so already and no `out` is given."""
     import cupy
 
-    name = dtype_info(dtype).name
-    stored = cupy.dtype(storage_dtype(name))
+    t = dtype_info(dtype)
+    stored = cupy.dtype(t.storage)
     if out is None and x.dtype == stored:
         return x
-    if name == "bfloat16" and x.dtype != cupy.float32:
+    if t.bit_patterns and x.dtype != cupy.float32:   # only the helper module writes its bits
         x = _convert(x, cupy.float32, None)
     return _convert(x, stored, out)
 
@@ -61,7 +62,7 @@ def to_float32(x, dtype: str, out=None):
 def graph_values(dgraph, dtype: str):
     """The device graph's edge values in `dtype` (made once, kept in dgraph.derived)."""
     name = dtype_info(dtype).name
-    if name == "float32":
+    if name == DEFAULT:   # the device graph's own values are float32
         return dgraph.values
     key = ("values", name)
     if key not in dgraph.derived:
@@ -70,10 +71,6 @@ def graph_values(dgraph, dtype: str):
 
 
 def cuda_data_type(dtype: str) -> int:
-    """The cudaDataType_t of `dtype` (CUDA_R_32F, CUDA_R_16F, CUDA_R_16BF)."""
-    from cupy_backends.cuda.api import runtime
-
-    name = dtype_info(dtype).name
-    # CUDA_R_16BF is 14 in library_types.h; older CuPy builds do not export the name.
-    return {"float32": runtime.CUDA_R_32F, "float16": runtime.CUDA_R_16F,
-            "bfloat16": getattr(runtime, "CUDA_R_16BF", 14)}[name]
+    """The cudaDataType_t of `dtype` (CUDA_R_32F, CUDA_R_16F, CUDA_R_16BF): its row's, the values
+    of library_types.h (older CuPy builds do not export CUDA_R_16BF's name)."""
+    return dtype_info(dtype).cuda_data_type

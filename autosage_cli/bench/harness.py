@@ -2,7 +2,7 @@
 by side in one process (docs/MEASUREMENT.md) and checked against the best vendor output.
 
 Per case, in this order:
-  1. every vendor entry of the op's spec: run, time; the measurer (scheduler/measure.py) picks the
+  1. every vendor entry of the op's spec: run, time; the measurer (scheduler/probing/measure.py) picks the
      case's reference by its one rule and the best vendor, the fastest that verified;
   2. autosage: scheduler.tune.tune with the cache (decision "probe", or "cache" on a hit), then the
      chosen plan on the full graph;

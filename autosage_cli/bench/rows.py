@@ -71,7 +71,7 @@ class Row:
     warm_tune_ms: float = math.nan  # a second tune() right after the first: a cache hit
     compile_ms: float = math.nan    # building kernel modules during this row's prepare (and, for
                                     # autosage rows, its tune); ~0 when precompiled before the run
-    # Autosage probe rows: where tune_ms went (scheduler/phases.py; wall ms, exclusive): the GPU
+    # Autosage probe rows: where tune_ms went (scheduler/probing/phases.py; wall ms, exclusive): the GPU
     # time the probe measured, then uploading the graph, making the inputs, picking the reference,
     # preparing and timing the vendors and the natives, verification runs, imports of optional
     # vendor libraries (torch, nvmath) in the tune, and the rest of the probe.

@@ -105,11 +105,8 @@ class GraphSpec:
 
 
 @dataclass(frozen=True)
-class Case:
-    op: str
-    k: int
-    heads: int = 1
-    dtype: str = dtype_table.DEFAULT
+class Case(op_specs.Case):
+    """A benchmark case: the tuner's case value (ops.Case), with its label."""
 
     def describe(self) -> str:
         text = f"{self.op} K={self.k}" + (f" H={self.heads}" if op_specs.get(self.op).multi_head else "")

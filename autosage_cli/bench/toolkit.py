@@ -11,11 +11,11 @@ import gc
 import sys
 import time
 
-from ..scheduler.measure import GpuMeasurer
+from ..scheduler.probing.measure import GpuMeasurer
 
 
 class GpuToolkit(GpuMeasurer):
-    """The real GPU operations: the tuner's measurer (scheduler/measure.py: device graphs,
+    """The real GPU operations: the tuner's measurer (scheduler/probing/measure.py: device graphs,
     inputs, plans, verification runs, the float64 reference, timing), plus what only the benchmark
     does (baselines, every schedule, tuning, the environment, freeing memory)."""
 

@@ -13,7 +13,7 @@ from .. import ops as op_specs
 from ..dtypes import DEFAULT as DEFAULT_DTYPE
 from ..errors import AutosageError
 from .progress import stderr_console
-from ..scheduler import replay as replay_mod
+from ..scheduler.decisions import replay as replay_mod
 from .tune import stdout_console
 
 

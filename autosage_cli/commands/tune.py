@@ -12,9 +12,10 @@ from rich.table import Table
 from .. import budget, dtypes, ops as op_specs
 from ..errors import AutosageError
 from ..graphs.memo import GraphMemo
-from ..scheduler import phases, tune as tune_mod
-from ..scheduler.probe import DEFAULT_BUDGET_MS
-from ..scheduler.select import DEFAULT_GUARDRAIL
+from ..scheduler.probing import phases
+from ..scheduler import tune as tune_mod
+from ..scheduler.probing.probe import DEFAULT_BUDGET_MS
+from ..scheduler.decisions.select import DEFAULT_GUARDRAIL
 from . import dry_run as dry_run_mod
 from .op_names import OpNames
 from .progress import step, stderr_console
@@ -201,7 +202,7 @@ def _emit(result, as_json: bool, err) -> None:
 def _planned_case(graph, label: str, op: str, k: int, heads: int, full: bool,
                   dtype: str) -> dry_run_mod.PlannedCase:
     """The case with its memory estimate; the GPU holds the probe's sample unless --full."""
-    from ..scheduler import sample
+    from ..scheduler.probing import sample
 
     target = sample.default_target_nnz(graph)
     device_nnz = None if full or sample.probes_whole_graph(graph, target) else target

@@ -247,8 +247,8 @@ def _unfused_rules(s: Schedule) -> str | None:
 
 
 # ------------------------------------------------------------------ the families
-# plan: the layout in backends/native_attention.py's PLANS; cost: the model in the scheduler's
-# COST_MODELS["attention"].
+# plan: the layout in backends/native_attention.py's PLANS; cost: the model in the attention
+# spec's cost_models (ops/attention.py).
 
 FAMILIES: dict[str, Family] = {
     "fused": Family(

@@ -24,7 +24,7 @@ from typing import Callable, Iterable, NamedTuple
 from ..cuda_sources import CUDA_DIR, kernel_source, sources_hash
 from ..errors import one_line
 from ..graphs.csr import default_workers   # NVRTC releases the GIL: threads compile in parallel
-from ..dtypes import DTYPES, vector_bytes_fit
+from ..dtypes import DTYPES, TWO_BYTE_DEFINE as TWO_BYTE_DEFINE_NAME, vector_bytes_fit
 from .. import prebuild
 from . import cubins
 
@@ -33,21 +33,27 @@ ARCH = "sm_90"
 COMPILE_OPTIONS = ("-std=c++17",)
 
 
-# Defined for instantiations of a 2-byte value type: cuda/common.cuh then includes cuda_fp16.h and
-# cuda_bf16.h (float32 modules compile without them, as fast as before they existed).
-TWO_BYTE_DEFINE = "-DAUTOSAGE_2BYTE_TYPES=1"
+# Defined for instantiations of a 2-byte value type (their rows' `header_define`): cuda/common.cuh
+# then includes cuda_fp16.h and cuda_bf16.h.
+TWO_BYTE_DEFINE = f"-D{TWO_BYTE_DEFINE_NAME}=1"
+
+
+def header_defines(expressions) -> tuple[str, ...]:
+    """The -D options of the value types the name expressions instantiate kernels on (each type's
+    row: `DType.header_define`), in table order, each once."""
+    wanted = (t.header_define for t in DTYPES.values()
+              if t.header_define and any(t.c_type in e for e in expressions))
+    return tuple(f"-D{name}=1" for name in dict.fromkeys(wanted))
 
 
 def needs_two_byte_types(expressions) -> bool:
     """Whether any name expression instantiates a kernel on a 2-byte value type."""
-    names = [t.c_type for t in DTYPES.values() if t.itemsize == 2]
-    return any(name in e for e in expressions for name in names)
+    return TWO_BYTE_DEFINE in header_defines(expressions)
 
 
 def runtime_options(expressions=()) -> tuple[str, ...]:
     """The NVRTC options of a module holding `expressions`."""
-    defines = (TWO_BYTE_DEFINE,) if needs_two_byte_types(expressions) else ()
-    return COMPILE_OPTIONS + (f"-I{CUDA_DIR}",) + defines
+    return COMPILE_OPTIONS + (f"-I{CUDA_DIR}",) + header_defines(expressions)
 
 
 def module_options(expressions) -> list[str]:

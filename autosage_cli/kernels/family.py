@@ -9,8 +9,8 @@ imports them), so the imports stay one way. A family's schedules are therefore g
 a `make(**knobs)` the space passes in: a Schedule constructor with the op and family filled in.
 
 What the layers above need of a family they read from its entry, by name where the code lives
-above `kernels/`: `cost` names the cost model in scheduler/estimate.py's `COST_MODELS` table (the
-cost functions need the scheduler's roofline types, so they stay there, one table for every op),
+above `kernels/`: `cost` names the cost model in its op spec's `cost_models` (the models live in
+ops/cost/, above kernels, since they need the roofline types),
 `plan` names the launch layout in the op's native plan module (backends/native_spmm.py's and
 native_sddmm.py's `LAYOUTS`, backends/native_attention.py's `PLANS`). A new family that walks its work like an
 existing one names that model and layout and changes neither module. What else a plan needs to
@@ -47,7 +47,7 @@ class Family:
     half_schedules: Optional[Callable[..., Sequence]] = None
     # Rules beyond Schedule.validate() that its schedules keep: (schedule) -> None or the reason.
     space_rules: Optional[Callable[..., Optional[str]]] = None
-    # The cost model of its walk (a name in the scheduler's COST_MODELS of its op).
+    # The cost model of its walk (a name in its op spec's cost_models, ops/cost/).
     cost: str = "rows"
     # The launch layout of its native plan (a name in the op's plan module's LAYOUTS or PLANS).
     plan: str = "rows"
@@ -71,7 +71,7 @@ class Family:
     substeps: tuple[str, ...] = ()
     # Its plan builds work lists (row partitions, segments, windows) from the graph on the host:
     # (schedule) -> bool; None: never. Such a plan copies the graph to the host and walks it once
-    # per new graph, so a decision that carries over to new graphs (scheduler/kinds.py) takes one
+    # per new graph, so a decision that carries over to new graphs (scheduler/decisions/kinds.py) takes one
     # of the others.
     host_work_lists: Optional[Callable[..., bool]] = None
 

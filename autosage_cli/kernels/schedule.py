@@ -2,29 +2,32 @@
 
 A `Schedule` is a frozen description of one way to run an op: the kernel family (one templated
 kernel in a cuda/ file) and its knobs. Its `name` is stable and used in the cache, CSV rows and
-test ids. Only `launch()` computes grid and block sizes.
+test ids. `launch()` computes the grid and block of a launch over work items (a group or warp
+per row, chunk or edge run); the plans whose layout is not one item per group build their own
+from their work lists (backends/native_spmm.py: the split grid of chunk and light-row blocks, the
+persistent grid capped at the resident blocks, the stream windows; native_attention.py's combine
+step; kernels/util.py's grid-stride helpers), with `threads` as the block size throughout.
 
 Two kinds of module describe the schedules, and this one joins them:
   * family modules (`spmm_families`, `sddmm_families`, `attention_families`): one `Family` entry
     per kernel family (kernels/family.py: op, kernel file, name expression, `supports` with a
     reason, lanes per work item, what the knobs mean), with its predicates. `FAMILIES` below joins
     their tables, so importing this module is enough for every family to be known.
-  * space modules (`spmm_space`, `sddmm_space`, `attention_space`): `SCHEDULES: tuple[Schedule,
-    ...]` of one op, in a fixed order (names are cache keys), and the space rules each schedule is
-    checked against. `registry(op)` imports them when first asked. The families carry their own
-    schedules and rules, so the space is `family_space(table)` and the rules `check_family_rules`:
-    a family's value lists live in its entry.
+  * the space of an op: the schedules its families generate, in a fixed order (names are cache
+    keys), each checked against its family's rules. The families carry their own schedules and
+    rules, so the space is `family_space(table)` and the rules `check_family_rules`: a family's
+    value lists live in its entry, and no op has a space module of its own.
 
-An op whose families come with its spec (ops/: `OpSpec.families`) is not listed here: the op
-registry hands them to `register_op`, and its space is the schedules they generate. So a new op
-needs no line in this package; `known_ops()` lists the built-in ops, then those registered.
+The built-in ops' tables are joined here (`BUILTIN_FAMILIES`) and their spaces made by
+`register_op`, the same call the op registry makes for a spec that brings its own families
+(ops/: `OpSpec.families`). So a new op needs no line in this package; `known_ops()` lists the
+built-in ops, then those registered.
 """
 from __future__ import annotations
 
 import contextlib
 import dataclasses
 import functools
-import importlib
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -33,12 +36,13 @@ from . import attention_families, sddmm_families, spmm_families
 from .family import Family
 from ..dtypes import info as dtype_info, vector_bytes_fit
 
-OPS = ("spmm", "sddmm", "attention")     # the built-in ops, whose spaces are modules here
-SPACE_MODULES = {op: f"{__package__}.{op}_space" for op in OPS}
+# The built-in ops and their family tables, registered below like any op's.
+BUILTIN_FAMILIES: dict[str, dict[str, Family]] = {
+    "spmm": spmm_families.FAMILIES, "sddmm": sddmm_families.FAMILIES, "attention": attention_families.FAMILIES}
+OPS = tuple(BUILTIN_FAMILIES)
 REDUCTIONS = ("none", "atomic", "twophase")
-# Every kernel family by name. The family modules own disjoint names; a clash would be a bug.
-FAMILIES: dict[str, Family] = {**spmm_families.FAMILIES, **sddmm_families.FAMILIES,
-                               **attention_families.FAMILIES}
+# Every built-in kernel family by name. The family modules own disjoint names; a clash would be a bug.
+FAMILIES: dict[str, Family] = {name: f for table in BUILTIN_FAMILIES.values() for name, f in table.items()}
 
 
 @dataclass(frozen=True)
@@ -163,11 +167,12 @@ class Schedule:
         return hook(self) if hook else self.lanes
 
 
-# Families and schedules beyond the built-in tables: those of registered ops (`register_op`), and
-# those added for the length of an `extra_schedules` block (tests only).
+# Families and schedules beyond the built-in tables: those of ops registered by the op registry
+# (`register_op`), and those added for the length of an `extra_schedules` block (tests only).
 _EXTRA_FAMILIES: dict[str, Family] = {}
 _EXTRA: list[Schedule] = []
 _REGISTERED_OPS: list[str] = []
+_SPACES: dict[str, tuple[Schedule, ...]] = {}   # op -> its families' schedules, in order
 
 
 def known_ops() -> tuple[str, ...]:
@@ -205,23 +210,24 @@ def check_family_rules(s: Schedule) -> None:
 def registry(op: str) -> tuple[Schedule, ...]:
     if op not in known_ops():
         raise AutosageError(f"unknown op {op!r}; choose one of {', '.join(known_ops())}")
-    space = importlib.import_module(SPACE_MODULES[op]).SCHEDULES if op in SPACE_MODULES else ()
-    return tuple(space) + tuple(s for s in _EXTRA if s.op == op)
+    return _SPACES[op] + tuple(s for s in _EXTRA if s.op == op)
 
 
-def register_op(op: str, families: dict[str, Family]) -> None:
-    """Make `op` known with its kernel families (the op registry calls this for a spec that brings
-    its own): its space is the schedules they generate (family_space), checked by their rules."""
-    if op in known_ops():
+def register_op(op: str, families: dict[str, Family], *, _builtin: bool = False) -> None:
+    """Make `op` known with its kernel families (the built-in ops below; the op registry for a spec
+    that brings its own): its space is the schedules they generate (family_space), checked by
+    their rules."""
+    if op in _SPACES or (op in OPS and not _builtin):
         raise ValueError(f"op {op!r} exists already")
-    clash = set(families) & (set(FAMILIES) | set(_EXTRA_FAMILIES))
+    clash = set(families) & (set(_EXTRA_FAMILIES) | (set() if _builtin else set(FAMILIES)))
     if clash:
         raise ValueError(f"families {sorted(clash)} exist already")
     strays = [name for name, family in families.items() if family.op != op]
     if strays:
         raise ValueError(f"families {strays} compute another op than {op}")
-    _REGISTERED_OPS.append(op)
-    _EXTRA_FAMILIES.update(families)
+    if not _builtin:
+        _REGISTERED_OPS.append(op)
+        _EXTRA_FAMILIES.update(families)
     try:
         schedules = family_space(families)
         for s in schedules:
@@ -229,13 +235,16 @@ def register_op(op: str, families: dict[str, Family]) -> None:
     except ValueError:
         unregister_op(op)
         raise
-    _EXTRA.extend(schedules)
+    _SPACES[op] = schedules
 
 
 def unregister_op(op: str) -> None:
-    """Forget a registered op, its families and their schedules."""
+    """Forget a registered op, its families and their schedules (a built-in op stays)."""
+    if op in OPS:
+        return
     if op in _REGISTERED_OPS:
         _REGISTERED_OPS.remove(op)
+    _SPACES.pop(op, None)
     for name in [n for n, f in _EXTRA_FAMILIES.items() if f.op == op]:
         del _EXTRA_FAMILIES[name]
     _EXTRA[:] = [s for s in _EXTRA if s.op != op]
@@ -287,3 +296,7 @@ def extra_schedules(*schedules: Schedule, families: dict[str, Family] | None = N
             _EXTRA.remove(s)
         for name in added:
             _EXTRA_FAMILIES.pop(name, None)
+
+
+for _op, _families in BUILTIN_FAMILIES.items():
+    register_op(_op, _families, _builtin=True)

@@ -1,7 +1,7 @@
 """The SDDMM kernel families, each at home in its `Family` entry: predicates, NVRTC name
-expression, schedules (value lists, in a fixed order), space rules and cost model. sddmm_space
-joins the entries' schedules. Hooks take a `Schedule` (kernels/schedule.py), named in annotations
-only: schedule.py imports this.
+expression, schedules (value lists, in a fixed order), space rules and cost model; kernels/schedule.py
+joins their schedules. Hooks take a `Schedule` (kernels/schedule.py), named in annotations only:
+schedule.py imports this.
 
 Families:
   rowgroup   G lanes per row keep X[row] in registers (P chunks of G*V columns, so K <= tile =

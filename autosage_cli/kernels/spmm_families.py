@@ -1,6 +1,6 @@
 """The SpMM kernel families, each at home in its `Family` entry: its predicates (None, or the
 reason a schedule cannot run a width), NVRTC name expression, schedules (value lists, in a fixed
-order), space rules, cost model and plan layout. spmm_space joins the entries' schedules.
+order), space rules, cost model and plan layout; kernels/schedule.py joins their schedules.
 Hooks take a `Schedule` (kernels/schedule.py), named in annotations only: schedule.py imports this.
 
 Why these values (H200 measurements of the first kernel round): a group of G lanes x V floats per

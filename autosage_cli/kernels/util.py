@@ -5,7 +5,8 @@ source hash as every kernel), each on first use, and ahead of a tune only the gr
 (`tune_groups(op, dtype, index)`); `autosage compile` builds every group (`MODULES`).
 
 Arrays are CuPy arrays, C-contiguous unless said otherwise; element types are read from their
-dtype: float32, float64, float16, and uint16 (bfloat16 bit patterns, backends/value_arrays.py).
+dtype: float64, or a value type's storage (dtypes.of_storage: float32, float16, and uint16, the bit
+patterns of bfloat16, backends/value_arrays.py).
 Every call enqueues on CuPy's current stream; the functions returning a number synchronize.
 
   fill(arr, value)                        every element = value (NaN, -inf, ...; 0 by memset)
@@ -26,9 +27,13 @@ Every call enqueues on CuPy's current stream; the functions returning a number s
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
-from ..dtypes import info as dtype_info, storage_dtype, to_storage
+from ..cuda_sources import kernel_source
+
+from ..dtypes import DTYPES, info as dtype_info, of_storage, to_storage
 from .compile import KernelRef, get_module_functions
 
 # The file of each group's purpose (a group's name starts with its purpose). A module compiles every
@@ -41,10 +46,12 @@ SOURCES = tuple(dict.fromkeys(PURPOSE_FILES.values()))
 THREADS = 256
 MAX_BLOCKS = 1 << 16          # grid-stride loops: more blocks than this add nothing
 
-CODECS = ("F32", "F16", "BF16")           # the value types of operands and outputs
+CODECS = tuple(t.codec for t in DTYPES.values())   # the value types of operands and outputs
+F32 = DTYPES["float32"].codec                      # what the conversions convert from and to
 INDEX = ("int", "long long")
-_CODEC_OF = {"float32": "F32", "float64": "F64", "float16": "F16", "uint16": "BF16"}
-REFERENCE_OPS = ("spmm", "sddmm", "attention")   # the ops with a float64 device reference
+# The ops with a float64 device reference kernel: those util_reference.cu defines (an op spec's
+# `device_reference` runs it), read from the file so that no op list is kept here.
+REFERENCE_OPS = tuple(re.findall(r"__global__ void autosage_reference_(\w+)\(", kernel_source("util_reference.cu")))
 
 
 def _groups() -> dict[str, tuple[str, ...]]:
@@ -55,7 +62,7 @@ def _groups() -> dict[str, tuple[str, ...]]:
     codec and the index type its kernels take (a purpose's plain float32 kernels: its name alone)."""
     groups = {"core": ("autosage_fill_u32", "autosage_fill_u16", "autosage_count_not_equal", "autosage_spin")}
     for c in CODECS:   # inputs, poisoning checks, verification sums, conversions from and to float32
-        convert = (f"autosage_convert<F32, {c}>", f"autosage_convert<{c}, F32>") if c != "F32" else ()
+        convert = (f"autosage_convert<F32, {c}>", f"autosage_convert<{c}, F32>") if c != F32 else ()
         groups[f"values/{c}"] = (f"autosage_uniform<{c}>", f"autosage_count_nan<{c}>",
                                  f"autosage_squared_sums<{c}, {c}>", f"autosage_squared_sums<{c}, F64>") + convert
     groups["values/F64"] = ("autosage_squared_sums<F64, F64>",)
@@ -70,7 +77,7 @@ def _groups() -> dict[str, tuple[str, ...]]:
         groups[f"heads/{i}"] = (f"autosage_heads_softmax_grad<{i}>", f"autosage_heads_additive_probs<{i}>")
         for c in CODECS:
             groups[f"gather/{c}/{i}"] = (f"autosage_gather_rows<{c}, {i}>",)
-            if c != "F32":
+            if c != F32:
                 groups[f"softmax/{c}/{i}"] = (f"autosage_divide_rows<{c}, {i}>",)
             for op in REFERENCE_OPS:
                 groups[f"reference/{op}/{c}/{i}"] = (f"autosage_reference_{op}<{c}, {i}>",)
@@ -88,33 +95,30 @@ _GROUP_OF = {e: name for name, exprs in GROUPS.items() for e in exprs}
 
 # The groups a tune of an op launches, as templates filled with the tune's codec {c}, index type
 # {i} and op; a name no group has (softmax/F32/int: float32 needs no rounding step) is skipped.
-# Every tune makes inputs, poisons outputs, verifies and times: core and values. The SDDMM
-# vendors (gather-dot, and the check of a library provider) and the attention vendor, whose
-# SDDMM is one of them, gather rows per edge; attention adds its softmax steps.
+# Every tune makes inputs, poisons outputs, verifies and times: core and values. An op's own
+# (its vendors' steps) are its spec's `helper_groups` (ops.tune_groups passes them).
 TUNE_GROUPS = ("core", "values/{c}")
-_SDDMM_VENDOR = ("edges/{i}", "gather/{c}/{i}", "sddmm_vendor", "sddmm_vendor/{c}")
-OP_GROUPS = {"sddmm": _SDDMM_VENDOR,
-             "attention": _SDDMM_VENDOR + ("softmax", "softmax/{i}", "softmax/{c}/{i}")}
 # The float64 device reference runs in every 2-byte tune (backends/reference_device.py); in
 # float32 only when the vendors disagree, so it then compiles on first use.
 TWO_BYTE_GROUPS = ("reference/{op}/{c}/{i}",)
 
 
-def tune_groups(op: str, dtype: str, index: str = "int") -> tuple[str, ...]:
+def tune_groups(op: str, dtype: str, index: str = "int", op_groups=()) -> tuple[str, ...]:
     """The groups a tune of `op` in `dtype` (a name or its C++ type) on a graph of `index` ("int"
-    or "long long") launches: what the tuner compiles ahead, beside its candidates."""
+    or "long long") launches, `op_groups` being the op's own templates: what the tuner compiles
+    ahead, beside its candidates."""
     if index not in INDEX:
         raise ValueError(f"index type {index!r} is not one of {INDEX}")
     t = dtype_info(dtype)
-    c = _CODEC_OF[np.dtype(storage_dtype(t.name)).name]
-    templates = TUNE_GROUPS + OP_GROUPS.get(op, ()) + (TWO_BYTE_GROUPS if t.itemsize == 2 else ())
+    c = t.codec
+    templates = TUNE_GROUPS + tuple(op_groups) + (TWO_BYTE_GROUPS if t.narrow else ())
     names = (template.format(c=c, i=index, op=op) for template in templates)
     return tuple(name for name in dict.fromkeys(names) if name in GROUPS)
 
 
-def tune_modules(op: str, dtype: str, index: str = "int") -> tuple[KernelRef, ...]:
-    """The modules of `tune_groups(op, dtype, index)`."""
-    return tuple(MODULES[name] for name in tune_groups(op, dtype, index))
+def tune_modules(op: str, dtype: str, index: str = "int", op_groups=()) -> tuple[KernelRef, ...]:
+    """The modules of `tune_groups(op, dtype, index, op_groups)`."""
+    return tuple(MODULES[name] for name in tune_groups(op, dtype, index, op_groups))
 
 
 def _fn(expression: str):
@@ -124,10 +128,13 @@ def _fn(expression: str):
 
 
 def codec(arr) -> str:
-    try:
-        return _CODEC_OF[np.dtype(arr.dtype).name]
-    except KeyError:
-        raise TypeError(f"no helper kernel for {arr.dtype} arrays") from None
+    """The codec of an array's element type: its value type's (dtypes.of_storage), or F64."""
+    if np.dtype(arr.dtype) == np.float64:
+        return "F64"
+    t = of_storage(arr.dtype)
+    if t is None:
+        raise TypeError(f"no helper kernel for {arr.dtype} arrays")
+    return t.codec
 
 
 def index_type(arr) -> str:
@@ -152,22 +159,26 @@ def fill(arr, value: float):
     """Every element of `arr` = value, in place (bfloat16 bit patterns: the value rounded to
     bfloat16); returns arr."""
     _contiguous("fill", arr)
-    name = np.dtype(arr.dtype).name
     if value == 0 and not np.signbit(value):
         arr.data.memset_async(0, arr.nbytes)
         return arr
-    if name == "uint16":   # bfloat16 bits, rounded to nearest even as the host does
-        bits = int(to_storage(np.asarray([value], np.float32), "bfloat16")[0])
-        _launch("autosage_fill_u16", arr.size, (arr, np.uint16(bits), np.int64(arr.size)))
-    elif arr.itemsize == 2:
-        bits = int(np.asarray(value, np.float16).view(np.uint16))
-        _launch("autosage_fill_u16", arr.size, (arr, np.uint16(bits), np.int64(arr.size)))
-    elif arr.itemsize == 4:
-        bits = int(np.asarray(value, arr.dtype).view(np.uint32))
-        _launch("autosage_fill_u32", arr.size, (arr, np.uint32(bits), np.int64(arr.size)))
-    else:
+    t = of_storage(arr.dtype)
+    word = _FILL_WORDS.get(t.itemsize) if t is not None else None
+    if word is None:
         raise TypeError(f"no helper fill for {arr.dtype} arrays")
+    # the value rounded to the type as the host rounds it, then written as bits of its width
+    bits = int(to_storage(np.asarray([value], np.float32), t.name).view(word)[0])
+    if word is np.uint8:        # one byte per element: a memset writes it
+        arr.data.memset_async(bits, arr.nbytes)
+    elif word is np.uint16:
+        _launch("autosage_fill_u16", arr.size, (arr, word(bits), np.int64(arr.size)))
+    else:
+        _launch("autosage_fill_u32", arr.size, (arr, word(bits), np.int64(arr.size)))
     return arr
+
+
+# The word of each element width a fill writes (autosage_fill_u16 / _u32): bits, whatever they mean.
+_FILL_WORDS = {1: np.uint8, 2: np.uint16, 4: np.uint32}
 
 
 def uniform(shape, seed: int, stream: int, storage):

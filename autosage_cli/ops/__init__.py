@@ -22,11 +22,11 @@ import contextlib
 from typing import Iterator
 
 from .. import budget, dtypes as dtype_table
-from ..backends import native   # native.prepare is looked up per call (tests may wrap it)
 from ..dtypes import DTYPES
 from ..errors import AutosageError
 from ..kernels import schedule as schedule_registry
 from . import attention, sddmm, spmm
+from .case import Case  # noqa: F401  (the tuner's case value)
 from .spec import OpSpec
 
 SPECS: dict[str, OpSpec] = {s.name: s for s in (spmm.SPEC, sddmm.SPEC, attention.SPEC)}
@@ -171,14 +171,32 @@ def prepare_vendor(dgraph, name: str, k: int, heads: int = 1, scale: float | Non
 
 def prepare_native(dgraph, schedule, k: int, heads: int = 1, scale: float | None = None,
                    dtype: str = DEFAULT_DTYPE, **options):
-    """A native plan of `schedule` (a Schedule or a registered name) for `dtype` operands."""
-    from ..kernels.schedule import get as get_schedule
-
-    schedule = get_schedule(schedule) if isinstance(schedule, str) else schedule
+    """A native plan of `schedule` (a Schedule or a registered name) for `dtype` operands: the one
+    way to a native plan. The schedule's reason not to run (k, heads, dtype) is asked here, once,
+    before anything is compiled, and refused with it; then the spec's own `prepare_native` (the
+    plan module of its op) prepares it."""
+    schedule = schedule_registry.get(schedule) if isinstance(schedule, str) else schedule
     spec = get(schedule.op)
     spec.require_dtype(dtype)
-    prepare = spec.prepare_native or native.prepare
-    return prepare(dgraph, schedule, k, heads, scale, dtype=dtype, **options)
+    if spec.prepare_native is None:
+        raise AutosageError(f"no native backend for op {schedule.op!r}")
+    reason = schedule.supports(k, heads, dtype)
+    if reason:
+        raise AutosageError(f"{schedule.name} cannot run K={k}: {reason}")
+    return spec.prepare_native(dgraph, schedule, k, heads, scale, dtype=dtype, **options)
+
+
+def tune_groups(op: str, dtype: str, index: str = "int") -> tuple[str, ...]:
+    """The helper-kernel groups a tune of `op` in `dtype` launches (kernels/util.tune_groups with
+    the spec's own `helper_groups`)."""
+    from ..kernels import util
+    return util.tune_groups(op, dtype, index, get(op).helper_groups)
+
+
+def tune_modules(op: str, dtype: str, index: str = "int"):
+    """The modules of `tune_groups(op, dtype, index)`."""
+    from ..kernels import util
+    return util.tune_modules(op, dtype, index, get(op).helper_groups)
 
 
 # ------------------------------------------------------------------ bytes

@@ -7,9 +7,17 @@ from __future__ import annotations
 import math
 
 from .. import dtypes
-from ..backends import attention_vendor
+from ..backends import attention_vendor, native_attention
 from ..backends.base import HeadsOutPlan
+from . import sddmm, spmm
+from .cost.row_walks import attention_rows, attention_unfused
 from .spec import OpSpec
+
+# The unfused pipeline's sub-steps are costed by the SDDMM and SpMM models.
+COST_MODELS = {"rows": attention_rows,
+               "unfused": attention_unfused({"sddmm": sddmm.COST_MODELS, "spmm": spmm.COST_MODELS})}
+# Its vendor composition's SDDMM is one of SDDMM's vendors; then the row softmax's steps.
+HELPER_GROUPS = sddmm.HELPER_GROUPS + ("softmax", "softmax/{i}", "softmax/{c}/{i}")
 
 
 def _input_shapes(graph, k: int, heads: int = 1) -> list[tuple[int, ...]]:
@@ -33,7 +41,8 @@ def _device_reference(dgraph, inputs, scale=None, dtype: str = dtypes.DEFAULT):
 
 
 SPEC = OpSpec(
-    name="attention", dtypes=("float32", "float16", "bfloat16"), operands=("Q", "K", "V"), multi_head=True, reads_values=False,
+    name="attention", dtypes=tuple(dtypes.DTYPES), operands=("Q", "K", "V"), multi_head=True, reads_values=False,
+    prepare_native=native_attention.prepare,
     input_shapes=_input_shapes, output_shape=HeadsOutPlan.out_shape, reference=_reference,
     device_reference=_device_reference,
     gathers_per_edge=lambda heads: 2 * heads,          # K and V rows
@@ -44,5 +53,6 @@ SPEC = OpSpec(
     vendor_stream=lambda n_rows, nnz, k, heads: n_rows * k * heads,
     vendor_stages=3,                                   # SDDMM, softmax, SpMM
     baselines=("pyg",), default_vendor="vendor-unfused-default",
-    accumulates=("features", "edges"), warmup_shape=(64, 4),
+    accumulates=("features", "edges"), warmup_shape=(64, 4), cost_models=COST_MODELS,
+    helper_groups=HELPER_GROUPS, vendor_imports=sddmm.SPEC.vendor_imports,
 )

@@ -4,9 +4,22 @@ composition."""
 from __future__ import annotations
 
 from .. import dtypes
+from ..backends import native_sddmm
 from ..backends.base import EdgesOutPlan
+from ..backends.sddmm_providers import nvmath_cusparse
 from ..backends.sddmm_vendor import VENDOR_PROVIDERS, prepare_sddmm, sddmm_vendor_names
+from .cost.row_walks import sddmm_edges, sddmm_rows
 from .spec import OpSpec
+
+COST_MODELS = {"rows": sddmm_rows, "edges": sddmm_edges}
+# The helper groups of its vendors (the gather-dot composition, and the check of a library
+# provider): they gather rows per edge (kernels/util.py).
+HELPER_GROUPS = ("edges/{i}", "gather/{c}/{i}", "sddmm_vendor", "sddmm_vendor/{c}")
+
+
+def _import_cusparse_sddmm() -> None:
+    """cusparseSDDMM's binding (nvmath-python), imported ahead of a tune's vendors."""
+    nvmath_cusparse()
 
 
 def _input_shapes(graph, k: int, heads: int = 1) -> list[tuple[int, ...]]:
@@ -29,7 +42,8 @@ def _device_reference(dgraph, inputs, scale=None, dtype: str = dtypes.DEFAULT):
 
 
 SPEC = OpSpec(
-    name="sddmm", dtypes=("float32", "float16", "bfloat16"), operands=("X", "Y"), multi_head=False,
+    name="sddmm", dtypes=tuple(dtypes.DTYPES), operands=("X", "Y"), multi_head=False,
+    prepare_native=native_sddmm.prepare,
     input_shapes=_input_shapes, output_shape=EdgesOutPlan.out_shape, reference=_reference,
     device_reference=_device_reference,
     gathers_per_edge=lambda heads: 1, scores_per_edge=lambda heads: 0,
@@ -39,5 +53,6 @@ SPEC = OpSpec(
     prepare_vendor=_prepare_vendor,
     # the output (one value per edge) and X, read once per row
     vendor_stream=lambda n_rows, nnz, k, heads: nnz + n_rows * k,
-    accumulates=("features",),
+    accumulates=("features",), cost_models=COST_MODELS, helper_groups=HELPER_GROUPS,
+    vendor_imports=(_import_cusparse_sddmm,),
 )

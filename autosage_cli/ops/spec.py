@@ -41,8 +41,9 @@ class OpSpec:
     # The vendor entry a framework user gets without tuning (cuSPARSE's default algorithm), or
     # None when the op has no such default (then the first vendor entry stands in for it).
     default_vendor: str | None = None
-    # (dgraph, schedule, k, heads, scale, dtype=..., **options) -> Plan; None: backends.native.prepare,
-    # looked up when called, which runs the plans of backends/native_<op>.py
+    # (dgraph, schedule, k, heads, scale, dtype=..., **options) -> Plan: its native plans (the
+    # built-in ops: backends/native_<op>.py's prepare), called by ops.prepare_native once the
+    # schedule is known to run the case; None: the op has no native plans.
     prepare_native: Callable | None = None
     # What one output sums (float32 sums, the verification bound's length): "features" (K products:
     # SDDMM's and attention's dots) and/or "edges" (a row's edges: SpMM, attention's softmax).
@@ -62,6 +63,15 @@ class OpSpec:
     warmup_shape: tuple[int, int] = (64, 1)
     # Whether the op multiplies by the graph's values (SpMM, SDDMM); attention's scores ignore them.
     reads_values: bool = True
+    # Its cost models (name -> model, ops/cost/row_walks.py): a family names the model of its walk
+    # (`Family.cost`). None: the row walk of this spec alone (scheduler/estimate.spec_rows).
+    cost_models: Mapping[str, Callable] | None = None
+    # The helper-kernel groups a tune of this op launches besides every tune's (its vendors' and
+    # references' steps), as kernels/util.py templates filled with the codec {c} and index type {i}.
+    helper_groups: tuple[str, ...] = ()
+    # The libraries its guardrail vendors import on first use, as functions that import them: a tune
+    # runs them on a thread while the graph loads (scheduler/prefetch.py).
+    vendor_imports: tuple[Callable[[], None], ...] = ()
 
     def require_dtype(self, dtype: str) -> str:
         return dtypes.require(dtype, self.dtypes, self.name)

@@ -2,9 +2,16 @@
 from __future__ import annotations
 
 from .. import dtypes
+from ..backends import native_spmm
 from ..backends.base import RowsOutPlan
 from ..backends.cusparse import SPMM_NAMES, prepare_spmm
+from .cost.edge_models import parreduce_spmm, stream_spmm, vector_spmm
+from .cost.row_walks import spmm_rows
 from .spec import OpSpec
+
+# The models of its families' walks, by the name each family's `cost` gives.
+COST_MODELS = {"rows": spmm_rows, "edge-parallel": vector_spmm,
+               "persistent-edge-parallel": parreduce_spmm, "stream": stream_spmm}
 
 
 def _input_shapes(graph, k: int, heads: int = 1) -> list[tuple[int, ...]]:
@@ -27,12 +34,13 @@ def _device_reference(dgraph, inputs, scale=None, dtype: str = dtypes.DEFAULT):
 
 
 SPEC = OpSpec(
-    name="spmm", dtypes=("float32", "float16", "bfloat16"), operands=("B",), multi_head=False,
+    name="spmm", dtypes=tuple(dtypes.DTYPES), operands=("B",), multi_head=False,
+    prepare_native=native_spmm.prepare,
     input_shapes=_input_shapes, output_shape=RowsOutPlan.out_shape, reference=_reference,
     device_reference=_device_reference,
     gathers_per_edge=lambda heads: 1, scores_per_edge=lambda heads: 0,
     vendor_names=lambda: list(SPMM_NAMES), is_vendor=lambda name: name in SPMM_NAMES,
     prepare_vendor=_prepare_vendor,
     vendor_stream=lambda n_rows, nnz, k, heads: n_rows * k * heads,
-    baselines=("torch",), default_vendor="cusparse-default",
+    baselines=("torch",), default_vendor="cusparse-default", cost_models=COST_MODELS,
 )

@@ -15,14 +15,6 @@ from __future__ import annotations
 import threading
 
 
-def _nvmath_cusparse() -> None:
-    from ..backends.sddmm_providers import nvmath_cusparse
-    nvmath_cusparse()
-
-
-# The libraries each op's guardrail vendors import on first use (sddmm: cusparseSDDMM; attention:
-# the vendor composition's SDDMM step).
-VENDOR_IMPORTS = {"sddmm": (_nvmath_cusparse,), "attention": (_nvmath_cusparse,)}
 
 
 class Prefetch:
@@ -62,7 +54,9 @@ class Prefetch:
 
             # (cuSPARSE's version takes a handle, which creates the device's context)
             self.device_info, self.software_info = machine()
-            for load in VENDOR_IMPORTS.get(self.op, ()):
+            from .. import ops as op_specs
+
+            for load in op_specs.get(self.op).vendor_imports:   # the op's vendor libraries
                 load()
         except Exception:   # the tune's own calls meet the same failure and report it
             pass

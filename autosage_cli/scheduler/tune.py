@@ -11,12 +11,14 @@ from .. import cache as cache_mod, dtypes, ops as op_specs
 from ..errors import AutosageError
 from ..graphs.csr import replayable_source
 from ..kernels import compile as kcompile, schedule as schedule_mod
-from . import estimate, phases, policy, probe, roofline, sample, tune_features
+from ..ops.cost import roofline
+from . import estimate, tune_features
+from .probing import phases, policy, probe, sample
 from .tune_features import features_version  # noqa: F401  (the CLI's graph memo checks it)
-from .measure import GpuMeasurer
-from .plans import plan_for, resolve_schedule  # noqa: F401  (a decision to a plan; API and replay)
-from .probe_run import decide_outcome, run_probe
-from .select import DEFAULT_GUARDRAIL, Decision
+from .probing.measure import GpuMeasurer
+from .decisions.plans import (plan_for, schedule_of_decision)  # noqa: F401  (a decision to a plan; API and replay)
+from .probing.probe_run import decide_outcome, run_probe
+from .decisions.select import DEFAULT_GUARDRAIL, Decision
 
 DEFAULT_TOP_K = 12      # the most candidates a probe times; the budget may allow fewer (policy.py)
 # Bumped when the way a decision is reached changes (sampling, screening, confirmation): a decision
@@ -185,7 +187,7 @@ def tune(graph, op: str, k: int, heads: int = 1, *, cache=None, top_k: int = DEF
     t = time.perf_counter()
     clock = phases.PhaseClock()
     with clock.timing_imports():    # a vendor's first use of torch or nvmath is timed as imports
-        outcome = run_probe(graph, device_graph, (op, k, heads, dtype), pplan, vendor_names, target,
+        outcome = run_probe(graph, device_graph, op_specs.Case(op, k, heads, dtype), pplan, vendor_names, target,
                              (budget_ms, guardrail), measure, seed, say, clock)
     split = _probe_split(outcome, clock, (time.perf_counter() - t) * 1e3, built_before)
 

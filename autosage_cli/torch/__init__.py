@@ -13,12 +13,13 @@ does not require torch. Submodules: graph (Graph), functions (ops and autograd),
 dispatch), cuda (the CUDA path), norm (normalised graphs), nn (layers), ops (the ops as torch
 custom operators), handles (the Graph handles they take), capture (CUDA-graph captured steps),
 sampler (a neighbour sampler for mini-batches), structure (the kind features of a Graph),
-minibatch and training (the benchmarks' step runners). `probe_count()` counts the tuning probes run in this process (a mini-batch loop probes
-once per new kind of graph, scheduler/kinds.py); `host_copies()` the copies of a graph to the host.
+minibatch and training (the benchmarks' step runners). `probe_count()` counts the tuning probes
+run in this process (a mini-batch loop probes once per new kind of graph,
+scheduler/decisions/kinds.py); `host_copies()` the copies of a graph to the host.
 """
 from __future__ import annotations
 
-from ..scheduler.kinds import probe_count
+from ..scheduler.decisions.kinds import probe_count
 from .capture import capture_inference, capture_training_step
 from .functions import additive_attention, attention, sddmm, spmm
 from .graph import Graph, host_copies

@@ -27,6 +27,7 @@ import contextlib
 import numpy as np
 import torch
 
+from ..dtypes import DTYPES
 from ..errors import AutosageError
 from .graph import Graph
 
@@ -85,7 +86,8 @@ def release_pool() -> None:
     cupy.get_default_memory_pool().free_all_blocks()
 
 
-VALUE_TYPES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
+# The torch dtype of each value type, from its row (dtypes.DTYPES: torch_name).
+VALUE_TYPES = {getattr(torch, t.torch_name): t.name for t in DTYPES.values()}
 
 
 def dtype_name(t: torch.Tensor) -> str:
@@ -179,7 +181,7 @@ _CAPTURABLE = [0]
 def capturable_plans():
     """Plans made or met inside are native: a CUDA-graph capture records autosage's kernels, but
     CuPy refuses cuSPARSE calls while a stream captures, so a vendor plan is replaced by the kind's
-    fastest verified native candidate (scheduler.kinds.native_decision). torch/capture.py runs its
+    fastest verified native candidate (scheduler.decisions.kinds.native_decision). torch/capture.py runs its
     warm-up steps inside, so every plan exists, capturable, before the capture."""
     _CAPTURABLE[0] += 1
     try:
@@ -191,7 +193,7 @@ def capturable_plans():
 def plan(graph: Graph, op: str, k: int, device: torch.device, *, heads: int = 1, scale=None,
          weighted: bool = False, dtype: str = "float32"):
     """The prepared plan for (op, k, heads, scale, dtype) on `graph`, made once: a fixed schedule
-    from graph.schedules, else the decision for the graph's kind (scheduler/kinds.py: no probe,
+    from graph.schedules, else the decision for the graph's kind (scheduler/decisions/kinds.py: no probe,
     no copy of the graph for a kind already decided), tuning a new kind once. Inside
     `capturable_plans`, a native plan."""
     weighted = weighted and graph.weight is not None
@@ -210,8 +212,8 @@ def plan(graph: Graph, op: str, k: int, device: torch.device, *, heads: int = 1,
 
 def _prepare(graph: Graph, dgraph, question: tuple, scale, capturable: bool = False):
     from .. import api
-    from ..scheduler import kinds
-    from ..scheduler.plans import plan_for
+    from ..scheduler.decisions import kinds
+    from ..scheduler.decisions.plans import plan_for
 
     op, k, heads, dtype, weighted = question
     fixed = graph.schedules.get(op)
@@ -318,9 +320,9 @@ def additive_plan(graph: Graph, d: int, heads: int, negative_slope: float, devic
                   dtype: str = "float32"):
     """The additive-score (GAT) plan for (d, heads, slope, dtype of V) on `graph`, made once: a
     fixed schedule from graph.schedules["attention-additive"], else the cost model's best fused
-    schedule (scheduler.additive: not probed), chosen once per kind of graph."""
+    schedule (scheduler.decisions.additive: not probed), chosen once per kind of graph."""
     from ..backends.base import unsynchronized_prepare
-    from ..scheduler import additive, kinds
+    from ..scheduler.decisions import additive, kinds
 
     key = ("plan", "attention-additive", d, heads, negative_slope, device.index, dtype)
     if key not in graph.gpu:

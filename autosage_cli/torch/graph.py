@@ -326,7 +326,7 @@ class Graph:
     def structure_stats(self) -> dict:
         """The degree features of rows and columns and a checksum of the structure, computed on the
         device and read back in one transfer, once per structure: what a decision made for another
-        graph of the same kind is matched on (scheduler/kinds.py), without copying the graph."""
+        graph of the same kind is matched on (scheduler/decisions/kinds.py), without copying the graph."""
         parent = getattr(self, "_structure_of", None)
         if parent is not None:
             return parent.structure_stats()
@@ -354,7 +354,7 @@ class Graph:
         return self._self_loops
 
     def kind_features(self) -> dict:
-        """What scheduler/kinds.py matches graphs on: sizes and the row degrees' quantiles."""
+        """What scheduler/decisions/kinds.py matches graphs on: sizes and the row degrees' quantiles."""
         rows = self.structure_stats()["rows"]
         return {"n_rows": self.n_rows, "n_cols": self.n_cols, "nnz": self.nnz,
                 "deg_q50": rows["q50"], "deg_q90": rows["q90"], "deg_q99": rows["q99"],

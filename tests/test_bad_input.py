@@ -55,6 +55,21 @@ CASES = [
      ["complex"]),
     ("npz-not-sparse", lambda t: ["inspect", _dense_npz(t)], ["not a SciPy sparse .npz"]),
     ("npz-not-a-zip", lambda t: ["inspect", _file(t, "junk.npz", b"not a zip at all")], ["not a SciPy sparse .npz"]),
+    # arrays SciPy would convert wrongly or whose indices its C++ trusts (an indptr that goes back
+    # corrupted the heap and killed the process)
+    ("npz-indptr-goes-back", lambda t: ["inspect", _npz(t, indptr=[0, 3, 2, 2])], ["non-decreasing"]),
+    ("npz-bsr-indptr-goes-back", lambda t: ["inspect", _npz(t, "bsr", shape=[4, 4], indptr=[0, 2, 1],
+                                                          indices=[0, 1], data=np.ones((2, 2, 2)))],
+     ["non-decreasing"]),
+    ("npz-float-indices", lambda t: ["inspect", _npz(t, indices=np.array([1.5, 0.0]))],
+     ["indices array holds float64 values", "must be integers"]),
+    ("npz-nan-indptr", lambda t: ["inspect", _npz(t, indptr=np.array([0, 1, np.nan, 2]))], ["indptr array holds float64"]),
+    ("npz-nan-dia-offsets", lambda t: ["inspect", _npz(t, "dia", offsets=np.array([np.nan]), data=np.ones((1, 3)))],
+     ["offsets array holds float64"]),
+    ("npz-complex-values", lambda t: ["inspect", _npz(t, data=np.array([1 + 1j, 2]))], ["complex128", "real numbers"]),
+    ("npz-text-values", lambda t: ["inspect", _npz(t, data=np.array(["a", "b"]))], ["data array holds str"]),
+    ("npz-index-beyond-int64", lambda t: ["inspect", _npz(t, indices=np.array([1, 2**63], dtype=np.uint64))],
+     ["indices must be >= 0"]),
     ("empty-edge-list", lambda t: ["inspect", _file(t, "e.txt", "# only comments\n")], ["no edges"]),
     ("edge-list-text", lambda t: ["inspect", _file(t, "w.txt", "0 1\n1 two\n")], ["non-numeric target id", "'two'", "edge 2"]),
     ("edge-list-negative", lambda t: ["inspect", _file(t, "m.txt", "0 1\n-3 1\n")], ["negative source id"]),
@@ -99,6 +114,17 @@ def _p(**params):
     for k, v in params.items():
         out += ["--param", f"{k}={v}"]
     return out
+
+
+def _npz(tmp_path: Path, fmt: str = "csr", **members) -> str:
+    """An .npz laid out as scipy.sparse.save_npz writes one: a 3x3 CSR with two entries unless
+    `members` replace some arrays."""
+    arrays = {"shape": [3, 3], "indptr": [0, 1, 2, 2], "indices": [1, 0], "data": [1.0, 2.0], **members}
+    if fmt == "dia":
+        arrays = {k: v for k, v in arrays.items() if k not in ("indptr", "indices")}
+    path = tmp_path / f"{fmt}.npz"
+    np.savez(path, format=np.array(fmt), **{k: np.asarray(v) for k, v in arrays.items()})
+    return str(path)
 
 
 def _dense_npz(tmp_path: Path) -> str:

@@ -193,3 +193,24 @@ def test_empty_graph_is_not_an_error(tmp_path):
 
 def test_at_least_fifteen_kinds():
     assert len(CASES) >= 15
+
+
+# /proc refuses every new file, to root too, where os.access says root may write: each path a
+# command writes is refused up front, before any work (gen would have generated the graph first).
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux procfs")
+@pytest.mark.parametrize("argv, words", [
+    (["gen", "banded", "--param", "n=10", "--out", "/proc/g.npz"], ["cannot write /proc/g.npz", "refuses new files"]),
+    (["reorder", str(DATASETS_DIR / "cora.mtx.gz"), "--out", "/proc/g.npz"], ["cannot write /proc/g.npz"]),
+    (["tune", str(DATASETS_DIR / "cora.mtx.gz"), "-k", "8", "--dry-run", "--cache", "/proc/autosage/d.json"],
+     ["cache's directory /proc/autosage", "/proc refuses new files"]),
+    (["bench", "--dry-run", "--dataset", "cora", "--ops", "spmm", "--widths", "8", "--out", "/proc/run"],
+     ["--out /proc/run", "refuses new files"]),
+], ids=["gen", "reorder", "tune-cache", "bench-out"])
+def test_a_file_system_that_refuses_new_files_is_found_before_any_work(argv, words, monkeypatch):
+    from autosage_cli.graphs import synthetic
+
+    def never(*args, **kwargs):
+        raise AssertionError("generated a graph for an output that cannot be written")
+
+    monkeypatch.setattr(synthetic, "generate", never)
+    _assert_one_line_error(run_cli(*argv), words)

@@ -104,6 +104,8 @@ CASES = [
     ("gen-unknown-extension", lambda t: ["gen", "er-200k", "--out", str(t / "g.csv")], ["unknown output extension"]),
     ("gen-missing-directory", lambda t: ["gen", "banded", "--param", "n=10", "--out", str(t / "no" / "g.npz")],
      ["does not exist"]),
+    ("bench-negative-seed", lambda t: ["bench", "--dry-run", "--dataset", "cora", "--seed", "-1", "--out", str(t / "r")],
+     ["--seed", "-1"]),
     ("gen-negative-seed", lambda t: ["gen", "banded", "--param", "n=10", "--seed", "-1", "--out", str(t / "g.npz")],
      ["seed"]),
 ]

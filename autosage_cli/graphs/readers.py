@@ -5,6 +5,7 @@ OSError, zipfile errors…, and none of that may reach the user as a traceback.
 """
 from __future__ import annotations
 
+import re
 import zipfile
 import zlib
 from pathlib import Path
@@ -174,11 +175,12 @@ def read_edge_list(path: Path, source: dict) -> CSRGraph:
     except pd.errors.EmptyDataError:
         raise AutosageError(f"{path}: no edges in the file") from None
     except PARSE_ERRORS as exc:
-        raise AutosageError(f"{path}: cannot parse the edge list: {exception_text(exc)}") from None
+        raise AutosageError(f"{path}: cannot parse the edge list: {_parse_problem(exc)}") from None
     if frame.shape[0] == 0:
         raise AutosageError(f"{path}: no edges in the file")
     if frame.shape[1] not in (2, 3):
-        raise AutosageError(f"{path}: expected 2 or 3 columns (source target [value]), found {frame.shape[1]}")
+        raise AutosageError(f"{path}: expected 2 or 3 columns (source target [value]), found {frame.shape[1]}"
+                            + (" (columns are separated by spaces or tabs)" if frame.shape[1] == 1 else ""))
     src = _integer_ids(path, frame[0], "source id")
     dst = _integer_ids(path, frame[1], "target id")
     n = int(max(src.max(), dst.max())) + 1
@@ -199,6 +201,22 @@ def read_edge_list(path: Path, source: dict) -> CSRGraph:
         raise AutosageError(f"{path}: missing value in edge {bad + 1}")
     matrix = sp.coo_matrix((values.to_numpy(dtype=np.float64), (src, dst)), shape=(n, n))
     return _canonical(path, matrix, source)
+
+
+# pandas' C parser on a line with more fields than the first: "Error tokenizing data. C error:
+# Expected 2 fields in line 5, saw 3".
+_RAGGED = re.compile(r"Expected (\d+) fields in line (\d+), saw (\d+)")
+
+
+def _parse_problem(exc: BaseException) -> str:
+    """pandas' message, or for a ragged file which line differs and how (a comma-separated line
+    reads as one field: only spaces and tabs separate columns)."""
+    ragged = _RAGGED.search(str(exc))
+    if ragged is None:
+        return exception_text(exc)
+    expected, line, saw = ragged.groups()
+    return (f"line {line} has {saw} columns, the lines before it {expected} "
+            f"(columns are separated by spaces or tabs, not commas)")
 
 
 READERS = {"mtx": read_matrix_market, "npz": read_npz, "edgelist": read_edge_list}

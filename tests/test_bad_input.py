@@ -110,6 +110,7 @@ CASES = [
      ["does not exist"]),
     ("bench-negative-seed", lambda t: ["bench", "--dry-run", "--dataset", "cora", "--seed", "-1", "--out", str(t / "r")],
      ["--seed", "-1"]),
+    ("plot-directory", lambda t: ["plot", str(t)], ["is a directory", "results.csv"]),
     ("gen-negative-seed", lambda t: ["gen", "banded", "--param", "n=10", "--seed", "-1", "--out", str(t / "g.npz")],
      ["seed"]),
 ]

@@ -38,8 +38,10 @@ def main(argv: list[str] | None = None) -> None:
         cli.main(args=argv, prog_name="autosage", standalone_mode=False)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
-        click.echo("Error: aborted", err=True)
+    except click.exceptions.Abort as exc:   # click turns Ctrl-C (KeyboardInterrupt) into Abort
+        cause = exc.__cause__ or exc.__context__
+        interrupted = isinstance(cause, KeyboardInterrupt)
+        click.echo(f"Error: {'interrupted' if interrupted else 'aborted'}", err=True)
         sys.exit(130)
     except click.ClickException as exc:  # usage errors, bad option values, missing paths
         click.echo(f"Error: {_one_line(exc.format_message())}", err=True)

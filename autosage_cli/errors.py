@@ -10,6 +10,7 @@ Exit codes (the CLI's contract, documented in the README):
   2  bad input, or input refused before any work because it would not fit in memory
   3  ran out of memory while working (host MemoryError, or CUDA out of memory)
   4  a CUDA fault (a kernel launch failed, an illegal address, a broken context)
+  130  interrupted (Ctrl-C), said by the CLI as `Error: interrupted`
 """
 
 import re

@@ -55,6 +55,21 @@ CASES = [
      ["complex"]),
     ("npz-not-sparse", lambda t: ["inspect", _dense_npz(t)], ["not a SciPy sparse .npz"]),
     ("npz-not-a-zip", lambda t: ["inspect", _file(t, "junk.npz", b"not a zip at all")], ["not a SciPy sparse .npz"]),
+    # arrays SciPy would convert wrongly or whose indices its C++ trusts (an indptr that goes back
+    # corrupted the heap and killed the process)
+    ("npz-indptr-goes-back", lambda t: ["inspect", _npz(t, indptr=[0, 3, 2, 2])], ["non-decreasing"]),
+    ("npz-bsr-indptr-goes-back", lambda t: ["inspect", _npz(t, "bsr", shape=[4, 4], indptr=[0, 2, 1],
+                                                          indices=[0, 1], data=np.ones((2, 2, 2)))],
+     ["non-decreasing"]),
+    ("npz-float-indices", lambda t: ["inspect", _npz(t, indices=np.array([1.5, 0.0]))],
+     ["indices array holds float64 values", "must be integers"]),
+    ("npz-nan-indptr", lambda t: ["inspect", _npz(t, indptr=np.array([0, 1, np.nan, 2]))], ["indptr array holds float64"]),
+    ("npz-nan-dia-offsets", lambda t: ["inspect", _npz(t, "dia", offsets=np.array([np.nan]), data=np.ones((1, 3)))],
+     ["offsets array holds float64"]),
+    ("npz-complex-values", lambda t: ["inspect", _npz(t, data=np.array([1 + 1j, 2]))], ["complex128", "real numbers"]),
+    ("npz-text-values", lambda t: ["inspect", _npz(t, data=np.array(["a", "b"]))], ["data array holds str"]),
+    ("npz-index-beyond-int64", lambda t: ["inspect", _npz(t, indices=np.array([1, 2**63], dtype=np.uint64))],
+     ["indices must be >= 0"]),
     ("empty-edge-list", lambda t: ["inspect", _file(t, "e.txt", "# only comments\n")], ["no edges"]),
     ("edge-list-text", lambda t: ["inspect", _file(t, "w.txt", "0 1\n1 two\n")], ["non-numeric target id", "'two'", "edge 2"]),
     ("edge-list-negative", lambda t: ["inspect", _file(t, "m.txt", "0 1\n-3 1\n")], ["negative source id"]),
@@ -64,7 +79,11 @@ CASES = [
     ("edge-list-huge", lambda t: ["inspect", _file(t, "h.txt", "1 1e30\n")], ["target id 1e+30 in edge 1 is too large"]),
     ("edge-list-fraction", lambda t: ["inspect", _file(t, "f.txt", "0 1.5\n")], ["not an integer"]),
     ("edge-list-columns", lambda t: ["inspect", _file(t, "k.txt", "0 1 2 3\n")], ["expected 2 or 3 columns"]),
-    ("edge-list-ragged", lambda t: ["inspect", _file(t, "r.txt", "0 1\n1 2 3\n")], ["cannot parse"]),
+    ("edge-list-ragged", lambda t: ["inspect", _file(t, "r.txt", "0 1\n1 2 3\n")],
+     ["cannot parse", "line 2 has 3 columns, the lines before it 2"]),
+    ("edge-list-mixed-delimiters", lambda t: ["inspect", _file(t, "d.txt", "0,1\n1\t2\n")],
+     ["line 2 has 2 columns, the lines before it 1", "spaces or tabs"]),
+    ("edge-list-commas", lambda t: ["inspect", _file(t, "c.txt", "0,1\n1,2\n")], ["found 1", "spaces or tabs"]),
     ("unknown-dataset", lambda t: ["inspect", "--dataset", "no-such-graph"], ["unknown dataset", "cora"]),
     ("ogb-root-without-files", lambda t: ["inspect", "--dataset", "ogbn-products", "--root", str(t)],
      ["edge.csv.gz not found", "autosage[ogb]"]),
@@ -89,6 +108,9 @@ CASES = [
     ("gen-unknown-extension", lambda t: ["gen", "er-200k", "--out", str(t / "g.csv")], ["unknown output extension"]),
     ("gen-missing-directory", lambda t: ["gen", "banded", "--param", "n=10", "--out", str(t / "no" / "g.npz")],
      ["does not exist"]),
+    ("bench-negative-seed", lambda t: ["bench", "--dry-run", "--dataset", "cora", "--seed", "-1", "--out", str(t / "r")],
+     ["--seed", "-1"]),
+    ("plot-directory", lambda t: ["plot", str(t)], ["is a directory", "results.csv"]),
     ("gen-negative-seed", lambda t: ["gen", "banded", "--param", "n=10", "--seed", "-1", "--out", str(t / "g.npz")],
      ["seed"]),
 ]
@@ -99,6 +121,17 @@ def _p(**params):
     for k, v in params.items():
         out += ["--param", f"{k}={v}"]
     return out
+
+
+def _npz(tmp_path: Path, fmt: str = "csr", **members) -> str:
+    """An .npz laid out as scipy.sparse.save_npz writes one: a 3x3 CSR with two entries unless
+    `members` replace some arrays."""
+    arrays = {"shape": [3, 3], "indptr": [0, 1, 2, 2], "indices": [1, 0], "data": [1.0, 2.0], **members}
+    if fmt == "dia":
+        arrays = {k: v for k, v in arrays.items() if k not in ("indptr", "indices")}
+    path = tmp_path / f"{fmt}.npz"
+    np.savez(path, format=np.array(fmt), **{k: np.asarray(v) for k, v in arrays.items()})
+    return str(path)
 
 
 def _dense_npz(tmp_path: Path) -> str:
@@ -167,3 +200,24 @@ def test_empty_graph_is_not_an_error(tmp_path):
 
 def test_at_least_fifteen_kinds():
     assert len(CASES) >= 15
+
+
+# /proc refuses every new file, to root too, where os.access says root may write: each path a
+# command writes is refused up front, before any work (gen would have generated the graph first).
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux procfs")
+@pytest.mark.parametrize("argv, words", [
+    (["gen", "banded", "--param", "n=10", "--out", "/proc/g.npz"], ["cannot write /proc/g.npz", "refuses new files"]),
+    (["reorder", str(DATASETS_DIR / "cora.mtx.gz"), "--out", "/proc/g.npz"], ["cannot write /proc/g.npz"]),
+    (["tune", str(DATASETS_DIR / "cora.mtx.gz"), "-k", "8", "--dry-run", "--cache", "/proc/autosage/d.json"],
+     ["cache's directory /proc/autosage", "/proc refuses new files"]),
+    (["bench", "--dry-run", "--dataset", "cora", "--ops", "spmm", "--widths", "8", "--out", "/proc/run"],
+     ["--out /proc/run", "refuses new files"]),
+], ids=["gen", "reorder", "tune-cache", "bench-out"])
+def test_a_file_system_that_refuses_new_files_is_found_before_any_work(argv, words, monkeypatch):
+    from autosage_cli.graphs import synthetic
+
+    def never(*args, **kwargs):
+        raise AssertionError("generated a graph for an output that cannot be written")
+
+    monkeypatch.setattr(synthetic, "generate", never)
+    _assert_one_line_error(run_cli(*argv), words)

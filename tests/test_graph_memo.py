@@ -79,3 +79,18 @@ def test_features_are_kept_with_their_code_version_while_the_graph_is_unchanged(
     changed = load_graph(path=str(graph_file))
     memo.remember(str(graph_file), None, changed)           # the new file's entry has none
     assert memo.features(str(graph_file), None, changed.fingerprint, "v1") is None
+
+
+def test_ctrl_c_while_the_memo_is_written_leaves_the_old_file_and_no_temporary(tmp_path, graph_file, monkeypatch):
+    memo = GraphMemo(tmp_path / "graphs.json")
+    memo.remember(str(graph_file), None, load_graph(path=str(graph_file)))
+    before = (tmp_path / "graphs.json").read_bytes()
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(memo_mod.json, "dump", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        memo.remember(None, "er-200k", load_graph(path=str(graph_file)))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["g.mtx", "graphs.json"]
+    assert (tmp_path / "graphs.json").read_bytes() == before

@@ -51,3 +51,41 @@ def test_stderr_lines_are_not_wrapped(capsys):
     long = "replay " + "x" * 200
     progress.stderr_console().print(long)
     assert capsys.readouterr().err == long + "\n"
+
+
+def test_a_step_that_fails_or_is_interrupted_is_not_done(monkeypatch):
+    monkeypatch.setattr(progress, "SLOW_STEP_S", 0.05)
+    for exc in (KeyboardInterrupt(), ValueError("bad")):
+        console, out = log_console()
+        try:
+            with progress.step(console, "generating reddit-like"):
+                time.sleep(0.3)
+                raise exc
+        except (KeyboardInterrupt, ValueError):
+            pass
+        assert out.getvalue().splitlines() == ["generating reddit-like…"]
+
+
+def test_ctrl_c_during_a_long_step_is_one_line_and_leaves_no_file(tmp_path):
+    """The real command in its own process, interrupted (SIGINT) while it generates rmat-20 (7-9 s):
+    exit code 130, one `Error: interrupted` line, no traceback, nothing written."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parent.parent
+    proc = subprocess.Popen([sys.executable, "-m", "autosage_cli", "gen", "rmat-20", "--out", str(tmp_path / "g.npz")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                            env={**os.environ, "PYTHONPATH": str(repo)},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    first = proc.stderr.readline()          # printed once the step has run SLOW_STEP_S
+    assert first == "generating rmat-20…\n", first
+    proc.send_signal(signal.SIGINT)
+    rest = proc.stderr.read()
+    proc.wait(timeout=60)
+    lines = [line for line in rest.splitlines() if line.strip()]
+    assert proc.returncode == 130, rest
+    assert lines == ["Error: interrupted"], rest
+    assert list(tmp_path.iterdir()) == []

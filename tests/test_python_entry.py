@@ -63,3 +63,24 @@ def test_the_readme_cupy_example_without_a_gpu_is_one_autosage_error():
     assert proc.returncode == 0, proc.stderr[-2000:]
     [line] = proc.stdout.splitlines()
     assert line.startswith("AutosageError: autosage_cli needs a CUDA GPU: ")
+
+
+def test_the_torch_package_without_torch_says_what_to_install(tmp_path):
+    """torch is hidden from the import system (this runs where it is installed too): the error is
+    the ModuleNotFoundError for torch that `except ImportError` and importorskip expect, with a
+    message that says what to install."""
+    code = ("import sys\n"
+            "class NoTorch:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name == 'torch' or name.startswith('torch.'):\n"
+            "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+            "sys.meta_path.insert(0, NoTorch())\n"
+            "import autosage_cli\n"
+            "try:\n"
+            "    import autosage_cli.torch\n"
+            "except ModuleNotFoundError as exc:\n"
+            "    print(exc.name, '|', exc)\n")
+    proc = python("-W", "error", "-c", code, cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    name, message = proc.stdout.strip().split(" | ")
+    assert name == "torch" and "pip install torch" in message

@@ -166,7 +166,8 @@ class SuiteProgress(StderrBar):
 @click.option("--cache", "cache_path", default=None, metavar="FILE", help="Decision cache file.")
 @click.option("--out", "out_dir", default=None, metavar="DIR",
               help="Results directory (default results/<date>-<gpu>/); an existing one is merged into.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed for presets and inputs.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Seed for presets and inputs.")
 @click.option("--root", default="datasets", show_default=True,
               help="Where downloaded datasets (OGB, reddit) live.")
 @click.option("--top-k", type=int, default=None, help="Schedules the scheduler probes.")

@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 
 from ..errors import AutosageError
+from ..paths import write_problem
 from .progress import step, stderr_console
 # graphs.synthetic (the generators) is imported when the command runs or shows its help: every
 # `autosage` invocation imports this module to list the command.
@@ -47,6 +48,9 @@ def check_output_path(path: Path) -> Path:
         raise AutosageError(f"cannot write {path}: it is a directory")
     if not os.access(directory, os.W_OK | os.X_OK):
         raise AutosageError(f"cannot write {path}: directory {directory} is not writable")
+    problem = write_problem(directory)   # root passes os.access even where nothing can be written
+    if problem:
+        raise AutosageError(f"cannot write {path}: {directory} refuses new files ({problem})")
     return directory
 
 

@@ -20,6 +20,8 @@ def command(results, out_dir):
 
     rows: list = []
     for path in results:
+        if Path(path).is_dir():
+            raise AutosageError(f"{path} is a directory, not a results file (give its results.csv)")
         rows = report.merge_rows(rows, report.read_rows(Path(path)))
     if not rows:
         raise AutosageError(f"no rows in {', '.join(results)}")

@@ -22,7 +22,8 @@ def stderr_console():
 @contextmanager
 def step(console, message: str):
     """`with step(err, "generating reddit-like"):` shows a spinner on a terminal; elsewhere it
-    prints `message…` once the step has run SLOW_STEP_S, and `message: done in T s` at its end."""
+    prints `message…` once the step has run SLOW_STEP_S, and `message: done in T s` when it
+    finishes (not when it fails or is interrupted)."""
     if console.is_terminal:
         with console.status(f"{message}…", spinner="dots"):
             yield
@@ -46,8 +47,9 @@ def step(console, message: str):
     finally:
         if timer is not None:
             timer.cancel()
-        if said.is_set():
-            console.print(f"{message}: done in {time.perf_counter() - started:.1f} s", highlight=False)
+    # Only a step that finished is done: after a failure or Ctrl-C the `Error:` line says what happened.
+    if said.is_set():
+        console.print(f"{message}: done in {time.perf_counter() - started:.1f} s", highlight=False)
 
 
 class StderrBar:

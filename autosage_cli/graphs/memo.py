@@ -147,14 +147,19 @@ class GraphMemo:
         entries.pop(key, None)
         entries[key] = entry
         entries = dict(list(entries.items())[-MAX_ENTRIES:])
+        tmp = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=self.path.name, suffix=".tmp")
             with os.fdopen(fd, "w") as f:
                 json.dump({"schema": SCHEMA, "entries": entries}, f)
             os.replace(tmp, self.path)   # atomic: a concurrent reader sees the old or the new file
+            tmp = None
         except OSError:
-            try:
-                os.unlink(tmp)
-            except (OSError, UnboundLocalError):
-                pass
+            pass
+        finally:   # also on Ctrl-C mid-write: no temporary file is left beside the cache
+            if tmp is not None:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass

@@ -5,6 +5,7 @@ OSError, zipfile errors…, and none of that may reach the user as a traceback.
 """
 from __future__ import annotations
 
+import re
 import zipfile
 import zlib
 from pathlib import Path
@@ -60,22 +61,46 @@ def read_matrix_market(path: Path, source: dict) -> CSRGraph:
 def read_npz(path: Path, source: dict) -> CSRGraph:
     """A SciPy sparse matrix saved with scipy.sparse.save_npz (any format: coo, csr, csc…)."""
     try:
-        _check_npz_budget(path)
+        _check_npz_types(path, _check_npz_budget(path))
         import scipy.sparse as sp   # imported where an .npz is read: a tune of other files never needs it
 
         matrix = sp.load_npz(str(path))
+        if hasattr(matrix, "check_format"):
+            # SciPy's constructors check only lengths; the conversion to a canonical CSR runs C++
+            # that trusts indptr to be non-decreasing and in bounds (an indptr that goes back
+            # corrupts the heap and kills the process), so every index is checked here first.
+            matrix.check_format(full_check=True)
     except NPZ_ERRORS as exc:
         raise AutosageError(f"{path}: not a SciPy sparse .npz file: {exception_text(exc)}") from None
     return _canonical(path, matrix, source)
 
 
-def _check_npz_budget(path: Path) -> None:
-    """Refuse, from the .npy headers alone, an .npz whose arrays or whose CSR would not fit."""
+# The members of a SciPy .npz that hold indices, in each of its formats.
+NPZ_INDEX_MEMBERS = ("indptr", "indices", "row", "col", "offsets")
+
+
+def _check_npz_types(path: Path, arrays: dict) -> None:
+    """Refuse, from the .npy headers alone, members SciPy would convert wrongly: index arrays that
+    are not integers (it casts 1.5 to 1 and NaN to some integer, with a RuntimeWarning) and values
+    that are not real numbers (complex values would lose their imaginary part, text fails inside
+    NumPy)."""
+    for name in NPZ_INDEX_MEMBERS:
+        if name in arrays and arrays[name][1].kind not in "iu":
+            raise AutosageError(f"{path}: its {name} array holds {arrays[name][1].name} values; "
+                                f"index arrays must be integers")
+    if "data" in arrays and arrays["data"][1].kind not in "biuf":
+        raise AutosageError(f"{path}: its data array holds {arrays['data'][1].name} values; "
+                            f"only real numbers are supported")
+
+
+def _check_npz_budget(path: Path) -> dict:
+    """Refuse, from the .npy headers alone, an .npz whose arrays or whose CSR would not fit.
+    Returns the headers ({member: (shape, dtype)})."""
     arrays = preflight.npz_arrays(path)
     stored = sum(preflight.array_bytes(shape, dtype) for shape, dtype in arrays.values())
     budget.require_host(stored, f"{path}: its arrays")
     if "shape" not in arrays or arrays["shape"][0] != (2,) or arrays["shape"][1].kind not in "iu":
-        return   # load_npz names what is wrong
+        return arrays   # load_npz names what is wrong
     with np.load(str(path), allow_pickle=False) as members:
         shape = members["shape"]
     n_rows, n_cols = (int(s) for s in shape)
@@ -83,6 +108,7 @@ def _check_npz_budget(path: Path) -> None:
     nnz = values[0] if len(values) == 1 else 0
     budget.require_host(stored + budget.graph_host_bytes(max(n_rows, 0), max(n_cols, 0), nnz),
                         f"{path}: a {n_rows}x{n_cols} graph with {nnz} nonzeros")
+    return arrays
 
 
 def _canonical(path: Path, matrix, source: dict) -> CSRGraph:
@@ -149,11 +175,12 @@ def read_edge_list(path: Path, source: dict) -> CSRGraph:
     except pd.errors.EmptyDataError:
         raise AutosageError(f"{path}: no edges in the file") from None
     except PARSE_ERRORS as exc:
-        raise AutosageError(f"{path}: cannot parse the edge list: {exception_text(exc)}") from None
+        raise AutosageError(f"{path}: cannot parse the edge list: {_parse_problem(exc)}") from None
     if frame.shape[0] == 0:
         raise AutosageError(f"{path}: no edges in the file")
     if frame.shape[1] not in (2, 3):
-        raise AutosageError(f"{path}: expected 2 or 3 columns (source target [value]), found {frame.shape[1]}")
+        raise AutosageError(f"{path}: expected 2 or 3 columns (source target [value]), found {frame.shape[1]}"
+                            + (" (columns are separated by spaces or tabs)" if frame.shape[1] == 1 else ""))
     src = _integer_ids(path, frame[0], "source id")
     dst = _integer_ids(path, frame[1], "target id")
     n = int(max(src.max(), dst.max())) + 1
@@ -174,6 +201,22 @@ def read_edge_list(path: Path, source: dict) -> CSRGraph:
         raise AutosageError(f"{path}: missing value in edge {bad + 1}")
     matrix = sp.coo_matrix((values.to_numpy(dtype=np.float64), (src, dst)), shape=(n, n))
     return _canonical(path, matrix, source)
+
+
+# pandas' C parser on a line with more fields than the first: "Error tokenizing data. C error:
+# Expected 2 fields in line 5, saw 3".
+_RAGGED = re.compile(r"Expected (\d+) fields in line (\d+), saw (\d+)")
+
+
+def _parse_problem(exc: BaseException) -> str:
+    """pandas' message, or for a ragged file which line differs and how (a comma-separated line
+    reads as one field: only spaces and tabs separate columns)."""
+    ragged = _RAGGED.search(str(exc))
+    if ragged is None:
+        return exception_text(exc)
+    expected, line, saw = ragged.groups()
+    return (f"line {line} has {saw} columns, the lines before it {expected} "
+            f"(columns are separated by spaces or tabs, not commas)")
 
 
 READERS = {"mtx": read_matrix_market, "npz": read_npz, "edgelist": read_edge_list}
@@ -200,7 +243,7 @@ def check_graph_file(path: Path) -> None:
         mtx.read_header(path, PARSE_ERRORS)
     elif fmt == "npz":
         try:
-            _check_npz_budget(path)
+            _check_npz_types(path, _check_npz_budget(path))
         except NPZ_ERRORS as exc:
             raise AutosageError(f"{path}: not a SciPy sparse .npz file: {exception_text(exc)}") from None
     else:

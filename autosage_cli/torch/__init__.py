@@ -19,6 +19,17 @@ scheduler/decisions/kinds.py); `host_copies()` the copies of a graph to the host
 """
 from __future__ import annotations
 
+try:
+    import torch as _torch  # noqa: F401  (only to say in one line what is missing)
+except ModuleNotFoundError as _missing:
+    if _missing.name != "torch":
+        raise
+    # The same exception type and name as Python's own, so `except ImportError` and
+    # pytest.importorskip still see torch as what is missing.
+    raise ModuleNotFoundError("autosage_cli.torch needs PyTorch, which is not installed: "
+                              "pip install torch (and torch_geometric for the training suite)",
+                              name="torch") from None
+
 from ..scheduler.decisions.kinds import probe_count
 from .capture import capture_inference, capture_training_step
 from .functions import additive_attention, attention, sddmm, spmm

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from ..graphs.csr import CSRGraph
-from ..graphs.reorder import order, permute, require_square
+from ..graphs.reorder import SYMMETRIC_AWARE, order, permute, require_square
 
 
 @dataclass(frozen=True)
@@ -62,11 +62,11 @@ def is_symmetric(graph: CSRGraph) -> bool:
 
 
 def reorder(graph: CSRGraph, method: str) -> tuple[CSRGraph, np.ndarray, Reordering]:
-    """(reordered graph, perm with perm[new] = old, report) for `method`. rcm's time includes
-    the symmetry check that decides whether it must symmetrise the pattern."""
+    """(reordered graph, perm with perm[new] = old, report) for `method`. The time of rcm and
+    metis includes the symmetry check that decides whether they must symmetrise the pattern."""
     require_square(graph)
     started = time.perf_counter()
-    perm = order(graph, method, symmetric=is_symmetric(graph) if method == "rcm" else None)
+    perm = order(graph, method, symmetric=is_symmetric(graph) if method in SYMMETRIC_AWARE else None)
     ordered = time.perf_counter()
     result = permute(graph, perm, {"reordered_from": graph.source, "reorder": method})
     applied = time.perf_counter()

@@ -126,6 +126,25 @@ class GraphWork:
     cases: list[Case] = field(default_factory=list)
 
 
+def parse_reorder(text: str | None) -> tuple[str, ...]:
+    """--reorder: reordering methods, comma-separated, each known and its library installed."""
+    from ..graphs.reorder import METHODS, available
+
+    if text is None:
+        return ()
+    methods = tuple(dict.fromkeys(p.strip() for p in text.split(",") if p.strip()))
+    if not methods:
+        raise AutosageError("--reorder needs at least one method")
+    for m in methods:
+        if m not in METHODS or m == "identity":
+            raise AutosageError(f"unknown reordering method {m!r} in --reorder; choose from "
+                                f"{', '.join(x for x in METHODS if x != 'identity')}")
+        missing = available(m)
+        if missing:
+            raise AutosageError(f"--reorder {m} {missing}")
+    return methods
+
+
 def with_reorderings(work: list[GraphWork], methods: tuple[str, ...]) -> list[GraphWork]:
     """Each graph's work followed by the same cases on the graph reordered by each method."""
     import dataclasses

@@ -262,28 +262,9 @@ def _suite_flags(suite: str, steps, batch_size, fanouts, reorder) -> tuple[str, 
         for flag, value in (("--steps", steps), ("--batch-size", batch_size), ("--fanouts", fanouts)):
             if value is not None:
                 raise AutosageError(f"{flag} applies to --suite minibatch only")
-    methods = parse_reorder(reorder)
+    methods = suites.parse_reorder(reorder)
     if methods and suite == suites.MINIBATCH:
         raise AutosageError("--reorder does not apply to --suite minibatch (each batch is a new graph)")
-    return methods
-
-
-def parse_reorder(text: str | None) -> tuple[str, ...]:
-    """--reorder: reordering methods, comma-separated, each known and its library installed."""
-    from ..graphs.reorder import METHODS, available
-
-    if text is None:
-        return ()
-    methods = tuple(dict.fromkeys(p.strip() for p in text.split(",") if p.strip()))
-    if not methods:
-        raise AutosageError("--reorder needs at least one method")
-    for m in methods:
-        if m not in METHODS or m == "identity":
-            raise AutosageError(f"unknown reordering method {m!r} in --reorder; choose from "
-                                f"{', '.join(x for x in METHODS if x != 'identity')}")
-        missing = available(m)
-        if missing:
-            raise AutosageError(f"--reorder {m} {missing}")
     return methods
 
 

@@ -20,6 +20,8 @@ gradient flows). Outputs come back in the user's order through one index_select 
 """
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import torch
 
@@ -33,8 +35,10 @@ class ReorderedGraph:
     long tensors on its device (None when no order was applied); `decision`: the scheduler's
     ReorderDecision (None for a named method)."""
 
-    def __init__(self, graph: Graph, perm: np.ndarray | None, method: str, decision=None):
+    def __init__(self, graph: Graph, perm: np.ndarray | None, method: str, decision=None,
+                 cost_s: float = float("nan")):
         self.graph, self.method, self.decision = graph, method, decision
+        self.cost_s = cost_s      # seconds computing the order and relabelling the graph
         if perm is None:
             self.perm = self.inverse = None
         else:
@@ -82,6 +86,7 @@ def reorder(graph: CSRGraph, method: str = "auto", *, width: int = 64, expected_
 
     if not isinstance(graph, CSRGraph):
         raise AutosageError(f"reorder takes a CSRGraph (graphs.load_graph), got {type(graph).__name__}")
+    started = time.perf_counter()
     if method == "auto":
         from ..scheduler import reorder_decision as rd
 
@@ -98,18 +103,20 @@ def reorder(graph: CSRGraph, method: str = "auto", *, width: int = 64, expected_
         decision = rd.decide(graph, width, measure_orders=measure_orders, cache=cache,
                              expected_calls=expected_calls, methods=methods or rd.DEFAULT_METHODS,
                              l2_bytes=l2_bytes, **(decide_options or {}))
+        cost_s = time.perf_counter() - started   # deciding: orders, relabelling, measurements
         if not decision.applied:
             return ReorderedGraph(Graph.from_csr_graph(graph, device=device, **options), None,
-                                  "identity", decision)
+                                  "identity", decision, cost_s)
         return ReorderedGraph(Graph.from_csr_graph(decision.reordered, device=device, **options),
-                              decision.perm, decision.method, decision)
+                              decision.perm, decision.method, decision, cost_s)
     missing = reorder_mod.available(method) if method in reorder_mod.METHODS else None
     if missing:
         raise AutosageError(f"reordering method {method!r} {missing}")
     perm = reorder_mod.order(graph, method)
     reordered = reorder_mod.permute(graph, perm, {"reordered_from": graph.source, "reorder": method})
+    cost_s = time.perf_counter() - started
     return ReorderedGraph(Graph.from_csr_graph(reordered, device=device, **options),
-                          None if method == "identity" else perm, method)
+                          None if method == "identity" else perm, method, cost_s=cost_s)
 
 
 def _l2_bytes() -> int | None:
@@ -120,14 +127,16 @@ def _l2_bytes() -> int | None:
 
 
 class Reordered(torch.nn.Module):
-    """`module(x, graph, *args)` run on a ReorderedGraph: `forward(x, *args)` moves x to the
-    graph's order (once per features tensor), passes `rg.graph`, and returns the output in the
-    user's order."""
+    """`module(x, graph, *args)` run on a ReorderedGraph: `forward(x, graph=None, *args)` moves x
+    to the graph's order (once per features tensor), passes `rg.graph` (or `graph` when given: a
+    graph in the reordered order, e.g. another handle of rg.graph's tensors), and returns the
+    output in the user's order."""
 
     def __init__(self, module: torch.nn.Module, graph: ReorderedGraph):
         super().__init__()
         self.module, self.reordered = module, graph
 
-    def forward(self, x, *args, **kwargs):
+    def forward(self, x, graph=None, *args, **kwargs):
         rg = self.reordered
-        return rg.to_user(self.module(rg.to_internal(x), rg.graph, *args, **kwargs))
+        graph = rg.graph if graph is None or graph is rg else graph
+        return rg.to_user(self.module(rg.to_internal(x), graph, *args, **kwargs))

@@ -183,7 +183,7 @@ def test_cluster_order_groups_labels_in_order_of_first_member():
     assert cluster_order(np.array([], dtype=np.int64)).shape == (0,)
 
 
-@pytest.mark.parametrize("method", ["metis", "community"])
+@pytest.mark.parametrize("method", ["metis", "community", "labelprop"])
 def test_clustered_orders_recover_shuffled_blocks(method, monkeypatch):
     """A block-community graph with its ids shuffled: the clustered orders bring each block's
     rows back together (locality near the unshuffled graph's), which rcm and hubsort do not."""
@@ -217,3 +217,25 @@ def test_a_missing_library_is_one_line_naming_the_extra(method, monkeypatch):
     with pytest.raises(AutosageError, match=f"needs the {library} package.*autosage\\[reorder\\]"):
         reorder.order(GRAPHS["symmetric"], method)
     assert "autosage[reorder]" in reorder.available(method)
+
+
+@pytest.mark.parametrize("n", [10, 2**31])   # the composite-key sort, and the lexsort beyond it
+def test_label_propagation_votes_for_the_most_frequent_then_the_smallest_label(n):
+    from autosage_cli.graphs.label_propagation import _by_vote
+
+    vertex, label = np.array([0, 0, 1, 1, 1]), np.array([5, 3, 2, 7, 9])
+    counts = np.array([2, 2, 1, 3, 3])
+    v, lab = _by_vote(vertex, label, counts, n, np)
+    assert list(zip(v.tolist(), lab.tolist())) == [(0, 3), (0, 5), (1, 7), (1, 9), (1, 2)]
+
+
+def test_label_propagation_finds_two_cliques_joined_by_one_edge():
+    from autosage_cli.graphs.label_propagation import propagate
+
+    block = np.ones((6, 6)) - np.eye(6)
+    m = sp.block_diag([block, block]).tolil()
+    m[0, 11] = m[11, 0] = 1
+    g = canonical_csr(sp.csr_matrix(m))
+    labels = propagate(g.indptr, g.indices, g.n_rows)
+    assert len(set(labels[:6].tolist())) == 1 and len(set(labels[6:].tolist())) == 1
+    assert labels[0] != labels[6]

@@ -22,6 +22,8 @@ Methods (each vectorised NumPy/SciPy, O(n log n) or O(nnz)):
   metis       a k-way METIS partition into parts of about 4096 vertices (pymetis), part by part
   community   Louvain communities (NetworKit's parallel PLM), community by community
               (both in graphs.clustered; optional libraries, the `reorder` extra)
+  labelprop   label propagation (graphs.label_propagation), label by label: whole-array sorts
+              that run on the GPU when the caller passes CuPy as `xp`
 
 What an order achieved (the spread of the nonzeros before and after, the seconds) is measured one
 layer up, in bench.reordering, which may use features' locality and symmetry check.
@@ -39,7 +41,9 @@ from .pattern import symmetric_pattern
 from .csr import CSRGraph, default_workers, from_arrays, parallel_map
 from .edges import row_chunks
 
-METHODS = ("rcm", "degree", "hubsort", "hubcluster", "metis", "community", "identity")
+METHODS = ("rcm", "degree", "hubsort", "hubcluster", "metis", "community", "labelprop", "identity")
+# Methods that run on an array module the caller passes (`xp`: CuPy for the device).
+ARRAY_METHODS = frozenset({"labelprop"})
 # Methods whose order can differ between two runs on the same graph (threads racing).
 UNSTABLE = frozenset({"community"})
 # Methods that read the symmetric verdict (they symmetrise the pattern unless it is known).
@@ -87,9 +91,19 @@ def rcm_order(graph: CSRGraph, symmetric: bool | None = None) -> np.ndarray:
     return np.asarray(perm, dtype=np.int64)
 
 
+def labelprop_order(graph: CSRGraph, xp=None) -> np.ndarray:
+    from .label_propagation import propagate
+
+    xp = np if xp is None else xp
+    labels = propagate(xp.asarray(graph.indptr), xp.asarray(graph.indices), graph.n_rows, xp)
+    host = labels.get() if hasattr(labels, "get") else labels   # a CuPy array comes to the host
+    return clustered.cluster_order(np.asarray(host))
+
+
 ORDERS = {"rcm": rcm_order, "degree": degree_order, "hubsort": hubsort_order,
           "hubcluster": hubcluster_order, "metis": clustered.metis_order,
-          "community": clustered.community_order, "identity": identity_order}
+          "community": clustered.community_order, "labelprop": labelprop_order,
+          "identity": identity_order}
 
 
 def available(method: str) -> str | None:
@@ -106,15 +120,17 @@ def require_square(graph: CSRGraph) -> None:
                             "rows and columns are renumbered together")
 
 
-def order(graph: CSRGraph, method: str, symmetric: bool | None = None) -> np.ndarray:
+def order(graph: CSRGraph, method: str, symmetric: bool | None = None, xp=None) -> np.ndarray:
     """The permutation `method` computes for `graph`: int64, perm[new] = old. `symmetric`: whether
     the pattern is known to be symmetric (rcm and metis use it; None: not known, so they
-    symmetrise)."""
+    symmetrise). `xp`: the array module of the methods in ARRAY_METHODS (None: NumPy)."""
     if method not in ORDERS:
         raise AutosageError(f"unknown reordering method {method!r} (known: {', '.join(METHODS)})")
     require_square(graph)
     if method in SYMMETRIC_AWARE:
         return ORDERS[method](graph, symmetric)
+    if method in ARRAY_METHODS:
+        return ORDERS[method](graph, xp)
     return ORDERS[method](graph)
 
 

@@ -42,7 +42,7 @@ from ..graphs.csr import CSRGraph
 POLICY_VERSION = 1
 BACKEND = "reorder"                 # the decision's backend in a cache entry
 OPS = ("spmm",)                     # the op whose time a reordering decision is measured on
-DEFAULT_METHODS = ("community", "metis", "hubcluster")
+DEFAULT_METHODS = ("labelprop", "metis", "hubcluster")
 GUARDRAIL = 0.95                    # the reordered time must be at most this times the original's
 ESTIMATE_MIN = 1.05                 # below this estimated speed-up an order is not measured
 MAX_MEASURED = 2
@@ -171,7 +171,11 @@ def _candidate(graph: CSRGraph, method: str, symmetric, degrees, locality_before
     from ..features import locality
 
     started = time.perf_counter()
-    perm = reorder_mod.order(graph, method, symmetric=symmetric)
+    xp = None
+    if method in reorder_mod.ARRAY_METHODS:
+        from ..backends.arrays import device_module
+        xp = device_module()
+    perm = reorder_mod.order(graph, method, symmetric=symmetric, xp=xp)
     ordered = time.perf_counter()
     reordered = reorder_mod.permute(graph, perm, {"reordered_from": graph.source, "reorder": method})
     applied = time.perf_counter()

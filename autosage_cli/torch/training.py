@@ -301,16 +301,27 @@ def require_torch_cuda() -> None:
                             "benchmark needs torch with CUDA")
 
 
-def training_graph(csr: CSRGraph, device, cache=None) -> Graph:
+def training_graph(csr: CSRGraph, device, cache=None, perm=None) -> Graph:
     """The graph as a pattern (every edge weight 1) without self-loops: PyG's GCN adds loops with
     add_self_loops on a sparse adjacency but add_remaining_self_loops on an edge_index, two
-    functions once a graph has loops of its own."""
+    functions once a graph has loops of its own. `perm` (perm[new] = old): the graph renumbered,
+    P A Pᵀ, relabelled on the device (the canonical sort of from_coo orders it)."""
     row = torch.repeat_interleave(torch.arange(csr.n_rows),
                                   torch.from_numpy(np.diff(csr.indptr).astype(np.int64)))
     col = torch.from_numpy(csr.indices).long()
     keep = row != col
     device = torch.device(device)
-    return Graph.from_coo(row[keep].to(device), col[keep].to(device), None, csr.shape, cache=cache)
+    row, col = row[keep].to(device), col[keep].to(device)
+    if perm is not None:
+        new = torch.empty(csr.n_rows, dtype=torch.long, device=device)
+        new[torch.as_tensor(perm, dtype=torch.long, device=device)] = torch.arange(csr.n_rows, device=device)
+        row, col = new[row], new[col]
+    return Graph.from_coo(row, col, None, csr.shape, cache=cache)
+
+
+def synchronize(device) -> None:
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def pyg_inputs(graph: Graph, dtype: torch.dtype = torch.float32) -> dict:

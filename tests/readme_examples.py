@@ -56,6 +56,8 @@ ON_THE_GPU = (
 NOT_RUN = {
     "autosage bench --suite kernels --exhaustive": "hours of GPU time",
     "autosage bench --dataset ogbn-products --ops spmm --widths 16,64": "downloads ogbn-products",
+    "autosage bench --dataset products-like-shuffled --ops spmm --widths 16,64 --reorder labelprop,rcm":
+        "generates and reorders a 124M-edge graph (the reordering benchmark's own command)",
     "autosage bench --suite training --out results/train": "needs torch and PyG on the GPU; "
                                                            "tests/test_training_suite.py runs the suite",
     "autosage bench --suite training --dataset cora --ops train-gat --repeat 5": "as above",

@@ -48,7 +48,8 @@ def test_schema_columns_are_section_9_in_order():
 
 def test_minibatch_columns_are_appended_after_the_training_ones():
     """New columns only ever go at the end: the mini-batch suite's follow the training suite's."""
-    tail = ("loss_first", "loss_last", "first_step_ms", "floor_ms", "probes", "sample_ms")
+    tail = ("loss_first", "loss_last", "first_step_ms", "floor_ms", "probes", "sample_ms",
+            "reorder", "reorder_s", "amortised_ms", "speedup_vs_user_order")
     assert ALL_COLUMNS[-len(tail):] == tail
     row = Row("g", 2, 3, "minibatch-sage", 256, 1, "float32", "autosage", "graph", "probe",
               first_step_ms=900.0, floor_ms=3.5, probes=4, sample_ms=1.25)

@@ -45,3 +45,14 @@ def test_readme_minibatch_example_runs_verbatim():
     assert "NeighborSampler" in code and "Graph.from_edge_index" in code
     loss = float(re.fullmatch(r"loss after 60 batches: ([0-9.]+)\n", _run(code)).group(1))
     assert loss < math.log(7)
+
+
+def test_readme_reordering_example_runs_verbatim():
+    """The reordered model's output comes back in the user's node order: the same as the layer's
+    output on the original graph."""
+    code = python_example("### Reordering as a scheduler decision")
+    assert "at.Reordered" in code and "at.reorder" in code
+    check = ("\nplain = model.module(x, at.Graph.from_csr_graph(csr, device=device))\n"
+             "assert rg.applied and torch.allclose(out, plain, atol=1e-5)\n")
+    lines = _run(code + check).splitlines()
+    assert lines[0].startswith("labelprop torch.Size([2708, 7])") and lines[0].endswith("s to reorder")

@@ -34,9 +34,17 @@ GRAPHS = {
 }
 
 
+def skip_missing(method):
+    """Skip, saying why, where the method's optional library (the reorder extra) is missing."""
+    missing = reorder.available(method)
+    if missing:
+        pytest.skip(f"{method} {missing}")
+
+
 @pytest.mark.parametrize("name", GRAPHS)
 @pytest.mark.parametrize("method", reorder.METHODS)
 def test_every_method_is_a_permutation_that_relabels_exactly(name, method):
+    skip_missing(method)
     graph = GRAPHS[name]
     perm = reorder.order(graph, method)
     assert perm.dtype == np.int64 and perm.shape == (graph.n_rows,)
@@ -141,8 +149,8 @@ def test_refusals():
     with pytest.raises(AutosageError, match="non-square graph \\(2x3\\)"):
         reorder.order(rect, "rcm")
     graph = GRAPHS["with-empty-rows"]
-    with pytest.raises(AutosageError, match="unknown reordering method 'metis'"):
-        reorder.order(graph, "metis")
+    with pytest.raises(AutosageError, match="unknown reordering method 'nested'"):
+        reorder.order(graph, "nested")
     with pytest.raises(AutosageError, match="must have 6 entries"):
         reorder.permute(graph, np.arange(5))
     with pytest.raises(AutosageError, match="not a permutation"):
@@ -164,3 +172,70 @@ def test_rcm_skips_the_union_only_for_a_symmetric_pattern(name, monkeypatch):
     _, perm, _ = reordering.reorder(graph, "rcm")
     assert seen == [reordering.is_symmetric(graph)]
     np.testing.assert_array_equal(perm, plain)   # the union of a symmetric pattern is itself
+
+
+def test_cluster_order_groups_labels_in_order_of_first_member():
+    from autosage_cli.graphs.clustered import cluster_order
+
+    labels = np.array([7, 3, 7, 3, 9, 7])
+    # cluster 7 starts at 0, 3 at 1, 9 at 4; members keep their order
+    np.testing.assert_array_equal(cluster_order(labels), [0, 2, 5, 1, 3, 4])
+    assert cluster_order(np.array([], dtype=np.int64)).shape == (0,)
+
+
+@pytest.mark.parametrize("method", ["metis", "community", "labelprop"])
+def test_clustered_orders_recover_shuffled_blocks(method, monkeypatch):
+    """A block-community graph with its ids shuffled: the clustered orders bring each block's
+    rows back together (locality near the unshuffled graph's), which rcm and hubsort do not."""
+    from autosage_cli.features import locality
+    from autosage_cli.graphs import clustered
+
+    skip_missing(method)
+    monkeypatch.setattr(clustered, "PART_NODES", 256)   # METIS parts the size of the blocks
+    params = {"n": 8192, "nnz": 120_000, "q50": 12, "q90": 30, "q99": 60, "max": 200,
+              "locality": 0.8, "block": 256}
+    natural = generate("power-law", params)
+    shuffled = generate("power-law", {**params, "shuffle": 1})
+
+    def loc(g):
+        return locality(g, np.diff(g.indptr))
+
+    after = loc(reorder.permute(shuffled, reorder.order(shuffled, method)))
+    assert after < 1.3 * loc(natural), (after, loc(natural))
+    assert loc(reorder.permute(shuffled, reorder.order(shuffled, "rcm"))) > 2 * loc(natural)
+
+
+@pytest.mark.parametrize("method", ["metis", "community"])
+def test_a_missing_library_is_one_line_naming_the_extra(method, monkeypatch):
+    import sys
+
+    from autosage_cli.graphs import clustered
+
+    library = clustered.LIBRARIES[method][0]
+    monkeypatch.setitem(sys.modules, library, None)    # what an import finds when it is not installed
+    monkeypatch.setattr(clustered, "library_available", lambda m: m != method)
+    with pytest.raises(AutosageError, match=f"needs the {library} package.*autosage\\[reorder\\]"):
+        reorder.order(GRAPHS["symmetric"], method)
+    assert "autosage[reorder]" in reorder.available(method)
+
+
+@pytest.mark.parametrize("n", [10, 2**31])   # the composite-key sort, and the lexsort beyond it
+def test_label_propagation_votes_for_the_most_frequent_then_the_smallest_label(n):
+    from autosage_cli.graphs.label_propagation import _by_vote
+
+    vertex, label = np.array([0, 0, 1, 1, 1]), np.array([5, 3, 2, 7, 9])
+    counts = np.array([2, 2, 1, 3, 3])
+    v, lab = _by_vote(vertex, label, counts, n, np)
+    assert list(zip(v.tolist(), lab.tolist())) == [(0, 3), (0, 5), (1, 7), (1, 9), (1, 2)]
+
+
+def test_label_propagation_finds_two_cliques_joined_by_one_edge():
+    from autosage_cli.graphs.label_propagation import propagate
+
+    block = np.ones((6, 6)) - np.eye(6)
+    m = sp.block_diag([block, block]).tolil()
+    m[0, 11] = m[11, 0] = 1
+    g = canonical_csr(sp.csr_matrix(m))
+    labels = propagate(g.indptr, g.indices, g.n_rows)
+    assert len(set(labels[:6].tolist())) == 1 and len(set(labels[6:].tolist())) == 1
+    assert labels[0] != labels[6]

@@ -7,6 +7,7 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from autosage_cli.bench.reorder_gain import measure_gain
@@ -47,3 +48,87 @@ def test_measure_gain_on_a_shuffled_band(tmp_path):
     assert math.isfinite(gain.speedup) and gain.speedup > 0
     print(f"shuffled band n=500k K=64: {gain.before.median_ms:.3f} ms -> {gain.after.median_ms:.3f} ms "
           f"({gain.speedup:.2f}x)")
+
+
+# ---- the device paths of the reordering decision, label propagation, torch and the benchmark
+
+BLOCKS = {"n": 500_000, "nnz": 10_000_000, "q50": 12, "q90": 40, "q99": 120, "max": 2000,
+          "locality": 0.8, "block": 2048}
+
+
+def test_labelprop_on_the_device_gives_the_hosts_order():
+    """The same whole-array passes on CuPy and NumPy: unique sort keys and a hashed half per round,
+    so the device's labels are the host's exactly."""
+    import cupy
+
+    graph = generate("power-law", {**BLOCKS, "n": 20_000, "nnz": 300_000, "block": 256, "shuffle": 1})
+    on_host = reorder.order(graph, "labelprop")
+    on_device = reorder.order(graph, "labelprop", xp=cupy)
+    np.testing.assert_array_equal(on_device, on_host)
+
+
+def test_the_decision_reorders_a_shuffled_graph_and_replay_confirms_it(tmp_path):
+    from autosage_cli import environment
+    from autosage_cli.cache import DecisionCache
+    from autosage_cli.scheduler import replay as replay_mod
+    from autosage_cli.scheduler.decisions import reorder_decision as rd
+    from autosage_cli.scheduler.probing.reorder_measure import OrderMeasurer
+
+    cache = DecisionCache(tmp_path / "decisions.json")
+    l2 = (environment.device_info() or {}).get("l2_bytes")
+    shuffled = generate("power-law", {**BLOCKS, "shuffle": 1})
+    d = rd.decide(shuffled, 64, measure_orders=OrderMeasurer(cache), cache=cache,
+                  expected_calls=10**5, methods=("labelprop", "hubcluster"), l2_bytes=l2)
+    print(d.reason)
+    for c in d.candidates:
+        print(c.to_dict())
+    assert d.applied and d.method == "labelprop", d.reason
+    best = next(c for c in d.candidates if c.method == d.method)
+    assert best.times.verified and best.times.after_ms <= rd.GUARDRAIL * best.times.before_ms
+    outcomes = replay_mod.replay(cache)
+    mine = [o for o in outcomes if o.op == "reorder-spmm"]
+    assert len(mine) == 1 and mine[0].status == "ok", mine[0].reason
+    # the natural order is left alone, without measuring
+    natural = generate("power-law", BLOCKS)
+    kept = rd.decide(natural, 64, measure_orders=OrderMeasurer(cache), cache=cache, l2_bytes=l2)
+    assert not kept.applied and "already local" in kept.reason
+
+
+def test_torch_reordered_layers_on_cuda_match_the_original_order(tmp_path):
+    torch = pytest.importorskip("torch")
+    import autosage_cli.torch as at
+
+    graph = generate("power-law", {**BLOCKS, "n": 50_000, "nnz": 1_000_000, "shuffle": 1})
+    torch.manual_seed(0)
+    layers = torch.nn.ModuleList([at.SAGEConv(32, 64), at.SAGEConv(64, 8)]).cuda()
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = layers
+
+        def forward(self, x, g):
+            return self.layers[1](torch.relu(self.layers[0](x, g)), g)
+
+    net = Net()
+    x = torch.randn(graph.n_rows, 32, device="cuda")
+    plain = net(x, at.Graph.from_csr_graph(graph, device="cuda", cache=str(tmp_path / "d.json")))
+    rg = at.reorder(graph, "labelprop", device="cuda", cache=str(tmp_path / "d.json"))
+    out = at.Reordered(net, rg)(x)
+    torch.testing.assert_close(out, plain, rtol=1e-4, atol=1e-4)
+    auto = at.reorder(graph, "auto", width=64, device="cuda", cache=str(tmp_path / "d.json"),
+                      methods=("labelprop",))
+    torch.testing.assert_close(at.Reordered(net, auto)(x), plain, rtol=1e-4, atol=1e-4)
+
+
+def test_bench_rows_for_a_reordered_graph(tmp_path):
+    out = tmp_path / "run"
+    result = run_cli("bench", "--dataset", "cora", "--ops", "spmm", "--widths", "16", "--reorder",
+                     "labelprop,rcm", "--out", str(out), "--cache", str(tmp_path / "d.json"))
+    assert result.exit_code == 0, result.stderr
+    import csv
+
+    rows = list(csv.DictReader(open(out / "results.csv")))
+    orders = {r["reorder"] for r in rows if r["backend"] == "autosage"}
+    assert orders == {"", "labelprop", "rcm"}
+    assert all(float(r["reorder_s"]) >= 0 for r in rows if r["reorder"])

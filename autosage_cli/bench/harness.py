@@ -24,6 +24,7 @@ loop itself runs on CPU in tests with a NumPy fake (tests/bench_fakes.py).
 """
 from __future__ import annotations
 
+import math
 import sys
 import time
 from dataclasses import dataclass, field
@@ -114,12 +115,14 @@ def run_suite(work: list[GraphWork], options: RunOptions, ctx: RunContext, toolk
         ctx.environment["compile"] = info
         listener.on_compile(info)
     faults = guard.FaultState()
+    loaded: dict = {}
     for w in work:
         listener.on_graph(w)
         graph = dgraph = None
+        reorder_s = math.nan
         try:
             if not faults.lost:
-                graph = w.spec.load(options.root, options.seed)
+                graph, reorder_s = load_graph(w.spec, options, loaded)
                 dgraph = toolkit.to_device(graph)
         except Exception as exc:   # out of memory, a CUDA fault, a graph that cannot load
             reason = f"load: {faults.note(exc)}"
@@ -127,7 +130,7 @@ def run_suite(work: list[GraphWork], options: RunOptions, ctx: RunContext, toolk
             listener.on_case(w, case)
             if faults.lost or dgraph is None:
                 reason = faults.not_run() if faults.lost else reason
-                yield [guard.failed_row(ctx, w.spec.label, graph, case, reason)]
+                yield _in_order([guard.failed_row(ctx, w.spec.label, graph, case, reason)], w, reorder_s)
                 continue
             try:
                 guard.check_device_budget(toolkit, graph, case)
@@ -135,11 +138,40 @@ def run_suite(work: list[GraphWork], options: RunOptions, ctx: RunContext, toolk
             except Exception as exc:   # the case ends; the run goes on (or stops its GPU work)
                 rows = [guard.failed_row(ctx, w.spec.label, graph, case, faults.note(exc))]
             _free(toolkit, faults)
-            yield rows
+            yield _in_order(rows, w, reorder_s)
         del dgraph, graph
         _free(toolkit, faults)
     if faults.lost:
         raise faults.fault
+
+
+def load_graph(spec, options: RunOptions, loaded: dict):
+    """(graph, seconds its reordering cost or NaN): the spec's graph, reordered by `spec.reorder`
+    when set. `loaded` keeps the last graph in its user's order, so that the reorderings that
+    follow it in the run (suites.with_reorderings) do not load or generate it again."""
+    import dataclasses
+
+    method = getattr(spec, "reorder", "")
+    base = dataclasses.replace(spec, reorder="") if method else spec
+    held = loaded.get("base")
+    if held is not None and held[0] == base:
+        graph = held[1]
+    else:
+        loaded.clear()
+        graph = base.load(options.root, options.seed)
+        loaded["base"] = (base, graph)
+    if not method:
+        return graph, math.nan
+    from .reordering import reorder
+
+    reordered, _, report = reorder(graph, method)
+    return reordered, report.order_s + report.apply_s
+
+
+def _in_order(rows: list[Row], work: GraphWork, reorder_s: float) -> list[Row]:
+    for r in rows:
+        r.reorder, r.reorder_s = getattr(work.spec, "reorder", ""), reorder_s
+    return rows
 
 
 def _free(toolkit, faults: "guard.FaultState") -> None:

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from ..graphs.csr import CSRGraph
-from ..graphs.reorder import order, permute, require_square
+from ..graphs.reorder import ARRAY_METHODS, SYMMETRIC_AWARE, order, permute, require_square
 
 
 @dataclass(frozen=True)
@@ -61,12 +61,22 @@ def is_symmetric(graph: CSRGraph) -> bool:
     return transpose_matches(graph, degrees) if verdict is None else verdict
 
 
+def array_module(method: str):
+    """CuPy for a method that runs on an array module when a GPU is usable, else None (NumPy)."""
+    if method not in ARRAY_METHODS:
+        return None
+    from ..backends.arrays import device_module
+    return device_module()
+
+
 def reorder(graph: CSRGraph, method: str) -> tuple[CSRGraph, np.ndarray, Reordering]:
-    """(reordered graph, perm with perm[new] = old, report) for `method`. rcm's time includes
-    the symmetry check that decides whether it must symmetrise the pattern."""
+    """(reordered graph, perm with perm[new] = old, report) for `method`. The time of rcm and
+    metis includes the symmetry check that decides whether they must symmetrise the pattern;
+    labelprop's, on a GPU, the upload of the graph and the sorts there."""
     require_square(graph)
     started = time.perf_counter()
-    perm = order(graph, method, symmetric=is_symmetric(graph) if method == "rcm" else None)
+    perm = order(graph, method, symmetric=is_symmetric(graph) if method in SYMMETRIC_AWARE else None,
+                 xp=array_module(method))
     ordered = time.perf_counter()
     result = permute(graph, perm, {"reordered_from": graph.source, "reorder": method})
     applied = time.perf_counter()

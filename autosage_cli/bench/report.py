@@ -97,7 +97,7 @@ def row_identity(row: Row) -> tuple:
     # Native rows are one per schedule; autosage and vendor rows are one per case and decision,
     # training rows also one per mode of their own (captured, compiled) beside the eager one.
     own = row.backend == "native" or (row.op.startswith(TRAINING_PREFIX) and row.schedule in TRAINING_MODES)
-    return (*case_key(row), row.backend, row.decision, row.schedule if own else "")
+    return (*case_key(row), row.backend, row.decision, row.schedule if own else "", row.reorder)
 
 
 def merge_rows(old: list[Row], new: list[Row]) -> list[Row]:

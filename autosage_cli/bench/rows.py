@@ -101,6 +101,14 @@ class Row:
     floor_ms: float = math.nan
     probes: int = 0
     sample_ms: float = math.nan
+    # reordered graphs (`autosage bench --reorder`): the method (empty for the user's order), the
+    # seconds it cost (computing the order and relabelling the graph); training rows also the
+    # epoch with that cost spread over AMORTISE_EPOCHS epochs, and our epoch on the user's order
+    # over it
+    reorder: str = ""
+    reorder_s: float = math.nan
+    amortised_ms: float = math.nan
+    speedup_vs_user_order: float = math.nan
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -120,6 +128,7 @@ class Row:
         return cls(**kwargs)
 
 
+AMORTISE_EPOCHS = 100    # a reordering's cost spread over a training run of this many epochs
 ALL_COLUMNS = tuple(f.name for f in dataclasses.fields(Row))
 EXTRA_COLUMNS = ALL_COLUMNS[len(SCHEMA_COLUMNS):]
 # The probe's split of tune_ms: the tune's timings of the same names.

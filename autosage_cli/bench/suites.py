@@ -88,13 +88,17 @@ SUITES = {
 @dataclass(frozen=True)
 class GraphSpec:
     """One graph of a run: a synthetic preset (generated with the run's seed), a named dataset the
-    loader knows (shipped real graphs, OGB, reddit) or a file path."""
+    loader knows (shipped real graphs, OGB, reddit) or a file path. `reorder`: a graphs.reorder
+    method that the benchmark applies after loading (bench.harness; empty: the user's order), so
+    that the same graph runs in both orders."""
     label: str
     preset: str | None = None
     dataset: str | None = None
     path: str | None = None
+    reorder: str = ""
 
     def load(self, root: str, seed: int):
+        """The graph in its user's order (`reorder` is applied by the caller)."""
         from ..graphs import load, synthetic
 
         if self.preset:
@@ -117,6 +121,36 @@ class Case(op_specs.Case):
 class GraphWork:
     spec: GraphSpec
     cases: list[Case] = field(default_factory=list)
+
+
+def parse_reorder(text: str | None) -> tuple[str, ...]:
+    """--reorder: reordering methods, comma-separated, each known and its library installed."""
+    from ..graphs.reorder import METHODS, available
+
+    if text is None:
+        return ()
+    methods = tuple(dict.fromkeys(p.strip() for p in text.split(",") if p.strip()))
+    if not methods:
+        raise AutosageError("--reorder needs at least one method")
+    for m in methods:
+        if m not in METHODS or m == "identity":
+            raise AutosageError(f"unknown reordering method {m!r} in --reorder; choose from "
+                                f"{', '.join(x for x in METHODS if x != 'identity')}")
+        missing = available(m)
+        if missing:
+            raise AutosageError(f"--reorder {m} {missing}")
+    return methods
+
+
+def with_reorderings(work: list[GraphWork], methods: tuple[str, ...]) -> list[GraphWork]:
+    """Each graph's work followed by the same cases on the graph reordered by each method."""
+    import dataclasses
+
+    out = []
+    for w in work:
+        out.append(w)
+        out += [GraphWork(dataclasses.replace(w.spec, reorder=m), list(w.cases)) for m in methods]
+    return out
 
 
 SHIPPED_LOADERS = ("mtx", "npz", "edgelist")   # real graphs whose file ships in datasets/

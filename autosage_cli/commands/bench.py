@@ -176,19 +176,19 @@ class SuiteProgress(StderrBar):
 @click.option("--dry-run", is_flag=True,
               help="Validate the options, graphs and output paths and list the cases with their "
                    "estimated memory; no GPU needed.")
+@click.option("--reorder", "reorder", default=None, metavar="METHOD[,METHOD]",
+              help="Also run every case on each graph renumbered by these methods (autosage reorder's; "
+                   "the reorder column); with --suite training, each model once more on each order.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
 def command(datasets, suite, ops, widths, heads, dtype_list, repeat, steps, batch_size, fanouts, flush_l2, oracle,
-            all_schedules, exhaustive, cache_path, out_dir, seed, root, top_k, budget_ms, guardrail, dry_run,
-            as_json):
+            all_schedules, exhaustive, cache_path, out_dir, seed, root, top_k, budget_ms, guardrail, reorder,
+            dry_run, as_json):
     """Benchmark autosage against cuSPARSE (and torch / PyG) side by side."""
     from ..bench import report, toolkit as toolkit_mod
     from ..bench.harness import RunOptions, count_cases, make_context, run_suite
     from . import bench_minibatch, bench_plan, bench_training, dry_run as dry_run_mod
 
-    if suite != suites.MINIBATCH:
-        for flag, value in (("--steps", steps), ("--batch-size", batch_size), ("--fanouts", fanouts)):
-            if value is not None:
-                raise AutosageError(f"{flag} applies to --suite minibatch only")
+    methods = _suite_flags(suite, steps, batch_size, fanouts, reorder)
     if suite in (suites.TRAINING, suites.MINIBATCH):
         ctx = click.get_current_context()
         module = bench_training if suite == suites.TRAINING else bench_minibatch
@@ -206,6 +206,7 @@ def command(datasets, suite, ops, widths, heads, dtype_list, repeat, steps, batc
     work = suites.build_work(chosen, tuple(datasets), parse_ops(ops),
                              parse_int_list(widths, "--widths"), parse_int_list(heads, "--heads"),
                              dtypes.parse_list(dtype_list) if dtype_list is not None else ())
+    work = suites.with_reorderings(work, methods)
     prior = _prior_run(Path(out_dir)) if out_dir is not None else None
     if cache_path:
         check_cache_path(cache_path)
@@ -254,6 +255,18 @@ def command(datasets, suite, ops, widths, heads, dtype_list, repeat, steps, batc
             click.echo(f"stopped early: {len(new_rows)} rows measured"
                        + (f", written to {out}" if all_rows else ""), err=True)
     _render(all_rows, out, as_json)
+
+
+def _suite_flags(suite: str, steps, batch_size, fanouts, reorder) -> tuple[str, ...]:
+    """The options that apply to some suites only, checked; the --reorder methods."""
+    if suite != suites.MINIBATCH:
+        for flag, value in (("--steps", steps), ("--batch-size", batch_size), ("--fanouts", fanouts)):
+            if value is not None:
+                raise AutosageError(f"{flag} applies to --suite minibatch only")
+    methods = suites.parse_reorder(reorder)
+    if methods and suite == suites.MINIBATCH:
+        raise AutosageError("--reorder does not apply to --suite minibatch (each batch is a new graph)")
+    return methods
 
 
 def _prior_run(out: Path) -> tuple[list, list]:

@@ -117,7 +117,7 @@ def run_graphs(specs, models, settings: dict, params: dict, stamp: dict, out: Pa
     after each model (`device` cpu: a smoke run of the same path, for tests)."""
     from ..torch import minibatch
 
-    def bench(spec, graph, dtype):
+    def bench(spec, graph, dtype, reorderings=()):   # --reorder is refused for this suite
         return minibatch.bench_graph(spec.label, graph, models, seed=params["seed"], dtype=dtype,
                                      cache=params.get("cache_path"), **settings)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from ..errors import AutosageError
-from ..graphs.reorder import METHODS, require_square   # NumPy only: SciPy is imported when an order is computed
+from ..graphs.reorder import METHODS, available, require_square   # NumPy only: SciPy is imported when an order is computed
 from .gen import check_output_path, write_atomically, write_graph
 from .progress import step, stderr_console
 
@@ -67,7 +67,9 @@ def render(doc: dict) -> None:
               help="reordered graph: .npz or .mtx; the permutation goes beside it as <stem>.perm.npy")
 @click.option("--method", type=click.Choice(METHODS), default="rcm", show_default=True,
               help="rcm: reverse Cuthill-McKee; degree: by degree, descending; hubsort / hubcluster: "
-                   "rows above the mean degree first (sorted / in order), the rest in order")
+                   "rows above the mean degree first (sorted / in order), the rest in order; metis: "
+                   "METIS parts of ~4096 vertices; community: Louvain (PLM) communities (metis and "
+                   "community need the reorder extra)")
 @click.option("--measure", is_flag=True, help="also time tuned SpMM on both orders (needs a GPU)")
 @click.option("--width", "-k", "k", default=64, show_default=True, type=click.IntRange(min=1),
               help="feature width K of --measure's SpMM")
@@ -78,6 +80,9 @@ def command(graph, dataset, root, out, method, measure, k, cache_path, as_json):
     """Renumber GRAPH's vertices (or --dataset NAME's) for locality and write the result."""
     if (graph is None) == (dataset is None):
         raise AutosageError("give exactly one of GRAPH (a file) or --dataset NAME")
+    missing = available(method)
+    if missing:
+        raise AutosageError(f"--method {method} {missing}")
     out_path = Path(out)
     check_output_path(out_path)
     check_perm_path(perm_path(out_path))

@@ -19,6 +19,11 @@ Methods (each vectorised NumPy/SciPy, O(n log n) or O(nnz)):
   rcm         reverse Cuthill-McKee (scipy.sparse.csgraph) on the symmetrised pattern A ∪ Aᵀ:
               breadth-first levels from a low-degree vertex, which packs the nonzeros near the
               diagonal (small bandwidth)
+  metis       a k-way METIS partition into parts of about 4096 vertices (pymetis), part by part
+  community   Louvain communities (NetworKit's parallel PLM), community by community
+              (both in graphs.clustered; optional libraries, the `reorder` extra)
+  labelprop   label propagation (graphs.label_propagation), label by label: whole-array sorts
+              that run on the GPU when the caller passes CuPy as `xp`
 
 What an order achieved (the spread of the nonzeros before and after, the seconds) is measured one
 layer up, in bench.reordering, which may use features' locality and symmetry check.
@@ -31,10 +36,18 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import AutosageError
+from . import clustered
+from .pattern import symmetric_pattern
 from .csr import CSRGraph, default_workers, from_arrays, parallel_map
 from .edges import row_chunks
 
-METHODS = ("rcm", "degree", "hubsort", "hubcluster", "identity")
+METHODS = ("rcm", "degree", "hubsort", "hubcluster", "metis", "community", "labelprop", "identity")
+# Methods that run on an array module the caller passes (`xp`: CuPy for the device).
+ARRAY_METHODS = frozenset({"labelprop"})
+# Methods whose order can differ between two runs on the same graph (threads racing).
+UNSTABLE = frozenset({"community"})
+# Methods that read the symmetric verdict (they symmetrise the pattern unless it is known).
+SYMMETRIC_AWARE = frozenset({"rcm", "metis"})
 GATHER_CHUNK = 1 << 22   # nonzeros per task of the relabelling's gather (int64 offsets: 32 MiB)
 
 
@@ -69,18 +82,6 @@ def hubcluster_order(graph: CSRGraph) -> np.ndarray:
     return np.concatenate([np.flatnonzero(hubs), np.flatnonzero(~hubs)]).astype(np.int64, copy=False)
 
 
-def symmetric_pattern(graph: CSRGraph, symmetric: bool | None = None):
-    """A ∪ Aᵀ as a SciPy CSR of int8 ones. Ones, not A's values: a sum of values could cancel
-    (a skew-symmetric pair) and drop an edge the ordering must see. `symmetric=True` (the caller
-    knows the pattern is symmetric: features' check, as bench.reordering.reorder runs it) uses
-    the pattern as it is: most GNN graphs are symmetric, and the union costs 8 s on 124M nonzeros."""
-    import scipy.sparse as sp
-
-    ones = np.ones(graph.nnz, dtype=np.int8)
-    pattern = sp.csr_matrix((ones, graph.indices, graph.indptr), shape=graph.shape, copy=False)
-    return pattern if symmetric else (pattern + pattern.T).tocsr()
-
-
 def rcm_order(graph: CSRGraph, symmetric: bool | None = None) -> np.ndarray:
     from scipy.sparse.csgraph import reverse_cuthill_mckee
 
@@ -90,8 +91,27 @@ def rcm_order(graph: CSRGraph, symmetric: bool | None = None) -> np.ndarray:
     return np.asarray(perm, dtype=np.int64)
 
 
+def labelprop_order(graph: CSRGraph, xp=None) -> np.ndarray:
+    from .label_propagation import propagate
+
+    xp = np if xp is None else xp
+    labels = propagate(xp.asarray(graph.indptr), xp.asarray(graph.indices), graph.n_rows, xp)
+    host = labels.get() if hasattr(labels, "get") else labels   # a CuPy array comes to the host
+    return clustered.cluster_order(np.asarray(host))
+
+
 ORDERS = {"rcm": rcm_order, "degree": degree_order, "hubsort": hubsort_order,
-          "hubcluster": hubcluster_order, "identity": identity_order}
+          "hubcluster": hubcluster_order, "metis": clustered.metis_order,
+          "community": clustered.community_order, "labelprop": labelprop_order,
+          "identity": identity_order}
+
+
+def available(method: str) -> str | None:
+    """Why `method` cannot run here (its optional library is missing), or None."""
+    if method in clustered.LIBRARIES and not clustered.library_available(method):
+        name = clustered.LIBRARIES[method][0]
+        return f"needs the {name} package: {clustered.EXTRA}"
+    return None
 
 
 def require_square(graph: CSRGraph) -> None:
@@ -100,14 +120,17 @@ def require_square(graph: CSRGraph) -> None:
                             "rows and columns are renumbered together")
 
 
-def order(graph: CSRGraph, method: str, symmetric: bool | None = None) -> np.ndarray:
+def order(graph: CSRGraph, method: str, symmetric: bool | None = None, xp=None) -> np.ndarray:
     """The permutation `method` computes for `graph`: int64, perm[new] = old. `symmetric`: whether
-    the pattern is known to be symmetric (only rcm uses it; None: not known, so it symmetrises)."""
+    the pattern is known to be symmetric (rcm and metis use it; None: not known, so they
+    symmetrise). `xp`: the array module of the methods in ARRAY_METHODS (None: NumPy)."""
     if method not in ORDERS:
         raise AutosageError(f"unknown reordering method {method!r} (known: {', '.join(METHODS)})")
     require_square(graph)
-    if method == "rcm":
-        return rcm_order(graph, symmetric)
+    if method in SYMMETRIC_AWARE:
+        return ORDERS[method](graph, symmetric)
+    if method in ARRAY_METHODS:
+        return ORDERS[method](graph, xp)
     return ORDERS[method](graph)
 
 

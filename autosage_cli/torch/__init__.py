@@ -12,6 +12,7 @@ Importing this package imports torch; `import autosage_cli` never does, and inst
 does not require torch. Submodules: graph (Graph), functions (ops and autograd), kernels (device
 dispatch), cuda (the CUDA path), norm (normalised graphs), nn (layers), ops (the ops as torch
 custom operators), handles (the Graph handles they take), capture (CUDA-graph captured steps),
+reordered (a Graph renumbered for locality, features and outputs in the user's order),
 sampler (a neighbour sampler for mini-batches), structure (the kind features of a Graph),
 minibatch and training (the benchmarks' step runners). `probe_count()` counts the tuning probes
 run in this process (a mini-batch loop probes once per new kind of graph,
@@ -35,7 +36,8 @@ from .capture import capture_inference, capture_training_step
 from .functions import additive_attention, attention, sddmm, spmm
 from .graph import Graph, host_copies
 from .nn import GATConv, GCNConv, SAGEConv, TransformerConv
+from .reordered import Reordered, ReorderedGraph, reorder
 
 __all__ = ["Graph", "spmm", "sddmm", "attention", "additive_attention", "GCNConv", "SAGEConv",
            "TransformerConv", "GATConv", "probe_count", "host_copies", "capture_training_step",
-           "capture_inference"]
+           "capture_inference", "reorder", "Reordered", "ReorderedGraph"]

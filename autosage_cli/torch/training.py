@@ -124,6 +124,8 @@ class Run:
     setup_ms: float = float("nan")
     status: str = "ok"
     error: str = ""
+    reorder: str = ""           # ours on a reordered graph (torch.reordered): the method
+    reorder_s: float = float("nan")
 
     def stats(self) -> tuple[float, float, float]:
         """(median, p20, p80) of the timed epochs."""
@@ -220,19 +222,26 @@ MODES = tuple(OUR_MODES)     # the suite's modes: eager (PyG's best mode / our "
 
 
 def run_ours(model_name: str, dims, graph: Graph, x, labels, init_state, steps: int, warmup: int,
-             mode: str = "graph") -> Run:
+             mode: str = "graph", reordered=None) -> Run:
     """Our model on its own handle of `graph` (the same index tensors, none of the derived graphs,
     transposes and plans of an earlier model), all of which are freed before PyG runs; in x's
     device and dtype. `mode`: graph (eager), captured (a CUDA graph; skipped off the GPU) or
-    compiled (torch.compile, fullgraph)."""
+    compiled (torch.compile, fullgraph). `reordered`: a torch.reordered.ReorderedGraph whose
+    `graph` is `graph`: the model runs wrapped in `Reordered`, x and labels in the user's order."""
     if mode == "captured" and x.device.type != "cuda":
         return Run("autosage", mode, status="skipped", error="captured steps need a CUDA device")
     own = Graph(graph.rowptr, graph.row, graph.col, graph.weight, graph.shape, cache=graph.cache)
     model = build(autosage_layers, model_name, *dims).to(device=x.device, dtype=x.dtype)
     model.load_state_dict(init_state)
+    if reordered is not None:
+        from .reordered import Reordered
+
+        model = Reordered(model, reordered)
     try:
         run = train(OUR_MODES[mode], model, own, x, labels, steps, warmup)
         run.library, run.mode = "autosage", mode
+        if reordered is not None:
+            run.reorder = reordered.method
         return run
     except Exception as exc:    # AutosageError, CUDA errors, and torch.compile's own exceptions
         return Run("autosage", mode, status="failed", error=failure_text(exc))
@@ -292,16 +301,27 @@ def require_torch_cuda() -> None:
                             "benchmark needs torch with CUDA")
 
 
-def training_graph(csr: CSRGraph, device, cache=None) -> Graph:
+def training_graph(csr: CSRGraph, device, cache=None, perm=None) -> Graph:
     """The graph as a pattern (every edge weight 1) without self-loops: PyG's GCN adds loops with
     add_self_loops on a sparse adjacency but add_remaining_self_loops on an edge_index, two
-    functions once a graph has loops of its own."""
+    functions once a graph has loops of its own. `perm` (perm[new] = old): the graph renumbered,
+    P A Pᵀ, relabelled on the device (the canonical sort of from_coo orders it)."""
     row = torch.repeat_interleave(torch.arange(csr.n_rows),
                                   torch.from_numpy(np.diff(csr.indptr).astype(np.int64)))
     col = torch.from_numpy(csr.indices).long()
     keep = row != col
     device = torch.device(device)
-    return Graph.from_coo(row[keep].to(device), col[keep].to(device), None, csr.shape, cache=cache)
+    row, col = row[keep].to(device), col[keep].to(device)
+    if perm is not None:
+        new = torch.empty(csr.n_rows, dtype=torch.long, device=device)
+        new[torch.as_tensor(perm, dtype=torch.long, device=device)] = torch.arange(csr.n_rows, device=device)
+        row, col = new[row], new[col]
+    return Graph.from_coo(row, col, None, csr.shape, cache=cache)
+
+
+def synchronize(device) -> None:
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def pyg_inputs(graph: Graph, dtype: torch.dtype = torch.float32) -> dict:
@@ -322,11 +342,12 @@ def random_data(name: str, n_rows: int, device, seed: int, dtype: torch.dtype = 
 
 
 def bench_graph(name: str, graph: Graph, models, *, steps: int, warmup: int, seed: int,
-                dtype: torch.dtype = torch.float32, modes=MODES):
+                dtype: torch.dtype = torch.float32, modes=MODES, reorderings=()):
     """Yield (model, PyG's Runs, our Runs) for every model on one graph, same data and initial
     weights, everything in `dtype` (the features drawn in float32 and rounded, as the weights are).
     PyG's: its best eager mode, then (with "compiled" in `modes`) torch.compile of it; ours: one
-    Run per mode, in MODES order."""
+    Run per mode, in MODES order, then one eager Run per ReorderedGraph of `reorderings` (the same
+    features and labels, in the user's order; the Run's reorder_s is the graph's `cost_s`)."""
     import torch_geometric.nn as pyg
 
     x, labels = random_data(name, graph.n_rows, graph.device, seed, dtype)
@@ -337,6 +358,10 @@ def bench_graph(name: str, graph: Graph, models, *, steps: int, warmup: int, see
         init_state = build(pyg, model_name, n_in, n_out).state_dict()
         args = (x, labels, init_state, steps, warmup)
         ours = [run_ours(model_name, (n_in, n_out), graph, *args, mode=m) for m in MODES if m in modes]
+        for rg in reorderings:
+            run = run_ours(model_name, (n_in, n_out), rg.graph, *args, reordered=rg)
+            run.reorder, run.reorder_s = rg.method, rg.cost_s
+            ours.append(run)
         theirs = [run_pyg(model_name, (n_in, n_out), inputs, *args)]
         if "compiled" in modes:
             theirs.append(run_pyg_compiled(model_name, (n_in, n_out), inputs, theirs[0], *args))

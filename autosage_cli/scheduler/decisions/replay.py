@@ -14,6 +14,7 @@ from ...errors import AutosageError
 from ...graphs.csr import replayable_source
 from ..probing import probe
 from ..probing.measure import GpuMeasurer
+from .reorder_decision import is_reorder_entry
 from ..tune import plan_for
 
 FAILING = ("failed", "mismatched", "missing", "invalid")
@@ -97,9 +98,11 @@ def _reference_vendor(entry: dict) -> str | None:
 
 
 def replay(cache, dry_run: bool = False, measure=None, progress=None, load=None,
-           seed: int = 0, dtype: str | None = None) -> list[ReplayOutcome]:
+           seed: int = 0, dtype: str | None = None, measure_orders=None) -> list[ReplayOutcome]:
     """One outcome per cache entry (oldest first), or per entry of `dtype` when given. Never
-    raises for a single bad entry."""
+    raises for a single bad entry. Reordering decisions (scheduler.decisions.reorder_decision) are re-checked
+    by `replay_reorder` with `measure_orders` (an OrderMeasurer on this cache and `measure` when
+    None)."""
     say = progress or (lambda _msg: None)
     load = load or _load_source
     graphs: dict[str, object] = {}
@@ -120,18 +123,21 @@ def replay(cache, dry_run: bool = False, measure=None, progress=None, load=None,
             out.status = "skipped"
             out.reason = f"not replayable: the graph was built in memory ({graph_label(source)})"
             continue
+        if is_reorder_entry(entry):
+            if measure_orders is None and not dry_run:
+                from ..probing.reorder_measure import OrderMeasurer
+                measure_orders = OrderMeasurer(cache, measure)
+            say(f"replay {out.graph} reordering for {out.op} K={out.k}: {out.schedule}")
+            replay_reorder(entry, out, source, graphs, load, getattr(cache, "path", "."),
+                           measure_orders, dry_run)
+            continue
         unsupported = _unsupported_dtype(out)
         if unsupported:
             out.status, out.reason = "skipped", unsupported
             continue
         src_key = json.dumps(source, sort_keys=True)
         say(f"replay {out.graph} {out.op} K={out.k}: {out.schedule}")
-        if src_key not in graphs:
-            try:
-                graphs[src_key] = load(source) if source else AutosageError("no recorded graph source")
-            except AutosageError as exc:
-                graphs[src_key] = exc
-        graph = graphs[src_key]
+        graph = _graph_of(source, graphs, load)
         if isinstance(graph, AutosageError):
             out.status, out.reason = "missing", f"graph not found: {graph}"
             continue
@@ -186,3 +192,68 @@ def _replay_one(measure, dgraph, entry: dict, out: ReplayOutcome, seed: int) -> 
         out.status, out.reason = "ok", f"verified against {out.reference}"
     except Exception as exc:   # one entry's failure is an outcome; the others still replay
         out.status, out.reason = "failed", f"{stage}: {probe.one_line(exc)}"
+
+
+def _graph_of(source: dict, graphs: dict, load):
+    """The graph of `source`, loaded once per replay (an AutosageError when it cannot be)."""
+    src_key = json.dumps(source, sort_keys=True)
+    if src_key not in graphs:
+        try:
+            graphs[src_key] = load(source) if source else AutosageError("no recorded graph source")
+        except AutosageError as exc:
+            graphs[src_key] = exc
+    return graphs[src_key]
+
+
+def replay_reorder(entry: dict, out: ReplayOutcome, source: dict, graphs: dict, load, cache_path,
+                   measure_orders, dry_run: bool) -> None:
+    """Re-check a reordering decision: the original graph is the recorded one, the stored
+    permutation is a permutation of it and gives the recorded reordered graph (dry run: stop
+    here); then both orders are measured again, and an applied order that no longer measures
+    faster than the original, or no longer verifies, fails."""
+    from pathlib import Path
+
+    from ..graphs import reorder as reorder_mod
+    from .reorder_decision import load_perm
+
+    info = entry.get("reorder") or {}
+    times = [c.get("times") for c in info.get("candidates", []) if isinstance(c, dict)
+             and c.get("method") == out.schedule and c.get("times")]
+    out.recorded_ms = times[0].get("after_ms") if times else None
+    graph = _graph_of(source, graphs, load)
+    if isinstance(graph, AutosageError):
+        out.status, out.reason = "missing", f"graph not found: {graph}"
+        return
+    if graph.fingerprint != entry["graph"].get("fingerprint"):
+        out.status = "mismatched"
+        out.reason = (f"graph fingerprint {graph.fingerprint[:12]} != recorded "
+                      f"{str(entry['graph'].get('fingerprint'))[:12]}")
+        return
+    if out.schedule == "identity":
+        out.status, out.reason = ("checked" if dry_run else "ok"), f"not reordered: {info.get('reason', '')}"
+        return
+    try:
+        perm = load_perm(Path(cache_path).parent / str(info.get("perm", "")), graph.n_rows)
+        reordered = reorder_mod.permute(graph, perm)
+    except (AutosageError, KeyError) as exc:
+        out.status, out.reason = "missing", f"permutation: {probe.one_line(exc)}"
+        return
+    if reordered.fingerprint != info.get("reordered_fingerprint"):
+        out.status, out.reason = "mismatched", "the stored permutation gives another reordered graph"
+        return
+    if dry_run:
+        out.status, out.reason = "checked", "graph found, permutation gives the recorded reordered graph"
+        return
+    try:
+        t = measure_orders(graph, reordered, perm, entry["op"].removeprefix("reorder-"), out.k, out.dtype)
+    except Exception as exc:   # one entry's failure is an outcome; the others still replay
+        out.status, out.reason = "failed", f"measure: {probe.one_line(exc)}"
+        return
+    out.replayed_ms, out.rel_error = t.after_ms, t.rel_error
+    if not t.verified:
+        out.status, out.reason = "failed", f"reordered result does not verify (rel. error {t.rel_error:.1e})"
+    elif not t.after_ms < t.before_ms:
+        out.status = "failed"
+        out.reason = f"reordering no longer gains: {t.after_ms:.4g} ms vs {t.before_ms:.4g} ms"
+    else:
+        out.status, out.reason = "ok", f"reordered {t.speedup:.2f}x faster ({t.before_ms:.4g} ms before)"

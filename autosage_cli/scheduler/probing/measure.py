@@ -94,6 +94,12 @@ class GpuMeasurer:
         return cupy.asarray(op_specs.reference(op, dgraph.host, [cupy.asnumpy(x) for x in inputs],
                                                scale=scale, dtype=dtype))
 
+    def take_rows(self, array, perm):
+        """array[perm] on the device: features and results moved with a graph's vertices (a
+        reordering's perm[new] = old)."""
+        import cupy
+        return cupy.take(array, cupy.asarray(perm), axis=0)
+
     def rel_error(self, out, ref) -> float:
         from ...backends import timing
         return float(timing.rel_error(out, ref))

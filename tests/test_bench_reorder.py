@@ -1,0 +1,119 @@
+"""`autosage bench --reorder` on the CPU: the harness runs every case again on each reordered graph
+(the base graph loaded once) with the reorder column and its cost, the targets of reordered
+graphs, the training suite's rows with and without reordering (a CPU smoke run on cora), and the
+option's refusals."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pytest
+
+from autosage_cli.bench import harness, report
+from autosage_cli.bench.reorder_targets import reorder_targets
+from autosage_cli.bench.rows import AMORTISE_EPOCHS, Row
+from autosage_cli.bench.suites import Case, GraphWork, resolve_graph, with_reorderings
+from autosage_cli.bench.targets import evaluate_targets
+
+from bench_fakes import FakeToolkit, small_graph
+from cli_helpers import assert_one_line_error, run_cli
+
+LOADS: list = []
+GRAPH = small_graph(n=60, density=0.08)
+
+
+@dataclass(frozen=True)
+class Spec:
+    label: str
+    reorder: str = ""
+
+    def load(self, root, seed):
+        LOADS.append(self.label)
+        return GRAPH
+
+
+def test_every_case_runs_again_on_each_reordered_graph():
+    LOADS.clear()
+    tk = FakeToolkit()
+    options = harness.RunOptions(repeat=5)
+    ctx, _ = harness.make_context(tk, options)
+    work = with_reorderings([GraphWork(Spec("g"), [Case("spmm", 8)])], ("hubcluster", "rcm"))
+    assert [w.spec.reorder for w in work] == ["", "hubcluster", "rcm"]
+    rows = [r for batch in harness.run_suite(work, options, ctx, tk) for r in batch]
+    assert LOADS == ["g"]                                  # loaded once, reordered twice
+    by_order = {}
+    for r in rows:
+        by_order.setdefault(r.reorder, []).append(r)
+    assert set(by_order) == {"", "hubcluster", "rcm"}
+    assert len(by_order["hubcluster"]) == len(by_order[""])
+    assert all(math.isnan(r.reorder_s) for r in by_order[""])
+    assert all(r.reorder_s >= 0 and r.graph == "g" for r in by_order["rcm"])
+    # the reordered rows are rows of their own: merging keeps all three orders
+    assert len(report.merge_rows([], rows)) == len(rows)
+    assert {report.row_identity(r) for r in rows}.__len__() == len(rows)
+
+
+def _row(graph, k, ms, reorder="", reorder_s=math.nan, **kw):
+    return Row(graph, 10, 100, "spmm", k, 1, "float32", "autosage", "native.x", "probe", ms_median=ms,
+               reorder=reorder, reorder_s=reorder_s, **kw)
+
+
+def test_targets_of_a_shuffled_graph_against_its_natural_twin():
+    rows = [_row("products-like", 16, 1.84), _row("products-like", 64, 4.27),
+            _row("products-like-shuffled", 16, 3.20), _row("products-like-shuffled", 64, 7.90),
+            _row("products-like-shuffled", 16, 2.79, "rcm", 19.0),
+            _row("products-like-shuffled", 64, 7.27, "rcm", 19.0),
+            _row("products-like-shuffled", 16, 1.90, "metis", 8.0),
+            _row("products-like-shuffled", 64, 4.50, "metis", 8.0)]
+    targets = {t.name: t for t in reorder_targets(rows)}
+    natural = targets["SpMM on a shuffled graph after its best reordering vs its natural order"]
+    assert natural.value == pytest.approx(4.50 / 4.27) and natural.met          # metis, K=64
+    assert "K=16 metis" in natural.detail
+    cost = targets["Reordering cost (order + relabel) of those best reorderings"]
+    assert cost.value == 8.0 and cost.met
+    # the kernel targets judge the user's orders only: the reordered rows are not in them
+    spmm = next(t for t in evaluate_targets(rows) if t.name == "SpMM geomean speed-up vs best cuSPARSE")
+    assert "of 4 rows" in spmm.detail or not spmm.measured
+    assert reorder_targets([_row("cora", 16, 1.0)]) == []
+
+
+def test_training_with_and_without_reordering_on_the_cpu(tmp_path):
+    pytest.importorskip("torch", reason="torch is not installed")
+    pytest.importorskip("torch_geometric", reason="torch_geometric is not installed")
+    from autosage_cli.commands import bench_training
+
+    params = {"root": "datasets", "seed": 0, "cache_path": str(tmp_path / "d.json"),
+              "modes": ("graph",), "reorder": ("hubcluster",)}
+    rows = bench_training.run_graphs([resolve_graph("cora")], ("gcn",), 4, params, {"gpu": "cpu"},
+                                     tmp_path, [], device="cpu")
+    ours = {r.reorder: r for r in rows if r.backend == "autosage"}
+    assert set(ours) == {"", "hubcluster"}
+    user, reordered = ours[""], ours["hubcluster"]
+    assert reordered.status == "ok", reordered.error
+    # the same model, data and weights in another node order: the same losses
+    assert reordered.loss_first == pytest.approx(user.loss_first, rel=1e-5)
+    assert reordered.loss_last == pytest.approx(user.loss_last, rel=1e-4)
+    assert reordered.reorder_s > 0
+    assert reordered.amortised_ms == pytest.approx(reordered.ms_median
+                                                   + reordered.reorder_s * 1e3 / AMORTISE_EPOCHS)
+    assert reordered.speedup_vs_user_order == pytest.approx(user.ms_median / reordered.amortised_ms)
+    assert math.isnan(user.amortised_ms) and user.reorder == ""
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--reorder", "bogus"], ["unknown reordering method 'bogus'", "metis"]),
+    (["--reorder", ","], ["at least one method"]),
+    (["--suite", "minibatch", "--reorder", "rcm"], ["does not apply to --suite minibatch"]),
+])
+def test_bad_reorder_options_are_one_line_errors(tmp_path, argv, words):
+    assert_one_line_error(run_cli("bench", "--dataset", "cora", *argv, "--dry-run"), words)
+
+
+def test_a_dry_run_lists_the_reordered_cases(tmp_path):
+    import json
+
+    plain = run_cli("bench", "--dataset", "cora", "--ops", "spmm", "--widths", "16", "--dry-run", "--json")
+    twice = run_cli("bench", "--dataset", "cora", "--ops", "spmm", "--widths", "16", "--reorder",
+                    "rcm,hubcluster", "--dry-run", "--json")
+    assert plain.exit_code == 0 and twice.exit_code == 0, twice.stderr
+    assert len(json.loads(twice.stdout)["cases"]) == 3 * len(json.loads(plain.stdout)["cases"])

@@ -12,7 +12,7 @@ from autosage_cli.errors import AutosageError
 from autosage_cli.features import compute_features, locality
 from autosage_cli.graphs import reorder
 from autosage_cli.graphs.synthetic import generate
-from autosage_cli.scheduler import replay as replay_mod
+from autosage_cli.scheduler.decisions import replay as replay_mod
 from autosage_cli.scheduler.decisions import reorder_decision as rd
 from autosage_cli.scheduler.probing.reorder_measure import OrderMeasurer
 

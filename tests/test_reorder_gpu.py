@@ -70,7 +70,7 @@ def test_labelprop_on_the_device_gives_the_hosts_order():
 def test_the_decision_reorders_a_shuffled_graph_and_replay_confirms_it(tmp_path):
     from autosage_cli import environment
     from autosage_cli.cache import DecisionCache
-    from autosage_cli.scheduler import replay as replay_mod
+    from autosage_cli.scheduler.decisions import replay as replay_mod
     from autosage_cli.scheduler.decisions import reorder_decision as rd
     from autosage_cli.scheduler.probing.reorder_measure import OrderMeasurer
 

@@ -173,7 +173,7 @@ def _candidate(graph: CSRGraph, method: str, symmetric, degrees, locality_before
     started = time.perf_counter()
     xp = None
     if method in reorder_mod.ARRAY_METHODS:
-        from ..backends.arrays import device_module
+        from ...backends.arrays import device_module
         xp = device_module()
     perm = reorder_mod.order(graph, method, symmetric=symmetric, xp=xp)
     ordered = time.perf_counter()

@@ -213,7 +213,7 @@ def replay_reorder(entry: dict, out: ReplayOutcome, source: dict, graphs: dict, 
     faster than the original, or no longer verifies, fails."""
     from pathlib import Path
 
-    from ..graphs import reorder as reorder_mod
+    from ...graphs import reorder as reorder_mod
     from .reorder_decision import load_perm
 
     info = entry.get("reorder") or {}

@@ -31,8 +31,8 @@ class OrderMeasurer:
         return self.measure
 
     def _timed(self, graph: CSRGraph, dgraph, inputs, op: str, k: int, dtype: str):
-        from . import tune as tune_mod
-        from .plans import plan_for
+        from .. import tune as tune_mod
+        from ..decisions.plans import plan_for
 
         m = self._measurer()
         result = tune_mod.lookup_or_tune(graph, op, k, cache=self.cache, measure=m, dtype=dtype,

@@ -149,20 +149,24 @@ class WrongPlan:
 
 
 def test_a_wrong_schedule_is_probed_fails_verification_and_is_never_chosen(tmp_path, cora, monkeypatch):
-    from autosage_cli.backends import native
+    import dataclasses
+
+    from autosage_cli import ops as op_specs
 
     donor = next(s for s in sched.candidates("spmm", 16) if s.family == "subwarp")
     family = sched.Family("spmm", donor.source_file, lambda s, dtype: donor.name_expression(dtype),
                           lambda s, k, heads: None, "the donor's knobs, under a wrong name")
     wrong = sched.Schedule("spmm", "test_wrong", lanes=donor.lanes, vec=donor.vec, threads=donor.threads,
                            unroll=donor.unroll)
-    real_prepare = native.prepare
+    spec = op_specs.get("spmm")
+    real_prepare = spec.prepare_native
 
     def prepare(dgraph, schedule, k, heads=1, scale=None, **kw):
         if getattr(schedule, "name", schedule) == wrong.name:
             return WrongPlan(real_prepare(dgraph, donor, k, heads, scale), wrong.name)
         return real_prepare(dgraph, schedule, k, heads, scale, **kw)
-    monkeypatch.setattr(native, "prepare", prepare)
+    # the spec is the one way to a native plan (ops.prepare_native): the wrong plan goes in there
+    monkeypatch.setitem(op_specs.SPECS, "spmm", dataclasses.replace(spec, prepare_native=prepare))
 
     with sched.extra_schedules(wrong, families={"test_wrong": family}):
         n = len(sched.candidates("spmm", 16))

@@ -106,3 +106,12 @@ def test_the_attention_backward_is_once_differentiable_on_the_eager_path(graph):
     (dQ,) = torch.autograd.grad(out, Q, create_graph=True)
     with pytest.raises(RuntimeError, match="once_differentiable|double backward|twice"):
         dQ.sum().backward()
+
+
+def test_an_eager_call_registers_the_graphs_handle():
+    """So that torch.compile reads it as an attribute: registering a Graph met first while tracing
+    takes a call that some dynamo versions cannot trace (a Graph is no constant to them)."""
+    g = at.Graph.from_edge_index(random_edge_index(N, seed=9, duplicates=False), N)
+    assert getattr(g, "_op_handle", None) is None
+    at.spmm(g, torch.randn(N, 2, dtype=torch.float64))
+    assert isinstance(g._op_handle, int)

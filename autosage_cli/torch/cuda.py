@@ -237,11 +237,16 @@ def _prepare(graph: Graph, dgraph, question: tuple, scale, capturable: bool = Fa
     return plan_for(dgraph, decision, k, heads, scale, dtype=dtype)
 
 
-def _packed_launches(p, *args):
+def _packed_launches(p, device: torch.device, *args):
     """The plan's packed launches (backends.packed), for a native plan that packs; None: run the
-    plan through CuPy."""
+    plan through CuPy. Packed on torch's stream: a first pack may convert the graph's values to the
+    plan's type (CuPy work, which a launch on torch's stream must find done; a side stream is not
+    ordered after CuPy's own)."""
     pack = getattr(p, "packed", None)
-    return None if pack is None else pack(*args)
+    if pack is None:
+        return None
+    with _on_torch_stream(device):
+        return pack(*args)
 
 
 def _launch_packed(launches, device: torch.device, pointers: dict) -> bool:
@@ -266,7 +271,7 @@ def spmm(graph: Graph, values, B: torch.Tensor) -> torch.Tensor:
     if values is not None:
         values = operand("values", values, B.dtype)
     pointers = {"B": B.data_ptr(), "out": out.data_ptr(), "values": 0 if values is None else values.data_ptr()}
-    if _launch_packed(_packed_launches(p, values is not None), B.device, pointers):
+    if _launch_packed(_packed_launches(p, B.device, values is not None), B.device, pointers):
         return out
     with _on_torch_stream(B.device):
         if values is None:
@@ -286,7 +291,7 @@ def sddmm(graph: Graph, X: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:
         return out
     p = plan(graph, "sddmm", int(X.shape[1]), X.device, dtype=dtype_name(X))
     pointers = {"X": X.data_ptr(), "Y": Y.data_ptr(), "out": out.data_ptr()}
-    if _launch_packed(_packed_launches(p), X.device, pointers):
+    if _launch_packed(_packed_launches(p, X.device), X.device, pointers):
         return out
     with _on_torch_stream(X.device):
         p.run((_cupy(X), _cupy(Y)), _cupy(out))

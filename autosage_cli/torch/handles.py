@@ -38,8 +38,7 @@ def handle(graph) -> int:
 
 
 def note(graph) -> None:
-    """Record `graph` in the open recording() blocks: an op that ran on it (the ops' eager path
-    takes no handle, and notes the Graph this way)."""
+    """Record `graph` in the open recording() blocks: an op ran on it."""
     for seen in _recorders:
         seen[id(graph)] = graph
 

@@ -311,7 +311,9 @@ def _call(op, impl, eager, g, tensors: tuple, args: tuple):
         return op(g, *args)
     if _traced(*tensors):
         return op(handles.handle(g), *args)
-    handles.note(g)
+    # registered now, not only noted: torch.compile then reads the handle as an attribute (a
+    # Graph met first while tracing is registered by a call some dynamo versions cannot trace)
+    handles.handle(g)
     if _needs_grad(*tensors):
         return eager.apply(g, *args)
     return impl(g, *args)

@@ -96,10 +96,12 @@ class NativeSddmmPlan(EdgesOutPlan):
         check_edge_vector("out", out, g.nnz, self.dtype)
         if g.nnz == 0:
             return  # no edges: the output is empty
-        vals = graph_values(g, self.dtype) if use_values and not self.values_all_ones else NULL
-        args = (self.head + self.tail_before_values +
+        self.kernel(self.grid, self.block, self._args(X, Y, out, ldx, ldy, scale, use_values))
+
+    def _args(self, X, Y, out, ldx: int, ldy: int, scale: float, use_values: bool) -> tuple:
+        vals = graph_values(self.graph, self.dtype) if use_values and not self.values_all_ones else NULL
+        return (self.head + self.tail_before_values +
                 (vals, X, np.int64(ldx), Y, np.int64(ldy), out, np.float32(scale)))
-        self.kernel(self.grid, self.block, args)
 
     def run(self, inputs: tuple, out) -> None:
         X, Y = inputs
@@ -108,14 +110,13 @@ class NativeSddmmPlan(EdgesOutPlan):
     def packed(self):
         """run as PackedLaunches taking the pointers of X, Y and out (contiguous, ld = k), for a
         graph with edges; None where an argument cannot be packed."""
-        if "_packed" not in self.__dict__:
+        packs = self.__dict__.setdefault("_packed", {})
+        if "run" not in packs:
             from .packed import Slot, pack_all
 
-            vals = NULL if self.values_all_ones else graph_values(self.graph, self.dtype)
-            args = (self.head + self.tail_before_values + (vals, Slot("X"), np.int64(self.k), Slot("Y"),
-                                                           np.int64(self.k), Slot("out"), np.float32(self.scale)))
-            self._packed = pack_all([(self.kernel, self.grid, self.block, args)])
-        return self._packed
+            args = self._args(Slot("X"), Slot("Y"), Slot("out"), self.k, self.k, self.scale, True)
+            packs["run"] = pack_all([(self.kernel, self.grid, self.block, args)])
+        return packs["run"]
 
 
 # The work lists by layout name (Family.plan).

@@ -210,15 +210,23 @@ class NativeSpmmPlan(RowsOutPlan):
         check_dense("out", out, g.n_rows, k, ldc, vec, self.dtype)
         if values is not None:
             check_edge_vector("values", values, g.nnz, self.dtype)
-        vals = NULL if values is None or g.nnz == 0 else values
+        for kernel, grid, block, args in self._launch_args(values, B, out, ldb, ldc):
+            kernel(grid, block, args)
+
+    def _launch_args(self, values, B, out, ldb: int, ldc: int) -> list[tuple]:
+        """(kernel, grid, block, args) of every launch for these operands (values None: none read)."""
+        vals = NULL if values is None or self.graph.nnz == 0 else values
         operands = dict(zip(OPERANDS, (vals, B, np.int64(ldb), out, np.int64(ldc))))
-        for kernel, grid, block, head, names, tail in self.launches:
-            kernel(grid, block, head + tuple(operands[n] for n in names) + tail)
+        return [(kernel, grid, block, head + tuple(operands[n] for n in names) + tail)
+                for kernel, grid, block, head, names, tail in self.launches]
+
+    def _own_values(self):
+        """The graph's values as run() passes them: None for a pattern (all ones, not read)."""
+        return None if self.values_all_ones else graph_values(self.graph, self.dtype)
 
     def run(self, inputs: tuple, out) -> None:
         (B,) = inputs
-        values = None if self.values_all_ones else graph_values(self.graph, self.dtype)
-        self.launch(values, B, out, self.k, self.k)
+        self.launch(self._own_values(), B, out, self.k, self.k)
 
     def run_values(self, values, B, out) -> None:
         """out = A(values) @ B: the same pattern with per-call edge values (CSR order), e.g.
@@ -232,11 +240,8 @@ class NativeSpmmPlan(RowsOutPlan):
         if per_call_values not in packs:
             from .packed import Slot, pack_all
 
-            values = (Slot("values") if per_call_values else
-                      NULL if self.values_all_ones or self.graph.nnz == 0 else graph_values(self.graph, self.dtype))
-            operands = dict(zip(OPERANDS, (values, Slot("B"), np.int64(self.k), Slot("out"), np.int64(self.k))))
-            packs[per_call_values] = pack_all((kernel, grid, block, head + tuple(operands[n] for n in names) + tail)
-                                              for kernel, grid, block, head, names, tail in self.launches)
+            values = Slot("values") if per_call_values else self._own_values()
+            packs[per_call_values] = pack_all(self._launch_args(values, Slot("B"), Slot("out"), self.k, self.k))
         return packs[per_call_values]
 
 

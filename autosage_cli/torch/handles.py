@@ -33,14 +33,9 @@ def handle(graph) -> int:
     h = getattr(graph, "_op_handle", None)
     if h is None:
         h = _register(graph)
-    note(graph)
-    return h
-
-
-def note(graph) -> None:
-    """Record `graph` in the open recording() blocks: an op ran on it."""
     for seen in _recorders:
         seen[id(graph)] = graph
+    return h
 
 
 @torch.compiler.assume_constant_result

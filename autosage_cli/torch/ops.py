@@ -345,13 +345,17 @@ def additive_attention(g, a_dst: Tensor, a_src: Tensor, V: Tensor, negative_slop
                  (a_dst, a_src, V, negative_slope))[0]
 
 
+def _untracked(op, impl, g, tensors: tuple, args: tuple):
+    """A backward op (once differentiable: no autograd node of its own): through the dispatcher
+    when traced or given a handle, else its implementation."""
+    if isinstance(g, int) or _traced(*tensors):
+        return op(g if isinstance(g, int) else handles.handle(g), *args)
+    return impl(g, *args)
+
+
 def _attention_backward(g, *args):
-    if isinstance(g, int) or _traced(*args[:5]):
-        return attention_backward_op(g if isinstance(g, int) else handles.handle(g), *args)
-    return _attention_backward_impl(g, *args)
+    return _untracked(attention_backward_op, _attention_backward_impl, g, args[:5], args)
 
 
 def _additive_backward(g, *args):
-    if isinstance(g, int) or _traced(*args[:6]):
-        return additive_attention_backward_op(g if isinstance(g, int) else handles.handle(g), *args)
-    return _additive_attention_backward_impl(g, *args)
+    return _untracked(additive_attention_backward_op, _additive_attention_backward_impl, g, args[:6], args)

@@ -186,27 +186,63 @@ def test_the_stats_read_back_with_the_build_are_the_structure_stats(keep_duplica
     assert built["rows"]["empty"] == 10 and built["rows"]["max"] == hub
 
 
+@pytest.mark.parametrize("loops", [False, True])
 @pytest.mark.parametrize("duplicates", [False, True])
-def test_loops_slotted_in_equal_the_sorted_self_loop_graph(duplicates):
-    """with_self_loops on a square graph without loops inserts them into the canonical CSR (no
-    sort, no read-back): the same Graph as from_coo of the user edges then one loop per node —
-    structure, duplicate counts, the user-to-canonical map and the stats (known from g's build)."""
-    from autosage_cli.torch.norm import _inserted_loops, user_edges
+def test_loops_swapped_in_equal_the_sorted_self_loop_graph(duplicates, loops):
+    """with_self_loops on a square graph swaps its loops for one per node in the canonical CSR (no
+    sort, no read-back): the same Graph as from_coo of the user edges that are not loops, then one
+    loop per node — structure, duplicate counts, the user-to-canonical map and the stats (known
+    from g's build); with duplicates, its graph of every listing is from_coo's with
+    keep_duplicates."""
+    from autosage_cli.torch.norm import user_edges
 
     edges = random_edge_index(40, seed=6, duplicates=duplicates)
-    edges = edges[:, edges[0] != edges[1]]                   # no self-loops
+    edges = edges[:, edges[0] != edges[1]]
+    if loops:                                      # some nodes with one loop, one with three
+        edges = torch.cat([edges, torch.tensor([[3, 3, 3, 9, 17], [3, 3, 3, 9, 17]])], 1)
     edges = edges[:, torch.randperm(edges.shape[1], generator=torch.Generator().manual_seed(1))]
     g = Graph.from_edge_index(edges, 40)
-    assert g.self_loop_edges() == 0 and g.has_duplicates == duplicates
+    assert (g.self_loop_edges() == 5) == loops and g.has_duplicates == (duplicates or loops)
     row, col = user_edges(g)
+    kept = row != col
     nodes = torch.arange(40)
-    sorted_graph = Graph.from_coo(torch.cat([row, nodes]), torch.cat([col, nodes]), None, g.shape)
-    slotted = _inserted_loops(g)
+    sorted_graph = Graph.from_coo(torch.cat([row[kept], nodes]), torch.cat([col[kept], nodes]), None, g.shape)
+    swapped, keep = with_self_loops(g)
+    assert torch.equal(keep, kept)
     for name in ("rowptr", "row", "col"):
-        assert torch.equal(getattr(slotted, name), getattr(sorted_graph, name)), name
-    assert (slotted.weight is None) == (sorted_graph.weight is None)
-    if slotted.weight is not None:
-        assert torch.equal(slotted.weight, sorted_graph.weight)
-    assert torch.equal(slotted.user_to_canon, sorted_graph.user_to_canon)
-    assert slotted.structure_stats() == sorted_graph.structure_stats()
-    assert with_self_loops(g)[0].structure_stats() == sorted_graph.structure_stats()
+        assert torch.equal(getattr(swapped, name), getattr(sorted_graph, name)), name
+    assert (swapped.weight is None) == (sorted_graph.weight is None)
+    if swapped.weight is not None:
+        assert torch.equal(swapped.weight, sorted_graph.weight)
+    assert torch.equal(swapped.user_to_canon, sorted_graph.user_to_canon)
+    assert swapped.structure_stats() == sorted_graph.structure_stats()
+    assert swapped.self_loop_edges() == 40
+    listed = Graph.from_coo(torch.cat([row[kept], nodes]), torch.cat([col[kept], nodes]), None, g.shape,
+                            keep_duplicates=True)
+    multi = swapped.with_duplicates()
+    for name in ("rowptr", "row", "col"):
+        assert torch.equal(getattr(multi, name), getattr(listed, name)), name
+    assert multi.weight is None and getattr(multi, "_coalesced", multi) is swapped
+    values = torch.arange(multi.nnz)
+    assert torch.equal(multi.to_user(values), listed.to_user(values))
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_listings_from_the_build_equal_from_coo_keeping_duplicates(weighted):
+    """with_duplicates out of the build's own sort equals from_coo with keep_duplicates (edges,
+    weights, the user order), and is matched on its coalesced graph's features."""
+    edges = random_edge_index(30, seed=2, duplicates=True)
+    weight = torch.rand(edges.shape[1], generator=torch.Generator().manual_seed(3)) if weighted else None
+    g = Graph.from_edge_index(edges, 30, edge_weight=weight)
+    assert g.has_duplicates
+    multi = g.with_duplicates()
+    listed = Graph.from_coo(edges[1], edges[0], weight, (30, 30), keep_duplicates=True)
+    for name in ("rowptr", "row", "col"):
+        assert torch.equal(getattr(multi, name), getattr(listed, name)), name
+    assert (multi.weight is None) == (not weighted)
+    if weighted:
+        assert torch.equal(multi.weight, listed.weight)
+    values = torch.arange(multi.nnz)
+    assert torch.equal(multi.to_user(values), listed.to_user(values))
+    stats = multi.structure_stats()
+    assert stats["rows"] == g.structure_stats()["rows"] and stats["checksum"] != g.structure_stats()["checksum"]

@@ -17,6 +17,8 @@ adjacency (torch sparse CSR, SciPy, CSRGraph) is used as given: `spmm(graph, X) 
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 
@@ -35,15 +37,27 @@ def host_copies() -> int:
     return _HOST_COPIES[0]
 
 
-def _canonical_order(row: torch.Tensor, col: torch.Tensor, weight, shape: tuple, keep_duplicates: bool):
-    """(row-major keys in canonical order, canonical position of every input edge, whether the
-    input already was canonical, whether the canonical values are all ones, the structure's stats
-    as Graph.structure_stats has them, those of its self-loop graph when square, the number of
-    listed self-loop edges): one stable sort on
-    the edges' device and ONE transfer back, which also carries the index bounds, the weights'
-    finiteness and the stats (a mini-batch step builds a Graph every time; each check read back
-    alone would wait for the device once). Duplicates share one key unless `keep_duplicates` (then every edge keeps
-    its own position, duplicates side by side in input order)."""
+@dataclass
+class _Canonical:
+    """What one build of the canonical CSR knows (_canonical_order)."""
+    key: torch.Tensor            # row-major keys of the canonical edges, in canonical order
+    user_to_canon: torch.Tensor  # canonical position of every input edge
+    identity: bool               # the input already was canonical
+    all_ones: bool               # the canonical values are all ones (no duplicates, weights 1 or none)
+    stats: dict                  # the structure's stats (Graph.structure_stats)
+    looped_stats: dict | None    # those of its self-loop graph, when square
+    listed_loops: int            # listed self-loop edges (duplicates included)
+    canon_loops: int | None      # canonical self-loop edges, when square
+    listed: tuple | None         # (sorted keys, stable order) of every listing, when there are duplicates
+
+
+def _canonical_order(row: torch.Tensor, col: torch.Tensor, weight, shape: tuple,
+                     keep_duplicates: bool) -> _Canonical:
+    """The canonical order of the edges (row[e], col[e]): one stable sort on the edges' device and
+    ONE transfer back, which also carries the index bounds, the weights' finiteness and the
+    structure's stats (a mini-batch step builds a Graph every time; each check read back alone
+    would wait for the device once). Duplicates share one key unless `keep_duplicates` (then every
+    edge keeps its own position, duplicates side by side in input order)."""
     n_rows, n_cols = shape
     dev, E = row.device, row.numel()
     key = row * n_cols + col
@@ -53,33 +67,36 @@ def _canonical_order(row: torch.Tensor, col: torch.Tensor, weight, shape: tuple,
         first[1:] = sorted_key[1:] != sorted_key[:-1]
     zero = torch.zeros((), dtype=torch.int64, device=dev)
     bounds = [row.min(), row.max(), col.min(), col.max()] if E else [zero] * 4
-    distinct = first.sum()
+    position = torch.cumsum(first, 0) - 1            # each sorted edge's canonical position
     in_order = (order == torch.arange(E, device=dev)).all()
-    ones = (weight == 1).all() if weight is not None else torch.ones((), dtype=torch.bool, device=dev)
-    finite = torch.isfinite(weight).all() if weight is not None else torch.ones((), dtype=torch.bool, device=dev)
+    true = torch.ones((), dtype=torch.bool, device=dev)
+    ones = (weight == 1).all() if weight is not None else true
+    finite = torch.isfinite(weight).all() if weight is not None else true
     # the structure's features ride along (Graph.structure_stats), from the distinct sorted edges;
     # clamped, as an index out of range must reach the check below, not a device assertion
-    counted = first.long()
     canon_rows = torch.div(sorted_key, n_cols, rounding_mode="floor").clamp_(0, n_rows - 1)
     canon_cols = sorted_key.remainder(n_cols)
-    stats = structure.structure_stats(canon_rows, canon_cols, counted, shape, looped=n_rows == n_cols)
+    looped = n_rows == n_cols
+    stats = structure.structure_stats(canon_rows, canon_cols, first.long(), shape, looped=looped)
     loops = (row == col).sum()          # listed self-loop edges (norm.with_self_loops asks)
-    head = torch.stack(bounds + [distinct, in_order.long(), ones.long(), finite.long(), loops])
-    low_r, high_r, low_c, high_c, n_keys, in_order, ones, finite, loops, *stats = torch.cat([head, stats]).tolist()
+    n_keys = position[-1] + 1 if E else zero
+    head = torch.stack(bounds + [n_keys, in_order.long(), ones.long(), finite.long(), loops])
+    values = torch.cat([head, stats]).cpu().numpy()
+    low_r, high_r, low_c, high_c, n_keys, in_order, ones, finite, loops = values[:9].tolist()
     for name, low, high, bound in (("row", low_r, high_r, n_rows), ("col", low_c, high_c, n_cols)):
         if E and (low < 0 or high >= bound):
             raise AutosageError(f"{name}: index out of range [0, {bound})")
     if not finite:
         raise AutosageError("edge weights contain NaN or Inf")
-    position = torch.cumsum(first, 0) - 1            # each sorted edge's canonical position
+    stats, looped_stats, canon_loops = structure.decode(values[9:], looped)
     canon_key = torch.empty(n_keys, dtype=key.dtype, device=dev).scatter_(0, position, sorted_key)
     user_to_canon = torch.empty_like(order)
     user_to_canon[order] = position
     unique = n_keys == E
     # summed duplicates are values of their own (a count, or a sum of weights): never "all ones"
-    looped_stats = structure.stats_dict(stats[11:]) if stats[11:] else None
-    return (canon_key, user_to_canon, bool(unique and in_order), bool(unique and ones),
-            structure.stats_dict(stats[:11]), looped_stats, loops)
+    return _Canonical(canon_key, user_to_canon, bool(unique and in_order), bool(unique and ones), stats,
+                      looped_stats, loops, canon_loops,
+                      None if unique else (sorted_key, order, bool(ones), bool(in_order)))
 
 
 def _rowptr(row: torch.Tensor, n_rows: int) -> torch.Tensor:
@@ -89,6 +106,11 @@ def _rowptr(row: torch.Tensor, n_rows: int) -> torch.Tensor:
 
 
 _TRANSPOSED = 0x5BD1E995   # marks a checksum taken from the transpose's
+_LISTED = 0x27D4EB2F       # marks a checksum taken from the coalesced graph's (with_duplicates)
+
+
+def _listed_stats(stats: dict | None) -> dict | None:
+    return None if stats is None else {**stats, "checksum": stats["checksum"] ^ _LISTED}
 
 
 class Graph:
@@ -115,7 +137,11 @@ class Graph:
         self._host: dict = {}
         self._stats = None
         self._looped_stats = None       # the stats of its self-loop graph, when the build knew them
-        self._self_loops = None
+        self._self_loops = None         # listed self-loop edges, duplicates included
+        self._canon_loops = None        # canonical self-loop edges, when the build knew them
+        self._listed = None             # (sorted keys, stable order, weights all 1, in order) of every
+                                        # listing, from the build of a graph with duplicates
+        self._make_listings = None      # with_duplicates without a sort, where the graph's maker knows how
 
     # ------------------------------------------------------------------------------ builders
     @classmethod
@@ -131,11 +157,11 @@ class Graph:
             weight = weight.detach().to(torch.float32)
             if weight.shape != row.shape:
                 raise AutosageError(f"edge weights: expected shape {tuple(row.shape)}, got {tuple(weight.shape)}")
-        keys, user_to_canon, identity, all_ones, stats, looped_stats, loops = _canonical_order(
-            row, col, weight, (n_rows, n_cols), keep_duplicates)
+        built = _canonical_order(row, col, weight, (n_rows, n_cols), keep_duplicates)
+        keys, user_to_canon = built.key, built.user_to_canon
         canon_row, canon_col = keys // n_cols, keys % n_cols
         nnz = keys.numel()
-        if all_ones:
+        if built.all_ones:
             canon_weight = None   # a pattern: kernels then skip reading values
         elif weight is not None:
             canon_weight = weight.new_zeros(nnz).index_add_(0, user_to_canon, weight)
@@ -143,9 +169,12 @@ class Graph:
             canon_weight = torch.zeros(nnz, device=row.device).index_add_(
                 0, user_to_canon, torch.ones(row.numel(), device=row.device))
         graph = cls(_rowptr(canon_row, n_rows), canon_row, canon_col, canon_weight, (n_rows, n_cols),
-                    user_to_canon=None if identity else user_to_canon, user_weight=weight, **options)
+                    user_to_canon=None if built.identity else user_to_canon, user_weight=weight, **options)
         # read back with the build's own checks: a kind lookup and the self-loop graph wait for nothing
-        graph._stats, graph._looped_stats, graph._self_loops = stats, looped_stats, loops
+        graph._stats, graph._looped_stats = built.stats, built.looped_stats
+        graph._self_loops, graph._canon_loops, graph._listed = built.listed_loops, built.canon_loops, built.listed
+        if built.listed is not None:
+            graph._make_listings = graph._listings
         return graph
 
     @classmethod
@@ -311,16 +340,37 @@ class Graph:
     def with_duplicates(self) -> "Graph":
         """The graph with every listed edge kept as an edge of its own (duplicates side by side, in
         canonical row order), made once: attention's softmax counts each, as PyG's layers do.
-        `self` when there are none."""
+        `self` when there are none. Made from what the build already sorted where it can (no sort,
+        no read-back): then it is matched on its coalesced graph's kind features (the same rows,
+        nearly the same degrees; its tunes read that graph's host CSR too)."""
         if not self.has_duplicates:
             return self
         if "duplicates" not in self.derived:
-            u2c = self.user_to_canon
-            multi = Graph.from_coo(self.row[u2c], self.col[u2c], self.user_weight, self.shape,
-                                   keep_duplicates=True, **self._options())
+            if self._make_listings is not None:
+                multi = self._make_listings()
+                multi._stats, multi._looped_stats = _listed_stats(self.structure_stats()), _listed_stats(self._looped_stats)
+            else:
+                u2c = self.user_to_canon
+                multi = Graph.from_coo(self.row[u2c], self.col[u2c], self.user_weight, self.shape,
+                                       keep_duplicates=True, **self._options())
             multi._coalesced = self
             self.derived["duplicates"] = multi
         return self.derived["duplicates"]
+
+    def _listings(self) -> "Graph":
+        """with_duplicates of a graph from from_coo, out of its build's stable sort of every listing."""
+        sorted_key, order, ones, in_order = self._listed
+        n_rows, n_cols = self.shape
+        row, col = sorted_key // n_cols, sorted_key % n_cols
+        weight = None if ones else self.user_weight[order]
+        to_canon = None
+        if not in_order:
+            to_canon = torch.empty_like(order)
+            to_canon[order] = torch.arange(order.numel(), device=order.device)
+        multi = Graph(_rowptr(row, n_rows), row, col, weight, self.shape, user_to_canon=to_canon,
+                      user_weight=self.user_weight, **self._options())
+        multi._self_loops = multi._canon_loops = self._self_loops
+        return multi
 
     # ------------------------------------------------------------------------------ kind
     def structure_stats(self) -> dict:
@@ -331,15 +381,19 @@ class Graph:
         if parent is not None:
             return parent.structure_stats()
         if self._stats is None:
-            origin = self._transpose
-            if origin is not None and origin._stats is not None:   # the transpose's, swapped
-                o = origin._stats
+            o = None if self._transpose is None else self._transpose._known_stats()
+            if o is not None:   # the transpose's, swapped
                 self._stats = {"rows": o["cols"], "cols": o["rows"], "checksum": o["checksum"] ^ _TRANSPOSED}
                 return self._stats
             ones = torch.ones(self.nnz, dtype=torch.int64, device=self.device)
             stats = structure.structure_stats(self.row, self.col, ones, self.shape)
-            self._stats = structure.stats_dict(stats.tolist())
+            self._stats = structure.decode(stats.cpu().numpy())[0]
         return self._stats
+
+    def _known_stats(self) -> dict | None:
+        """The structure's stats if known already (computing none)."""
+        parent = getattr(self, "_structure_of", None)
+        return parent._known_stats() if parent is not None else self._stats
 
     def self_loop_edges(self) -> int:
         """How many listed edges (duplicates included) are self-loops; known from the build."""

@@ -35,12 +35,16 @@ def with_self_loops(g: Graph) -> tuple[Graph, torch.Tensor]:
     min(n_src, n_dst)), as PyG's GATConv adds them."""
     key = ("self_loops",)
     if key not in g.derived:
-        if g.n_rows == g.n_cols and not g.self_loop_edges():
-            # most graphs, and sampled batches: the loops slot into the canonical CSR as it is
-            g.derived[key] = (_inserted_loops(g), torch.ones(g.num_user_edges, dtype=torch.bool, device=g.device))
+        row, col = user_edges(g)
+        keep = row != col
+        if g.n_rows == g.n_cols and g._canon_loops is not None:
+            # square graphs from a build, sampled batches among them: the loops are swapped into
+            # the canonical CSR as it is, no sort and no read-back
+            looped = _replaced_loops(g, keep)
+            if looped.has_duplicates:     # attention's graph of every listing, the same way from g's
+                looped._make_listings = lambda: _replaced_loops(g.with_duplicates(), keep)
+            g.derived[key] = (looped, keep)
         else:
-            row, col = user_edges(g)
-            keep = row != col
             kept = keep.nonzero().squeeze(1)     # one read-back for both index arrays
             nodes = torch.arange(min(g.n_rows, g.n_cols), device=g.device)
             looped = Graph.from_coo(torch.cat([row.index_select(0, kept), nodes]),
@@ -49,32 +53,43 @@ def with_self_loops(g: Graph) -> tuple[Graph, torch.Tensor]:
     return g.derived[key]
 
 
-def _inserted_loops(g: Graph) -> Graph:
-    """The graph from_coo would build of g's user edges followed by one loop per node, for a
-    square g without self-loops, made without a sort or a read-back: in each canonical row the
-    loop (i, i) goes after the edges of columns below i, so an edge moves down by its row id,
-    plus one if its column is above its row, and row i's loop sits at rowptr[i] + i + (the number
-    of its columns below i). Duplicates count as from_coo counts them (a weight of their number);
-    the stats come from g's build."""
+def _replaced_loops(g: Graph, keep: torch.Tensor) -> Graph:
+    """The graph from_coo would build of g's user edges that are not self-loops (`keep`, in user
+    order) followed by one loop per node, for a square g whose build counted its loops, made without
+    a sort or a read-back. In each canonical row the loop (i, i) goes after the edges of columns
+    below i: a kept edge moves to (the kept edges before it) + its row id + (1 if its column is
+    above its row), and row i's loop sits at (the kept edges of rows below i) + i + (the number of
+    its columns below i). The sizes come from g's build (its canonical and listed loops); what is
+    dropped is written to one spare slot, so nothing is compacted. Duplicates count as from_coo
+    counts them (a weight of their number); the stats come from g's build."""
     n, nnz, dev = g.n_rows, g.nnz, g.device
-    after = (g.col > g.row).long()
-    below = torch.zeros(n, dtype=torch.int64, device=dev).index_add_(0, g.row, 1 - after)
+    size = nnz - g._canon_loops + n
+    stays = g.row != g.col
+    kept_before = torch.cat([torch.zeros(1, dtype=torch.int64, device=dev), torch.cumsum(stays, 0)])
+    below = torch.zeros(n, dtype=torch.int64, device=dev).index_add_(0, g.row, (g.col < g.row).long())
     nodes = torch.arange(n, device=dev)
-    edge_at = torch.arange(nnz, device=dev) + g.row + after
-    loop_at = g.rowptr[:-1] + nodes + below
-    row = torch.empty(nnz + n, dtype=torch.int64, device=dev)
+    # where each canonical edge goes (a dropped loop: the spare slot `size`)
+    edge_at = torch.where(stays, kept_before[:-1] + g.row + (g.col > g.row).long(), size)
+    loop_at = kept_before.index_select(0, g.rowptr[:-1]) + nodes + below
+    row = torch.empty(size + 1, dtype=torch.int64, device=dev)
     col = torch.empty_like(row)
     row[edge_at], row[loop_at] = g.row, nodes
     col[edge_at], col[loop_at] = g.col, nodes
+    n_kept = g.num_user_edges - g.self_loop_edges()
     weight = None
-    if g.has_duplicates:   # a canonical edge weighs the number of its listings (loops: 1)
+    if n_kept != nnz - g._canon_loops:   # duplicates stay: an edge weighs its listings (loops: 1)
         counts = torch.zeros(nnz, dtype=torch.float32, device=dev).index_add_(
             0, g.user_to_canon, torch.ones(g.num_user_edges, dtype=torch.float32, device=dev))
-        weight = torch.ones(nnz + n, dtype=torch.float32, device=dev).index_put_((edge_at,), counts)
+        weight = torch.ones(size + 1, dtype=torch.float32, device=dev).index_put_((edge_at,), counts)[:size]
     user_edges_at = edge_at if g.user_to_canon is None else edge_at.index_select(0, g.user_to_canon)
-    looped = Graph(g.rowptr + torch.arange(n + 1, device=dev), row, col, weight, g.shape,
+    if n_kept < g.num_user_edges:     # the kept user edges, in order, without a boolean selection
+        slot = torch.where(keep, torch.cumsum(keep, 0) - 1, n_kept)
+        user_edges_at = user_edges_at.new_empty(n_kept + 1).index_put_((slot,), user_edges_at)[:n_kept]
+    rowptr = kept_before.index_select(0, g.rowptr) + torch.arange(n + 1, device=dev)
+    looped = Graph(rowptr, row[:size], col[:size], weight, g.shape,
                    user_to_canon=torch.cat([user_edges_at, loop_at]), **g._options())
-    looped._stats, looped._self_loops = g._looped_stats, n
+    looped._stats, looped._self_loops, looped._canon_loops = g._looped_stats, n, n
+    looped._looped_stats = g._looped_stats
     return looped
 
 

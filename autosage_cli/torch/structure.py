@@ -1,44 +1,70 @@
 """The structure features of a Graph, computed on its device without a transfer: the row and
 column degree quantiles (from a histogram), the largest degree, the empty rows, and a checksum of
-the edges. What scheduler/kinds.py matches graphs on; Graph reads them back with its build."""
+the edges. What scheduler/kinds.py matches graphs on; Graph reads them back with its build.
+
+The device part ends in one int64 vector (`structure_stats`); the host part (`decode`) turns the
+vector, once read back, into the features. The histograms cross whole (256 bins per side, a few
+KiB: one transfer costs the same for 100 bytes or 8 KiB) and their quantiles are read on the
+host, so the device does a bucketing, one sort and one search per graph, whatever the sides.
+"""
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import torch
 
 CHECK_MODULUS = 2**31 - 1
 
-# The degree quantiles of a graph's kind, read off a histogram of quarter-octave bins (a sort of
-# every degree cost ~0.2 ms of host time per graph); a bin's degree is its lower edge, so two graphs
-# whose quantiles fall in one bin agree within 2^(1/4).
+# The degree quantiles of a graph's kind, read off a histogram of quarter-octave bins (bin
+# floor(4 log2(d + 1))); a bin's degree is its lower edge, so two graphs whose quantiles fall in one
+# bin agree within 2^(1/4).
 _QUANTILES = (0.5, 0.9, 0.99)
 _BINS_PER_OCTAVE = 4
 _BINS = 64 * _BINS_PER_OCTAVE
+STAT_NAMES = ("q50", "q90", "q99", "max", "empty")
 
 
-_QUANTILE_VECTORS: dict = {}   # device -> the _QUANTILES as a tensor there (copied once)
+def _bin_edges() -> list[int]:
+    """The smallest degree of bins 1..255: bucketing integers against them is floor(4 log2(d + 1))
+    exactly, without floating point on the device (capped where no degree reaches)."""
+    edges = []
+    for b in range(1, _BINS):
+        d = max(0, math.ceil(2 ** (b / _BINS_PER_OCTAVE) - 1))
+        if d < 2**50:
+            while math.floor(math.log2(d + 1) * _BINS_PER_OCTAVE) < b:
+                d += 1
+            while d > 0 and math.floor(math.log2(d) * _BINS_PER_OCTAVE) >= b:
+                d -= 1
+        edges.append(min(d, 2**62))
+    return edges
 
 
-def degree_stats(row_degrees: torch.Tensor, col_degrees: torch.Tensor) -> torch.Tensor:
-    """(2, 5) int64 on the device, no transfer: [q50, q90, q99 (bin lower edges, see above), max,
-    empty] of the row degrees, then of the column degrees. Both sides in one histogram of
-    2 x _BINS bins, so a graph's features are a dozen small launches (each side alone and by
-    itself took 30, a third of a mini-batch Graph's own build)."""
-    dev = row_degrees.device
-    n_rows = row_degrees.numel()
-    bins = (torch.log2(torch.cat([row_degrees, col_degrees]).double() + 1) * _BINS_PER_OCTAVE).long()
-    bins.clamp_(0, _BINS - 1)[n_rows:] += _BINS
-    counts = torch.zeros(2 * _BINS, dtype=torch.int64, device=dev).index_add_(0, bins, torch.ones_like(bins))
-    cumulative = counts.view(2, _BINS).cumsum(1)
-    q = _QUANTILE_VECTORS.get(dev)
-    if q is None:
-        q = _QUANTILE_VECTORS[dev] = torch.tensor(_QUANTILES, dtype=torch.float64, device=dev)
-    # the rank of each quantile, int(q (n - 1)) + 1, as Python would compute it (IEEE doubles)
-    wanted = (q * (cumulative[:, -1:] - 1)).floor_().long() + 1
-    at = torch.searchsorted(cumulative, wanted)
-    quantiles = (torch.exp2(at.double() / _BINS_PER_OCTAVE) - 1).round_().long()
-    highest = torch.stack([row_degrees.max(), col_degrees.max()]).unsqueeze(1)
-    # a degree of 0 is the only one in bin 0 (degree 1 is already bin 4)
-    return torch.cat([quantiles, highest, counts.view(2, _BINS)[:, :1]], 1)
+_EDGES = _bin_edges()
+_ON_DEVICE: dict = {}   # (device, what) -> the bin edges, or the bins searched for, copied once
+
+
+def _constant(dev: torch.device, what: str, sides: int = 0) -> torch.Tensor:
+    key = (dev, what, sides)
+    if key not in _ON_DEVICE:
+        values = torch.tensor(_EDGES) if what == "edges" else torch.arange(sides * _BINS, dtype=torch.int32)
+        _ON_DEVICE[key] = values.to(dev)
+    return _ON_DEVICE[key]
+
+
+def degree_histograms(degrees: list[torch.Tensor]) -> torch.Tensor:
+    """(m + m * 256,) int64 on the device, no transfer, for m degree vectors: each one's largest
+    degree, then each one's cumulative bin counts (entries <= bin b), counted together: side i's
+    bins are shifted by 256 i, so one sort and one search serve every side."""
+    dev = degrees[0].device
+    bins = torch.bucketize(torch.cat(degrees), _constant(dev, "edges"), out_int32=True, right=True)
+    start = 0
+    for i, d in enumerate(degrees):
+        if i:
+            bins[start:start + d.numel()] += i * _BINS
+        start += d.numel()
+    cumulative = torch.searchsorted(torch.sort(bins).values, _constant(dev, "bins", len(degrees)), right=True)
+    return torch.cat([torch.stack([d.max() for d in degrees]), cumulative])
 
 
 def mix(rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
@@ -47,32 +73,52 @@ def mix(rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
 
 
 def structure_stats(rows: torch.Tensor, cols: torch.Tensor, counted: torch.Tensor, shape: tuple,
-                     looped: bool = False) -> torch.Tensor:
-    """(11,) int64 on the device, no transfer: the row then the column degree stats
-    (degree_stats) and a checksum of the edges (row[e], col[e]) where counted[e] is 1 (a 0
-    marks a duplicate): not a fingerprint, it only tells the graph a decision was probed on from
-    another graph of its kind; exact in int64 below 2^32 edges. With `looped` (a square graph),
-    (22,): then the same of the graph with exactly one self-loop per node (norm.with_self_loops),
-    worked out from this one's degrees, so that graph needs no read-back of its own."""
+                    looped: bool = False) -> torch.Tensor:
+    """int64 on the device, no transfer, `decode`d once read back: the degree histograms of the rows
+    and the columns of the edges (row[e], col[e]) where counted[e] is 1 (a 0 marks a duplicate), and
+    a checksum of those edges: not a fingerprint, it only tells the graph a decision was probed on
+    from another graph of its kind; exact in int64 below 2^32 edges. With `looped` (a square graph),
+    the same of the graph with exactly one self-loop per node (norm.with_self_loops), worked out
+    from this one's degrees (and the number of counted self-loop edges it replaces), so that graph
+    needs no read-back of its own."""
     n_rows, n_cols = shape
     dev = rows.device
     row_degrees = torch.zeros(n_rows, dtype=torch.int64, device=dev).index_add_(0, rows, counted)
     col_degrees = torch.zeros(n_cols, dtype=torch.int64, device=dev).index_add_(0, cols, counted)
     mixed = mix(rows, cols) * counted
     checksum = mixed.sum().reshape(1)
-    stats = [degree_stats(row_degrees, col_degrees).flatten(), checksum]
-    if looped:
-        loop = (rows == cols).long() * counted
-        missing = 1 - torch.zeros(n_rows, dtype=torch.int64, device=dev).index_add_(0, rows, loop)
-        nodes = torch.arange(n_rows, device=dev)
-        loops_checksum = checksum - (mixed * loop).sum() + mix(nodes, nodes).sum()
-        stats += [degree_stats(row_degrees + missing, col_degrees + missing).flatten(), loops_checksum]
-    return torch.cat(stats)
+    if not looped:
+        return torch.cat([checksum, degree_histograms([row_degrees, col_degrees])])
+    loop = (rows == cols).long() * counted
+    has_loop = torch.zeros(n_rows, dtype=torch.int64, device=dev).index_add_(0, rows, loop)
+    nodes = torch.arange(n_rows, device=dev)
+    loops_checksum = checksum - (mixed * loop).sum() + mix(nodes, nodes).sum()
+    missing = 1 - has_loop
+    histograms = degree_histograms([row_degrees, col_degrees, row_degrees + missing, col_degrees + missing])
+    return torch.cat([checksum, loops_checksum, has_loop.sum().reshape(1), histograms])
 
 
-STAT_NAMES = ("q50", "q90", "q99", "max", "empty")
+def _side(cumulative: np.ndarray, largest: int) -> dict:
+    """One side's features from its cumulative bin counts: the quantile q is the lower edge of the
+    bin of the (floor(q (n - 1)) + 1)-th smallest degree."""
+    n = int(cumulative[-1])
+    quantiles = []
+    for q in _QUANTILES:
+        at = int(np.searchsorted(cumulative, math.floor(q * (n - 1)) + 1))
+        quantiles.append(int(round(2 ** (at / _BINS_PER_OCTAVE) - 1)))
+    return dict(zip(STAT_NAMES, quantiles + [int(largest), int(cumulative[0])]))
 
 
-def stats_dict(values: list) -> dict:
-    return {"rows": dict(zip(STAT_NAMES, values[:5])), "cols": dict(zip(STAT_NAMES, values[5:10])),
-            "checksum": values[10]}
+def decode(values: np.ndarray, looped: bool = False) -> tuple[dict, dict | None, int | None]:
+    """(the graph's stats, those of its self-loop graph or None, the number of its counted
+    self-loop edges or None) from structure_stats' vector, read back: {"rows": {q50, q90, q99, max,
+    empty}, "cols": {...}, "checksum"}."""
+    checks = 2 if looped else 1
+    sides, head = 2 * checks, 3 if looped else 1
+    largest = values[head:head + sides]
+    cumulative = values[head + sides:].reshape(sides, _BINS)
+    before = np.concatenate([[0], cumulative[:-1, -1]])      # each side's bins follow the last's
+    cumulative = cumulative - before[:, None]
+    stats = [{"rows": _side(cumulative[2 * i], largest[2 * i]), "cols": _side(cumulative[2 * i + 1], largest[2 * i + 1]),
+              "checksum": int(values[i])} for i in range(checks)]
+    return stats[0], (stats[1] if looped else None), (int(values[2]) if looped else None)

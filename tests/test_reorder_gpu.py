@@ -132,3 +132,68 @@ def test_bench_rows_for_a_reordered_graph(tmp_path):
     orders = {r["reorder"] for r in rows if r["backend"] == "autosage"}
     assert orders == {"", "labelprop", "rcm"}
     assert all(float(r["reorder_s"]) >= 0 for r in rows if r["reorder"])
+
+
+# ---- `autosage reorder --method auto`: the decision end to end on this GPU
+
+PUBMED = str(Path(__file__).resolve().parent.parent / "datasets" / "pubmed.mtx.gz")
+
+
+def _auto_cli(graph, tmp_path, *extra):
+    result = run_cli("reorder", graph, "--out", str(tmp_path / "g.npz"), "--method", "auto",
+                     "--cache", str(tmp_path / "decisions.json"), "--json", *extra)
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def _assert_written_as_decided(graph, tmp_path, doc):
+    from autosage_cli.graphs.load import load_graph
+
+    original, written = load_graph(path=graph), load_graph(path=tmp_path / "g.npz")
+    perm = np.load(tmp_path / "g.perm.npy")
+    if doc["decision"]["applied"]:
+        expected = reorder.permute(original, perm)
+    else:
+        np.testing.assert_array_equal(perm, np.arange(original.n_rows))
+        expected = original
+    np.testing.assert_array_equal(written.indptr, expected.indptr)
+    np.testing.assert_array_equal(written.indices, expected.indices)
+    np.testing.assert_allclose(written.values, expected.values, rtol=1e-6)
+    assert doc["reordering"]["method"] == doc["decision"]["method"]
+
+
+def test_auto_keeps_cora_whose_features_fit_in_l2(tmp_path):
+    """cora at K=64 is 0.7 MB of features: within any data-centre GPU's L2, so nothing is measured."""
+    doc = _auto_cli(CORA, tmp_path)
+    d = doc["decision"]
+    assert d["method"] == "identity" and not d["applied"] and "fits in L2" in d["reason"], d
+    assert d["candidates"] == [] and d["width"] == 64
+    _assert_written_as_decided(CORA, tmp_path, doc)
+
+
+def test_auto_measures_pubmed_at_a_width_beyond_l2(tmp_path):
+    """pubmed (locality 0.33) at K=1024 is 81 MB of features, more than the L2 of an H100 or H200:
+    the candidates are computed and measured on the device, and the graph written is the one
+    decided; a second run is a cache hit."""
+    from autosage_cli.scheduler.decisions import reorder_decision as rd
+
+    doc = _auto_cli(PUBMED, tmp_path, "--width", "1024", "--calls", "100000")
+    d = doc["decision"]
+    print(d["reason"])
+    for c in d["candidates"]:
+        print(c)
+    measured = [c for c in d["candidates"] if c["times"]]
+    assert measured, d
+    for c in measured:
+        t = c["times"]
+        assert t["before_ms"] > 0 and t["after_ms"] > 0 and t["verified"] is True, c
+    if d["applied"]:
+        best = next(c for c in measured if c["method"] == d["method"])
+        assert best["verdict"] == "applies"
+        assert best["times"]["after_ms"] <= rd.GUARDRAIL * best["times"]["before_ms"]
+    else:
+        assert not any(c["verdict"] == "applies" for c in d["candidates"])
+    _assert_written_as_decided(PUBMED, tmp_path, doc)
+    again = _auto_cli(PUBMED, tmp_path, "--width", "1024", "--calls", "100000")
+    assert again["decision"]["from_cache"] and again["decision"]["method"] == d["method"]
+    assert again["fingerprint"] == doc["fingerprint"]

@@ -246,3 +246,22 @@ def test_listings_from_the_build_equal_from_coo_keeping_duplicates(weighted):
     assert torch.equal(multi.to_user(values), listed.to_user(values))
     stats = multi.structure_stats()
     assert stats["rows"] == g.structure_stats()["rows"] and stats["checksum"] != g.structure_stats()["checksum"]
+
+
+def test_a_batch_and_its_self_loop_graph_are_freed_without_the_collector():
+    """A mini-batch Graph with duplicates and its self-loop graph (which knows how to make its graph
+    of every listing from the batch's) hold no reference cycle: dropping the batch frees both at
+    once, without waiting for the garbage collector."""
+    import gc
+    import weakref
+
+    g = Graph.from_edge_index(random_edge_index(30, seed=8, duplicates=True), 30)
+    looped = with_self_loops(g)[0]
+    assert g.has_duplicates and looped.has_duplicates and looped._make_listings is not None
+    refs = [weakref.ref(g), weakref.ref(looped)]
+    del g, looped
+    gc.disable()
+    try:
+        assert [r() is None for r in refs] == [True, True]
+    finally:
+        gc.enable()

@@ -17,14 +17,13 @@ adjacency (torch sparse CSR, SciPy, CSRGraph) is used as given: `spmm(graph, X) 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import torch
 
 from ..errors import AutosageError
 from ..graphs.csr import CSRGraph, from_arrays
 from . import structure
+from .canonical import canonical_order, rowptr_of
 
 
 # Device-to-host copies of a graph's index arrays made by `host_csr` in this process: the per-step
@@ -35,74 +34,6 @@ _HOST_COPIES = [0]
 def host_copies() -> int:
     """How many times a Graph's CSR was copied to the host in this process (`Graph.host_csr`)."""
     return _HOST_COPIES[0]
-
-
-@dataclass
-class _Canonical:
-    """What one build of the canonical CSR knows (_canonical_order)."""
-    key: torch.Tensor            # row-major keys of the canonical edges, in canonical order
-    user_to_canon: torch.Tensor  # canonical position of every input edge
-    identity: bool               # the input already was canonical
-    all_ones: bool               # the canonical values are all ones (no duplicates, weights 1 or none)
-    stats: dict                  # the structure's stats (Graph.structure_stats)
-    looped_stats: dict | None    # those of its self-loop graph, when square
-    listed_loops: int            # listed self-loop edges (duplicates included)
-    canon_loops: int | None      # canonical self-loop edges, when square
-    listed: tuple | None         # (sorted keys, stable order) of every listing, when there are duplicates
-
-
-def _canonical_order(row: torch.Tensor, col: torch.Tensor, weight, shape: tuple,
-                     keep_duplicates: bool) -> _Canonical:
-    """The canonical order of the edges (row[e], col[e]): one stable sort on the edges' device and
-    ONE transfer back, which also carries the index bounds, the weights' finiteness and the
-    structure's stats (a mini-batch step builds a Graph every time; each check read back alone
-    would wait for the device once). Duplicates share one key unless `keep_duplicates` (then every
-    edge keeps its own position, duplicates side by side in input order)."""
-    n_rows, n_cols = shape
-    dev, E = row.device, row.numel()
-    key = row * n_cols + col
-    sorted_key, order = torch.sort(key, stable=True)
-    first = torch.ones(E, dtype=torch.bool, device=dev)
-    if E > 1 and not keep_duplicates:
-        first[1:] = sorted_key[1:] != sorted_key[:-1]
-    zero = torch.zeros((), dtype=torch.int64, device=dev)
-    bounds = [row.min(), row.max(), col.min(), col.max()] if E else [zero] * 4
-    position = torch.cumsum(first, 0) - 1            # each sorted edge's canonical position
-    in_order = (order == torch.arange(E, device=dev)).all()
-    true = torch.ones((), dtype=torch.bool, device=dev)
-    ones = (weight == 1).all() if weight is not None else true
-    finite = torch.isfinite(weight).all() if weight is not None else true
-    # the structure's features ride along (Graph.structure_stats), from the distinct sorted edges;
-    # clamped, as an index out of range must reach the check below, not a device assertion
-    canon_rows = torch.div(sorted_key, n_cols, rounding_mode="floor").clamp_(0, n_rows - 1)
-    canon_cols = sorted_key.remainder(n_cols)
-    looped = n_rows == n_cols
-    stats = structure.structure_stats(canon_rows, canon_cols, first.long(), shape, looped=looped)
-    loops = (row == col).sum()          # listed self-loop edges (norm.with_self_loops asks)
-    n_keys = position[-1] + 1 if E else zero
-    head = torch.stack(bounds + [n_keys, in_order.long(), ones.long(), finite.long(), loops])
-    values = torch.cat([head, stats]).cpu().numpy()
-    low_r, high_r, low_c, high_c, n_keys, in_order, ones, finite, loops = values[:9].tolist()
-    for name, low, high, bound in (("row", low_r, high_r, n_rows), ("col", low_c, high_c, n_cols)):
-        if E and (low < 0 or high >= bound):
-            raise AutosageError(f"{name}: index out of range [0, {bound})")
-    if not finite:
-        raise AutosageError("edge weights contain NaN or Inf")
-    stats, looped_stats, canon_loops = structure.decode(values[9:], looped)
-    canon_key = torch.empty(n_keys, dtype=key.dtype, device=dev).scatter_(0, position, sorted_key)
-    user_to_canon = torch.empty_like(order)
-    user_to_canon[order] = position
-    unique = n_keys == E
-    # summed duplicates are values of their own (a count, or a sum of weights): never "all ones"
-    return _Canonical(canon_key, user_to_canon, bool(unique and in_order), bool(unique and ones), stats,
-                      looped_stats, loops, canon_loops,
-                      None if unique else (sorted_key, order, bool(ones), bool(in_order)))
-
-
-def _rowptr(row: torch.Tensor, n_rows: int) -> torch.Tensor:
-    """The CSR row pointer of sorted row ids, without a transfer (bincount would read the largest
-    id back to size its output)."""
-    return torch.searchsorted(row, torch.arange(n_rows + 1, device=row.device, dtype=row.dtype))
 
 
 _TRANSPOSED = 0x5BD1E995   # marks a checksum taken from the transpose's
@@ -141,7 +72,8 @@ class Graph:
         self._canon_loops = None        # canonical self-loop edges, when the build knew them
         self._listed = None             # (sorted keys, stable order, weights all 1, in order) of every
                                         # listing, from the build of a graph with duplicates
-        self._make_listings = None      # with_duplicates without a sort, where the graph's maker knows how
+        self._make_listings = None      # with_duplicates without a sort, where the graph's maker knows
+                                        # how: a callable holding no strong reference to this graph
 
     # ------------------------------------------------------------------------------ builders
     @classmethod
@@ -157,7 +89,7 @@ class Graph:
             weight = weight.detach().to(torch.float32)
             if weight.shape != row.shape:
                 raise AutosageError(f"edge weights: expected shape {tuple(row.shape)}, got {tuple(weight.shape)}")
-        built = _canonical_order(row, col, weight, (n_rows, n_cols), keep_duplicates)
+        built = canonical_order(row, col, weight, (n_rows, n_cols), keep_duplicates)
         keys, user_to_canon = built.key, built.user_to_canon
         canon_row, canon_col = keys // n_cols, keys % n_cols
         nnz = keys.numel()
@@ -168,13 +100,11 @@ class Graph:
         else:                     # duplicates without weights count once each
             canon_weight = torch.zeros(nnz, device=row.device).index_add_(
                 0, user_to_canon, torch.ones(row.numel(), device=row.device))
-        graph = cls(_rowptr(canon_row, n_rows), canon_row, canon_col, canon_weight, (n_rows, n_cols),
+        graph = cls(rowptr_of(canon_row, n_rows), canon_row, canon_col, canon_weight, (n_rows, n_cols),
                     user_to_canon=None if built.identity else user_to_canon, user_weight=weight, **options)
         # read back with the build's own checks: a kind lookup and the self-loop graph wait for nothing
         graph._stats, graph._looped_stats = built.stats, built.looped_stats
         graph._self_loops, graph._canon_loops, graph._listed = built.listed_loops, built.canon_loops, built.listed
-        if built.listed is not None:
-            graph._make_listings = graph._listings
         return graph
 
     @classmethod
@@ -291,7 +221,7 @@ class Graph:
             key = self.col * self.n_rows + self.row
             self._t_perm = torch.argsort(key, stable=True)
             t_row, t_col = self.col[self._t_perm], self.row[self._t_perm]
-            self._t_struct = (_rowptr(t_row, self.n_cols), t_row, t_col)
+            self._t_struct = (rowptr_of(t_row, self.n_cols), t_row, t_col)
         return (self._t_perm, *self._t_struct)
 
     @property
@@ -346,8 +276,11 @@ class Graph:
         if not self.has_duplicates:
             return self
         if "duplicates" not in self.derived:
-            if self._make_listings is not None:
-                multi = self._make_listings()
+            # without a sort where the build, or the graph's maker, knows how (no reference back
+            # to self is kept for that: a cycle would hold a batch's memory until the collector runs)
+            multi = self._listings() if self._listed is not None else (
+                self._make_listings() if self._make_listings is not None else None)
+            if multi is not None:
                 multi._stats, multi._looped_stats = _listed_stats(self.structure_stats()), _listed_stats(self._looped_stats)
             else:
                 u2c = self.user_to_canon
@@ -367,7 +300,7 @@ class Graph:
         if not in_order:
             to_canon = torch.empty_like(order)
             to_canon[order] = torch.arange(order.numel(), device=order.device)
-        multi = Graph(_rowptr(row, n_rows), row, col, weight, self.shape, user_to_canon=to_canon,
+        multi = Graph(rowptr_of(row, n_rows), row, col, weight, self.shape, user_to_canon=to_canon,
                       user_weight=self.user_weight, **self._options())
         multi._self_loops = multi._canon_loops = self._self_loops
         return multi

@@ -11,6 +11,9 @@
 """
 from __future__ import annotations
 
+import functools
+import weakref
+
 import torch
 
 from ..errors import AutosageError
@@ -42,7 +45,7 @@ def with_self_loops(g: Graph) -> tuple[Graph, torch.Tensor]:
             # the canonical CSR as it is, no sort and no read-back
             looped = _replaced_loops(g, keep)
             if looped.has_duplicates:     # attention's graph of every listing, the same way from g's
-                looped._make_listings = lambda: _replaced_loops(g.with_duplicates(), keep)
+                looped._make_listings = functools.partial(_listings_with_loops, weakref.ref(g), keep)
             g.derived[key] = (looped, keep)
         else:
             kept = keep.nonzero().squeeze(1)     # one read-back for both index arrays
@@ -51,6 +54,13 @@ def with_self_loops(g: Graph) -> tuple[Graph, torch.Tensor]:
                                     torch.cat([col.index_select(0, kept), nodes]), None, g.shape, **g._options())
             g.derived[key] = (looped, keep)
     return g.derived[key]
+
+
+def _listings_with_loops(parent, keep: torch.Tensor) -> Graph | None:
+    """with_duplicates of with_self_loops(g), from g's graph of every listing (None once g is gone:
+    g holds its self-loop graph, not the other way round)."""
+    g = parent()
+    return None if g is None else _replaced_loops(g.with_duplicates(), keep)
 
 
 def _replaced_loops(g: Graph, keep: torch.Tensor) -> Graph:

@@ -17,6 +17,8 @@ adjacency (torch sparse CSR, SciPy, CSRGraph) is used as given: `spmm(graph, X) 
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import torch
 
@@ -38,6 +40,23 @@ def host_copies() -> int:
 
 _TRANSPOSED = 0x5BD1E995   # marks a checksum taken from the transpose's
 _LISTED = 0x27D4EB2F       # marks a checksum taken from the coalesced graph's (with_duplicates)
+
+
+def _listings_of_build(listed: tuple, shape: tuple, user_weight, listed_loops: int, options: dict) -> "Graph":
+    """with_duplicates of a graph from from_coo, out of its build's stable sort of every listing
+    (`listed`: sorted keys, the stable order, whether the weights are all 1, whether in order)."""
+    sorted_key, order, ones, in_order = listed
+    n_rows, n_cols = shape
+    row, col = sorted_key // n_cols, sorted_key % n_cols
+    weight = None if ones else user_weight[order]
+    to_canon = None
+    if not in_order:
+        to_canon = torch.empty_like(order)
+        to_canon[order] = torch.arange(order.numel(), device=order.device)
+    multi = Graph(rowptr_of(row, n_rows), row, col, weight, shape, user_to_canon=to_canon,
+                  user_weight=user_weight, **options)
+    multi._self_loops = multi._canon_loops = listed_loops
+    return multi
 
 
 def _listed_stats(stats: dict | None) -> dict | None:
@@ -70,8 +89,6 @@ class Graph:
         self._looped_stats = None       # the stats of its self-loop graph, when the build knew them
         self._self_loops = None         # listed self-loop edges, duplicates included
         self._canon_loops = None        # canonical self-loop edges, when the build knew them
-        self._listed = None             # (sorted keys, stable order, weights all 1, in order) of every
-                                        # listing, from the build of a graph with duplicates
         self._make_listings = None      # with_duplicates without a sort, where the graph's maker knows
                                         # how: a callable holding no strong reference to this graph
 
@@ -104,7 +121,10 @@ class Graph:
                     user_to_canon=None if built.identity else user_to_canon, user_weight=weight, **options)
         # read back with the build's own checks: a kind lookup and the self-loop graph wait for nothing
         graph._stats, graph._looped_stats = built.stats, built.looped_stats
-        graph._self_loops, graph._canon_loops, graph._listed = built.listed_loops, built.canon_loops, built.listed
+        graph._self_loops, graph._canon_loops = built.listed_loops, built.canon_loops
+        if built.listed is not None:   # its graph of every listing, from the same sort
+            graph._make_listings = functools.partial(_listings_of_build, built.listed, graph.shape, weight,
+                                                     built.listed_loops, options)
         return graph
 
     @classmethod
@@ -278,8 +298,7 @@ class Graph:
         if "duplicates" not in self.derived:
             # without a sort where the build, or the graph's maker, knows how (no reference back
             # to self is kept for that: a cycle would hold a batch's memory until the collector runs)
-            multi = self._listings() if self._listed is not None else (
-                self._make_listings() if self._make_listings is not None else None)
+            multi = self._make_listings() if self._make_listings is not None else None
             if multi is not None:
                 multi._stats, multi._looped_stats = _listed_stats(self.structure_stats()), _listed_stats(self._looped_stats)
             else:
@@ -289,21 +308,6 @@ class Graph:
             multi._coalesced = self
             self.derived["duplicates"] = multi
         return self.derived["duplicates"]
-
-    def _listings(self) -> "Graph":
-        """with_duplicates of a graph from from_coo, out of its build's stable sort of every listing."""
-        sorted_key, order, ones, in_order = self._listed
-        n_rows, n_cols = self.shape
-        row, col = sorted_key // n_cols, sorted_key % n_cols
-        weight = None if ones else self.user_weight[order]
-        to_canon = None
-        if not in_order:
-            to_canon = torch.empty_like(order)
-            to_canon[order] = torch.arange(order.numel(), device=order.device)
-        multi = Graph(rowptr_of(row, n_rows), row, col, weight, self.shape, user_to_canon=to_canon,
-                      user_weight=self.user_weight, **self._options())
-        multi._self_loops = multi._canon_loops = self._self_loops
-        return multi
 
     # ------------------------------------------------------------------------------ kind
     def structure_stats(self) -> dict:

@@ -38,16 +38,16 @@ def with_self_loops(g: Graph) -> tuple[Graph, torch.Tensor]:
     min(n_src, n_dst)), as PyG's GATConv adds them."""
     key = ("self_loops",)
     if key not in g.derived:
-        row, col = user_edges(g)
-        keep = row != col
         if g.n_rows == g.n_cols and g._canon_loops is not None:
             # square graphs from a build, sampled batches among them: the loops are swapped into
             # the canonical CSR as it is, no sort and no read-back
-            looped = _replaced_loops(g, keep)
+            looped, keep = _replaced_loops(g)
             if looped.has_duplicates:     # attention's graph of every listing, the same way from g's
-                looped._make_listings = functools.partial(_listings_with_loops, weakref.ref(g), keep)
+                looped._make_listings = functools.partial(_listings_with_loops, weakref.ref(g))
             g.derived[key] = (looped, keep)
         else:
+            row, col = user_edges(g)
+            keep = row != col
             kept = keep.nonzero().squeeze(1)     # one read-back for both index arrays
             nodes = torch.arange(min(g.n_rows, g.n_cols), device=g.device)
             looped = Graph.from_coo(torch.cat([row.index_select(0, kept), nodes]),
@@ -56,16 +56,16 @@ def with_self_loops(g: Graph) -> tuple[Graph, torch.Tensor]:
     return g.derived[key]
 
 
-def _listings_with_loops(parent, keep: torch.Tensor) -> Graph | None:
+def _listings_with_loops(parent) -> Graph | None:
     """with_duplicates of with_self_loops(g), from g's graph of every listing (None once g is gone:
     g holds its self-loop graph, not the other way round)."""
     g = parent()
-    return None if g is None else _replaced_loops(g.with_duplicates(), keep)
+    return None if g is None else _replaced_loops(g.with_duplicates())[0]
 
 
-def _replaced_loops(g: Graph, keep: torch.Tensor) -> Graph:
-    """The graph from_coo would build of g's user edges that are not self-loops (`keep`, in user
-    order) followed by one loop per node, for a square g whose build counted its loops, made without
+def _replaced_loops(g: Graph) -> tuple[Graph, torch.Tensor]:
+    """(the graph from_coo would build of g's user edges that are not self-loops followed by one
+    loop per node, which user edges it keeps), for a square g whose build counted its loops, made without
     a sort or a read-back. In each canonical row the loop (i, i) goes after the edges of columns
     below i: a kept edge moves to (the kept edges before it) + its row id + (1 if its column is
     above its row), and row i's loop sits at (the kept edges of rows below i) + i + (the number of
@@ -74,7 +74,8 @@ def _replaced_loops(g: Graph, keep: torch.Tensor) -> Graph:
     counts them (a weight of their number); the stats come from g's build."""
     n, nnz, dev = g.n_rows, g.nnz, g.device
     size = nnz - g._canon_loops + n
-    stays = g.row != g.col
+    stays = g.row != g.col                   # canonical edges that stay; `keep`: user edges
+    keep = g.to_user(stays)
     kept_before = torch.cat([torch.zeros(1, dtype=torch.int64, device=dev), torch.cumsum(stays, 0)])
     below = torch.zeros(n, dtype=torch.int64, device=dev).index_add_(0, g.row, (g.col < g.row).long())
     nodes = torch.arange(n, device=dev)
@@ -100,7 +101,7 @@ def _replaced_loops(g: Graph, keep: torch.Tensor) -> Graph:
                    user_to_canon=torch.cat([user_edges_at, loop_at]), **g._options())
     looped._stats, looped._self_loops, looped._canon_loops = g._looped_stats, n, n
     looped._looped_stats = g._looped_stats
-    return looped
+    return looped, keep
 
 
 def _user_values(g: Graph, edge_weight, dtype) -> torch.Tensor:

@@ -38,6 +38,8 @@ here.
 """
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 
 from .. import dtypes
@@ -243,6 +245,21 @@ class NativeSpmmPlan(RowsOutPlan):
             values = Slot("values") if per_call_values else self._own_values()
             packs[per_call_values] = pack_all(self._launch_args(values, Slot("B"), Slot("out"), self.k, self.k))
         return packs[per_call_values]
+
+    def rebind(self, dgraph: DeviceGraph):
+        """This plan's schedule on another graph without preparing it afresh (no kernel lookup, no
+        timer, no dispatch), for a decision carried over to a new graph of its kind (a mini-batch
+        step prepares some plans per batch); None where the layout builds per-graph work lists
+        (then the caller prepares it as usual)."""
+        if family_of(self.native_schedule.family).plan != "rows":
+            return None
+        require_int32(dgraph)
+        plan = copy.copy(self)
+        plan.__dict__.pop("_packed", None)
+        plan.graph, plan.values_all_ones, plan.launches = dgraph, values_all_ones(dgraph), []
+        plan.prepare_ms = plan.compile_ms = 0.0
+        plan._prepare_rows()
+        return plan
 
 
 # The launch layouts by name (Family.plan).

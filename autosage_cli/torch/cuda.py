@@ -213,7 +213,6 @@ def plan(graph: Graph, op: str, k: int, device: torch.device, *, heads: int = 1,
 def _prepare(graph: Graph, dgraph, question: tuple, scale, capturable: bool = False):
     from .. import api
     from ..scheduler.decisions import kinds
-    from ..scheduler.decisions.plans import plan_for
 
     op, k, heads, dtype, weighted = question
     fixed = graph.schedules.get(op)
@@ -234,7 +233,25 @@ def _prepare(graph: Graph, dgraph, question: tuple, scale, capturable: bool = Fa
                             f"capture (tuning off, or no native candidate passed verification)")
     if decision is None:
         return api.untuned_vendor_plan(dgraph, op, k, heads, scale, dtype)
-    return plan_for(dgraph, decision, k, heads, scale, dtype=dtype)
+    return _plan_of_decision(dgraph, decision, k, heads, scale, dtype)
+
+
+# The latest plan made of each carried-over decision (by what it runs): the next graph of the kind
+# gets its plan by `rebind` where the plan can (no per-graph preparation), else prepared as usual.
+_LATEST: dict = {}
+
+
+def _plan_of_decision(dgraph, decision, k: int, heads: int, scale, dtype: str):
+    from ..scheduler.decisions.plans import plan_for
+
+    key = (decision.get("backend"), decision.get("schedule"), k, heads, scale, dtype)
+    latest = _LATEST.get(key)
+    rebind = getattr(latest, "rebind", None)
+    made = rebind(dgraph) if rebind is not None else None
+    if made is None:
+        made = plan_for(dgraph, decision, k, heads, scale, dtype=dtype)
+    _LATEST[key] = made
+    return made
 
 
 def _packed_launches(p, device: torch.device, *args):
@@ -324,8 +341,10 @@ def attention(graph: Graph, Q, K, V, scale: float) -> torch.Tensor:
 def additive_plan(graph: Graph, d: int, heads: int, negative_slope: float, device: torch.device,
                   dtype: str = "float32"):
     """The additive-score (GAT) plan for (d, heads, slope, dtype of V) on `graph`, made once: a
-    fixed schedule from graph.schedules["attention-additive"], else the cost model's best fused
-    schedule (scheduler.decisions.additive: not probed), chosen once per kind of graph."""
+    fixed schedule from graph.schedules["attention-additive"], else the decision for the graph's
+    kind (a graph above kinds.KIND_MAX_NNZ: for the graph itself), tuned, verified and cached like
+    the other ops' (scheduler.decisions.additive; op `attention-additive`); `graph.tune` off: a
+    known decision or the cost model's best, never a probe. The slope does not change the decision."""
     from ..backends.base import unsynchronized_prepare
     from ..scheduler.decisions import additive, kinds
 
@@ -333,13 +352,11 @@ def additive_plan(graph: Graph, d: int, heads: int, negative_slope: float, devic
     if key not in graph.gpu:
         dgraph = device_graph(graph, False, device)
         fixed = graph.schedules.get("attention-additive")
-        if fixed is not None or graph.nnz > kinds.KIND_MAX_NNZ:
-            schedule = additive.additive_schedule(dgraph.host.csr(), d, heads, fixed, dtype)
-        else:
-            schedule = additive.additive_schedule_of_kind(graph.kind_features(),
-                                                          graph.structure_stats()["checksum"],
-                                                          dgraph.host.csr, d, heads, dtype)
-        with unsynchronized_prepare():
+        by_kind = fixed is None and graph.nnz <= kinds.KIND_MAX_NNZ
+        kind = (graph.kind_features(), graph.structure_stats()["checksum"]) if by_kind else None
+        with _on_torch_stream(device), unsynchronized_prepare():
+            schedule = additive.schedule_for(dgraph, d, heads, dtype, fixed=fixed, kind=kind,
+                                             cache=graph.cache, tune=graph.tune)
             graph.gpu[key] = additive.prepare_additive_plan(dgraph, schedule, d, heads, negative_slope, dtype)
     return graph.gpu[key]
 

@@ -323,8 +323,10 @@ class Graph:
                 self._stats = {"rows": o["cols"], "cols": o["rows"], "checksum": o["checksum"] ^ _TRANSPOSED}
                 return self._stats
             ones = torch.ones(self.nnz, dtype=torch.int64, device=self.device)
-            stats = structure.structure_stats(self.row, self.col, ones, self.shape)
-            self._stats = structure.decode(stats.cpu().numpy())[0]
+            n_nodes = max(self.shape)
+            stats = structure.structure_stats(self.row, self.col, ones, n_nodes)
+            padding = (n_nodes - self.n_rows, n_nodes - self.n_cols)
+            self._stats = structure.decode(stats.cpu().numpy(), padding=padding)[0]
         return self._stats
 
     def _known_stats(self) -> dict | None:

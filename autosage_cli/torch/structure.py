@@ -72,28 +72,30 @@ def mix(rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
     return (cols * 1_000_003 + rows).remainder_(CHECK_MODULUS)
 
 
-def structure_stats(rows: torch.Tensor, cols: torch.Tensor, counted: torch.Tensor, shape: tuple,
-                    looped: bool = False) -> torch.Tensor:
+def structure_stats(rows: torch.Tensor, cols: torch.Tensor, counted: torch.Tensor, n_nodes: int,
+                    n_rows=None, looped: bool = False) -> torch.Tensor:
     """int64 on the device, no transfer, `decode`d once read back: the degree histograms of the rows
-    and the columns of the edges (row[e], col[e]) where counted[e] is 1 (a 0 marks a duplicate), and
-    a checksum of those edges: not a fingerprint, it only tells the graph a decision was probed on
-    from another graph of its kind; exact in int64 below 2^32 edges. With `looped` (a square graph),
-    the same of the graph with exactly one self-loop per node (norm.with_self_loops), worked out
-    from this one's degrees (and the number of counted self-loop edges it replaces), so that graph
-    needs no read-back of its own."""
-    n_rows, n_cols = shape
+    and the columns of the edges (row[e], col[e]) where counted[e] is 1 (a 0 marks a duplicate, or
+    a padding slot of a captured build), and a checksum of those edges: not a fingerprint, it only
+    tells the graph a decision was probed on from another graph of its kind; exact in int64 below
+    2^32 edges. Both degree vectors are `n_nodes` long (at least either side; what lies past a
+    side's size has degree 0 and `decode` takes it out). With `looped` (a square graph of `n_rows`
+    nodes, an int or a device scalar), the same of the graph with exactly one self-loop per node
+    (norm.with_self_loops), worked out from this one's degrees (and the number of counted
+    self-loop edges it replaces), so that graph needs no read-back of its own."""
     dev = rows.device
-    row_degrees = torch.zeros(n_rows, dtype=torch.int64, device=dev).index_add_(0, rows, counted)
-    col_degrees = torch.zeros(n_cols, dtype=torch.int64, device=dev).index_add_(0, cols, counted)
+    row_degrees = torch.zeros(n_nodes, dtype=torch.int64, device=dev).index_add_(0, rows, counted)
+    col_degrees = torch.zeros(n_nodes, dtype=torch.int64, device=dev).index_add_(0, cols, counted)
     mixed = mix(rows, cols) * counted
     checksum = mixed.sum().reshape(1)
     if not looped:
         return torch.cat([checksum, degree_histograms([row_degrees, col_degrees])])
     loop = (rows == cols).long() * counted
-    has_loop = torch.zeros(n_rows, dtype=torch.int64, device=dev).index_add_(0, rows, loop)
-    nodes = torch.arange(n_rows, device=dev)
-    loops_checksum = checksum - (mixed * loop).sum() + mix(nodes, nodes).sum()
-    missing = 1 - has_loop
+    has_loop = torch.zeros(n_nodes, dtype=torch.int64, device=dev).index_add_(0, rows, loop)
+    nodes = torch.arange(n_nodes, device=dev)
+    real = (nodes < n_rows).long()          # the nodes of the graph, not the padding past them
+    loops_checksum = checksum - (mixed * loop).sum() + (mix(nodes, nodes) * real).sum()
+    missing = (1 - has_loop) * real
     histograms = degree_histograms([row_degrees, col_degrees, row_degrees + missing, col_degrees + missing])
     return torch.cat([checksum, loops_checksum, has_loop.sum().reshape(1), histograms])
 
@@ -109,16 +111,18 @@ def _side(cumulative: np.ndarray, largest: int) -> dict:
     return dict(zip(STAT_NAMES, quantiles + [int(largest), int(cumulative[0])]))
 
 
-def decode(values: np.ndarray, looped: bool = False) -> tuple[dict, dict | None, int | None]:
+def decode(values: np.ndarray, looped: bool = False, padding: tuple[int, int] = (0, 0)
+           ) -> tuple[dict, dict | None, int | None]:
     """(the graph's stats, those of its self-loop graph or None, the number of its counted
     self-loop edges or None) from structure_stats' vector, read back: {"rows": {q50, q90, q99, max,
-    empty}, "cols": {...}, "checksum"}."""
+    empty}, "cols": {...}, "checksum"}. `padding`: the entries of the row and the column degree
+    vectors past the graph's sides (degree 0, so in every cumulative count), taken out here."""
     checks = 2 if looped else 1
     sides, head = 2 * checks, 3 if looped else 1
     largest = values[head:head + sides]
     cumulative = values[head + sides:].reshape(sides, _BINS)
     before = np.concatenate([[0], cumulative[:-1, -1]])      # each side's bins follow the last's
-    cumulative = cumulative - before[:, None]
+    cumulative = cumulative - before[:, None] - np.array(padding * checks)[:, None]
     stats = [{"rows": _side(cumulative[2 * i], largest[2 * i]), "cols": _side(cumulative[2 * i + 1], largest[2 * i + 1]),
               "checksum": int(values[i])} for i in range(checks)]
     return stats[0], (stats[1] if looped else None), (int(values[2]) if looped else None)

@@ -222,7 +222,7 @@ def test_loops_swapped_in_equal_the_sorted_self_loop_graph(duplicates, loops):
     multi = swapped.with_duplicates()
     for name in ("rowptr", "row", "col"):
         assert torch.equal(getattr(multi, name), getattr(listed, name)), name
-    assert multi.weight is None and getattr(multi, "_coalesced", multi) is swapped
+    assert multi.weight is None and (multi._coalesced() or multi) is swapped
     values = torch.arange(multi.nnz)
     assert torch.equal(multi.to_user(values), listed.to_user(values))
 
@@ -265,3 +265,46 @@ def test_a_batch_and_its_self_loop_graph_are_freed_without_the_collector():
         assert [r() is None for r in refs] == [True, True]
     finally:
         gc.enable()
+
+
+def test_a_batch_and_every_graph_derived_from_it_are_freed_without_the_collector():
+    """What a training step derives from a batch (GCN's and SAGE's normalised graphs, transposes,
+    attention's graph of every listing and its transpose) holds no reference cycle: dropping the
+    batch frees all of them at once."""
+    import gc
+    import weakref
+
+    from autosage_cli.torch.norm import gcn_graph, mean_graph
+
+    gc.collect()
+    gc.disable()
+    try:
+        g = Graph.from_edge_index(random_edge_index(30, seed=8, duplicates=True), 30)
+        made = [g, g.T, mean_graph(g), mean_graph(g).T, gcn_graph(g), gcn_graph(g).T, g.with_duplicates(),
+                g.with_duplicates().T, with_self_loops(g)[0].with_duplicates().T]
+        assert made[1].T is g and made[5].T is made[4]
+        refs = [weakref.ref(x) for x in made]
+        del g, made
+        assert [r() is None for r in refs] == [True] * len(refs)
+    finally:
+        gc.enable()
+
+
+def test_derived_graphs_outliving_their_batch_work_out_their_structure_themselves():
+    """A normalised graph kept without its batch (held weakly by it) still runs: its transpose,
+    stats and host CSR are its own; a graph of every listing without its coalesced graph tunes on
+    its pattern without duplicates."""
+    import numpy as np
+
+    from autosage_cli.torch.norm import mean_graph
+
+    edges = random_edge_index(30, seed=9, duplicates=True)
+    g = Graph.from_edge_index(edges, 30)
+    mean, multi = mean_graph(g), g.with_duplicates()
+    stats, t_rowptr, host = g.structure_stats(), g.T.rowptr.clone(), g.host_csr(weighted=False)
+    del g
+    assert mean._structure_of is None and multi._coalesced() is None
+    assert mean.structure_stats() == stats and torch.equal(mean.T.rowptr, t_rowptr)
+    assert mean.T.T is mean
+    alone = multi.host_csr(weighted=False)
+    assert np.array_equal(alone.indptr, host.indptr) and np.array_equal(alone.indices, host.indices)

@@ -18,6 +18,7 @@ adjacency (torch sparse CSR, SciPy, CSRGraph) is used as given: `spmm(graph, X) 
 from __future__ import annotations
 
 import functools
+import weakref
 
 import numpy as np
 import torch
@@ -59,6 +60,15 @@ def _listings_of_build(listed: tuple, shape: tuple, user_weight, listed_loops: i
     return multi
 
 
+def _without_duplicates(rowptr: np.ndarray, col: np.ndarray, shape: tuple):
+    """(rowptr, col, ones) of a sorted CSR pattern with repeated entries kept once."""
+    import scipy.sparse as sp
+
+    m = sp.csr_matrix((np.ones(col.size, dtype=np.float32), col, rowptr), shape=shape)
+    m.sum_duplicates()
+    return m.indptr, m.indices, np.ones(m.nnz, dtype=np.float32)
+
+
 def _listed_stats(stats: dict | None) -> dict | None:
     return None if stats is None else {**stats, "checksum": stats["checksum"] ^ _LISTED}
 
@@ -82,7 +92,11 @@ class Graph:
         self.derived: dict = {}         # normalised graphs, keyed by what made them
         self.gpu: dict = {}             # owned by autosage_cli.torch.cuda: device graphs, plans
         self._moved: dict = {}
-        self._transpose = None
+        self._transpose = None          # the transpose this graph made (held), see T
+        self._transpose_of = None       # or, for a transpose, a weak reference to its origin
+        self._structure_ref = None      # with_weights: a weak reference to the graph of the structure
+        self._coalesced_ref = None      # with_duplicates: a weak reference to the coalesced graph
+        self._coalesced_transposed = False   # ... whose transpose is this graph's coalesced graph
         self._t_perm = None
         self._host: dict = {}
         self._stats = None
@@ -229,12 +243,31 @@ class Graph:
         reference path; the CUDA path and the decision cache use them as float32."""
         g = Graph(self.rowptr, self.row, self.col, weight.detach(), self.shape,
                   user_to_canon=self.user_to_canon, user_weight=None, **self._options())
-        g._structure_of = self
+        g._structure_ref = weakref.ref(self)
         return g
+
+    # The graphs a Graph is made from are held weakly (a batch and its derived graphs hold no
+    # reference cycle, so a step's device memory is freed when the batch goes, not when the
+    # collector runs); where one is gone, the graph works its structure out itself.
+    @property
+    def _structure_of(self) -> "Graph | None":
+        """The graph whose structure this one shares (with_weights), while it lives."""
+        return None if self._structure_ref is None else self._structure_ref()
+
+    def _other_side(self) -> "Graph | None":
+        """The transpose made of this graph, or the origin of this transpose while it lives."""
+        if self._transpose is not None:
+            return self._transpose
+        return None if self._transpose_of is None else self._transpose_of()
+
+    def _coalesced(self) -> "Graph | None":
+        """The coalesced graph of a graph of every listing (with_duplicates), while it lives."""
+        origin = None if self._coalesced_ref is None else self._coalesced_ref()
+        return origin.T if origin is not None and self._coalesced_transposed else origin
 
     def _transposed_structure(self):
         """(t_perm, transposed rowptr, row, col), made once per structure."""
-        parent = getattr(self, "_structure_of", None)
+        parent = self._structure_of
         if parent is not None:
             return parent._transposed_structure()
         if self._t_perm is None:
@@ -250,7 +283,11 @@ class Graph:
 
     @property
     def T(self) -> "Graph":
-        """The transposed graph (its canonical CSR), built once; `T.T is self`."""
+        """The transposed graph (its canonical CSR), built once; `T.T is self` (while both live: a
+        transpose holds its origin weakly)."""
+        other = self._other_side()
+        if other is not None:
+            return other
         if self._transpose is None:
             t_perm, rowptr, row, col = self._transposed_structure()
             weight = None if self.weight is None else self.weight[t_perm]
@@ -258,10 +295,10 @@ class Graph:
             t._t_perm = torch.empty_like(t_perm)
             t._t_perm[t_perm] = torch.arange(t_perm.numel(), device=t_perm.device)
             t._t_struct = (self.rowptr, self.row, self.col)
-            t._transpose, self._transpose = self, t
-            coalesced = getattr(self, "_coalesced", None)
-            if coalesced is not None:    # a graph that keeps duplicates: so does its transpose
-                t._coalesced = coalesced.T
+            t._transpose_of, self._transpose = weakref.ref(self), t
+            if self._coalesced_ref is not None:   # a graph that keeps duplicates: so does its
+                # transpose, whose coalesced graph is the transpose of ours (made when asked for)
+                t._coalesced_ref, t._coalesced_transposed = self._coalesced_ref, not self._coalesced_transposed
         return self._transpose
 
     # ------------------------------------------------------------------------------ edge orders
@@ -305,7 +342,7 @@ class Graph:
                 u2c = self.user_to_canon
                 multi = Graph.from_coo(self.row[u2c], self.col[u2c], self.user_weight, self.shape,
                                        keep_duplicates=True, **self._options())
-            multi._coalesced = self
+            multi._coalesced_ref = weakref.ref(self)
             self.derived["duplicates"] = multi
         return self.derived["duplicates"]
 
@@ -314,11 +351,12 @@ class Graph:
         """The degree features of rows and columns and a checksum of the structure, computed on the
         device and read back in one transfer, once per structure: what a decision made for another
         graph of the same kind is matched on (scheduler/decisions/kinds.py), without copying the graph."""
-        parent = getattr(self, "_structure_of", None)
+        parent = self._structure_of
         if parent is not None:
             return parent.structure_stats()
         if self._stats is None:
-            o = None if self._transpose is None else self._transpose._known_stats()
+            other = self._other_side()
+            o = None if other is None else other._known_stats()
             if o is not None:   # the transpose's, swapped
                 self._stats = {"rows": o["cols"], "cols": o["rows"], "checksum": o["checksum"] ^ _TRANSPOSED}
                 return self._stats
@@ -331,12 +369,12 @@ class Graph:
 
     def _known_stats(self) -> dict | None:
         """The structure's stats if known already (computing none)."""
-        parent = getattr(self, "_structure_of", None)
+        parent = self._structure_of
         return parent._known_stats() if parent is not None else self._stats
 
     def self_loop_edges(self) -> int:
         """How many listed edges (duplicates included) are self-loops; known from the build."""
-        parent = getattr(self, "_structure_of", None)
+        parent = self._structure_of
         if parent is not None:
             return parent.self_loop_edges()
         if self._self_loops is None:
@@ -358,21 +396,25 @@ class Graph:
         """The canonical CSR on the host (for tuning and the decision cache): with the graph's
         weights, or the pattern (all ones). Same object when the graph has no weights. A copy of
         the graph (counted by `host_copies`): the per-step path never asks for it."""
-        parent = getattr(self, "_structure_of", None)
+        parent = self._structure_of
         which = "weighted" if weighted and self.weight is not None else "pattern"
         if which == "pattern" and parent is not None:
             return parent.host_csr(weighted=False)
-        coalesced = getattr(self, "_coalesced", None)
-        if coalesced is not None:
+        if self._coalesced_ref is not None:
             # a CSRGraph holds no duplicate edges: features and tunes of a graph that keeps them
             # (attention's) read its coalesced graph, of the same rows and nearly the same edges
-            return coalesced.host_csr(weighted=False)
+            coalesced = self._coalesced()
+            if coalesced is not None:
+                return coalesced.host_csr(weighted=False)
+            which = "coalesced"
         if which not in self._host:
             _HOST_COPIES[0] += 1
+            rowptr, col = self.rowptr.cpu().numpy(), self.col.cpu().numpy()
             values = (self.weight.float().cpu().numpy() if which == "weighted"
                       else np.ones(self.nnz, dtype=np.float32))
-            self._host[which] = from_arrays(self.rowptr.cpu().numpy(), self.col.cpu().numpy(),
-                                            values, self.shape, {"api": "autosage_cli.torch.Graph"})
+            if which == "coalesced":   # its coalesced graph is gone: the pattern without duplicates
+                rowptr, col, values = _without_duplicates(rowptr, col, self.shape)
+            self._host[which] = from_arrays(rowptr, col, values, self.shape, {"api": "autosage_cli.torch.Graph"})
         return self._host[which]
 
     def describe(self) -> str:

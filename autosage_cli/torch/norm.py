@@ -109,7 +109,7 @@ def _user_values(g: Graph, edge_weight, dtype) -> torch.Tensor:
         return edge_weight.to(dtype)
     if g.user_weight is not None:
         return g.user_weight.to(dtype)
-    if g.weight is not None and getattr(g, "_structure_of", None) is not None:
+    if g.weight is not None and g._structure_ref is not None:
         return g.to_user(g.weight.to(dtype))  # weights given to the structure (with_weights)
     # no weights: every listed edge weighs 1 (a duplicate's canonical weight is its count)
     return torch.ones(g.num_user_edges, dtype=dtype, device=g.device)

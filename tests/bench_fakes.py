@@ -120,7 +120,7 @@ class FakeToolkit:
     def schedules(self, op, k, heads, dtype="float32"):
         return [FakeSchedule(n) for n in ("spmm.good", "spmm.wrong", "spmm.broken")]
 
-    def prepare_native(self, dgraph, schedule, k, heads, scale=None, dtype="float32"):
+    def prepare_native(self, dgraph, schedule, k, heads, scale=None, dtype="float32", **op):
         if schedule.name == "spmm.broken":
             raise ValueError("does not compile")
         return FakePlan(dgraph, "spmm", k, "native", schedule.name, self.NATIVE_MS[schedule.name],
@@ -150,7 +150,7 @@ class FakeToolkit:
             return self.prepare_native(dgraph, FakeSchedule(decision.schedule), k, heads)
         return self.prepare_vendor(dgraph, decision.backend, k, heads)
 
-    def compile_native(self, dgraph, schedules, k, heads, dtype="float32"):
+    def compile_native(self, dgraph, schedules, k, heads, dtype="float32", op=None):
         return {}
 
     def run(self, plan, inputs):

@@ -77,7 +77,7 @@ def test_capacity_ladder_is_quarter_octaves_and_covers():
 
 def test_no_captured_build_off_cuda():
     row = torch.tensor([0, 1])
-    assert captured_build.sort_edges(row, row, None, (2, 2), False) is None
+    assert captured_build.sort_edges(sort_edges, row, row, None, (2, 2), False) is None
 
 
 gpu = pytest.mark.gpu

@@ -14,7 +14,7 @@ from autosage_cli.backends import native
 from autosage_cli.cache import DecisionCache, make_key
 from autosage_cli.errors import AutosageError
 from autosage_cli.kernels import compile as kcompile
-from autosage_cli.kernels.schedule import registry
+from autosage_cli.kernels.schedule import known_ops as sched_ops, registry
 from autosage_cli.scheduler.probing import probe
 from autosage_cli.scheduler.decisions import replay as replay_mod
 from autosage_cli.scheduler import tune as tune_mod
@@ -35,7 +35,7 @@ def test_the_table_gives_each_dtype_its_c_type_size_and_tolerance():
 
 
 def test_each_op_spec_accepts_the_three_dtypes():
-    assert ops.names() == ("spmm", "sddmm", "attention")
+    assert ops.names() == ("spmm", "sddmm", "attention", "attention-additive")
     assert all(ops.get(op).dtypes == ("float32", "float16", "bfloat16") for op in ops.names())
     assert ops.supported_dtypes() == ("float32", "float16", "bfloat16")
     assert ops.require_dtype("sddmm", "bfloat16") == "bfloat16"
@@ -58,7 +58,7 @@ def test_parse_list_keeps_order_and_refuses_unknown_or_empty_names():
 
 def test_float32_kernels_keep_their_names_and_instantiations():
     """The C++ type comes from the table: float32 plans build exactly the float instantiations."""
-    for op in ops.names():
+    for op in sched_ops():     # the ops with schedules of their own (attention-additive runs attention's)
         for s in registry(op)[:6]:
             assert native.kernel_refs(s, 64, "int", "float32") == native.kernel_refs(s, 64)
             assert kcompile.schedule_kernels(s, "float")[0] in native.kernel_refs(s, 64, "int", "float32")

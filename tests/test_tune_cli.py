@@ -149,7 +149,7 @@ BAD_OPTIONS = [
     (["--width", "8", "--top-k", "0"], "--top-k must be >= 1"),
     (["--width", "8", "--budget-ms", "0"], "--budget-ms must be > 0"),
     (["--width", "8", "--op", "attention", "--heads", "0"], "--heads must be >= 1"),
-    (["--width", "8", "--heads", "4"], "--heads applies to --op attention only"),
+    (["--width", "8", "--heads", "4"], "--heads applies to --op attention / attention-additive only"),
     (["--width", "8"], "give exactly one of GRAPH"),
     (["g.mtx", "--dataset", "cora", "--width", "8"], "give exactly one of GRAPH"),
     (["--dataset", "cora"], "Missing option '--width'"),

@@ -64,16 +64,18 @@ class DeviceGraph:
         return rows
 
 
-def random_inputs(shapes, seed: int = 0, dtype: str = dtypes.DEFAULT) -> tuple:
-    """Random (never zero) arrays of `dtype` on the device, one per shape, uniform in (-1, 1):
+def random_inputs(shapes, seed: int = 0, dtype: str = dtypes.DEFAULT, operand_dtypes=None) -> tuple:
+    """Random (never zero) arrays of `dtype` (or of `operand_dtypes`, one per shape) on the device,
+    one per shape, uniform in (-1, 1):
     drawn in float32 and rounded to nearest even into `dtype`, so every dtype sees the same values
     up to its rounding (bfloat16 stored as uint16 bit patterns). A counter-based generator of
     autosage's helper module (kernels/util.py): the same (seed, shapes) give the same values on
     every GPU, which `replay` relies on, and no CuPy random kernel is compiled."""
     from ..kernels import util
 
-    storage = dtypes.storage_dtype(dtypes.info(dtype).name)
-    return tuple(util.uniform(s, seed, stream, storage) for stream, s in enumerate(shapes))
+    kinds = operand_dtypes or [dtype] * len(shapes)
+    return tuple(util.uniform(s, seed, stream, dtypes.storage_dtype(dtypes.info(kind).name))
+                 for stream, (s, kind) in enumerate(zip(shapes, kinds)))
 
 
 class Plan(ABC):

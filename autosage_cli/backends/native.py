@@ -46,22 +46,25 @@ def takes_wide_indices(schedule: Schedule) -> bool:
 
 def compile_plans(dgraph: DeviceGraph, schedules, k: int, heads: int = 1,
                   dtype: str = dtypes.DEFAULT, workers: int | None = None,
-                  helper_groups=None) -> dict[str, tuple[float, str | None]]:
+                  helper_groups=None, helper_ops=None, refs_of=None) -> dict[str, tuple[float, str | None]]:
     """Build the kernels of every schedule that can run (k, heads) on `dgraph`, all at once on a
     thread pool. Returns schedule name -> (ms, error): ms is what building its kernels took (a
     kernel shared by several schedules counts for each), error the first failure's one line, or
     None. Schedules that cannot run are left out (prepare refuses them with the reason), and so
     are SpMM and SDDMM schedules on an int64-index graph (their kernels take int32).
-    `helper_groups` maps an op to its own helper groups (its spec's, `ops.helper_groups`)."""
+    `helper_groups` maps an op to its own helper groups (its spec's, `ops.helper_groups`);
+    `helper_ops` are the ops whose tune helpers are built (default: the schedules' ops), and
+    `refs_of(schedule, k, index, dtype)` the kernels of each plan (default: `kernel_refs`; an op
+    running another op's schedules with a kernel variant: ops.kernel_refs_of)."""
     from ..kernels import util
 
     index = index_type(dgraph)
-    wanted = {s.name: kernel_refs(s, k, index, dtype) for s in schedules
+    wanted = {s.name: (refs_of or kernel_refs)(s, k, index, dtype) for s in schedules
               if s.supports(k, heads, dtype) is None and (index == "int" or takes_wide_indices(s))}
     # the helper kernels the tune launches (inputs, poisoning, verification, its vendors' steps)
     # build on the same pool; their time is in the wall time of this call, not in any candidate's
     own = helper_groups or {}
-    helpers = [m for op in dict.fromkeys(s.op for s in schedules)
+    helpers = [m for op in dict.fromkeys(helper_ops or [s.op for s in schedules])
                for m in util.tune_modules(op, dtype, index, own.get(op, ()))]
     records = kcompile.compile_kernels(helpers + [r for refs in wanted.values() for r in refs])
     outcome = {}

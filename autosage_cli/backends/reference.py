@@ -7,6 +7,8 @@
              O[i,h] = sum_e p_e V[j,h]; a row without edges gives zeros. scale defaults to
              1/sqrt(d), as `native_attention.attention_scale` does. A's values are ignored unless
              attention_bias=True (then they are an additive per-edge bias).
+  additive   the GAT score: s_e = LeakyReLU(a_dst[i,h] + a_src[j,h]), then as attention (a_dst
+             and a_src float32 in every type, V as stored).
 Inputs may be NumPy or CuPy arrays (CuPy ones are copied to the host). Work is chunked over edges
 so memory stays bounded on larger graphs. In float16/bfloat16 (`dtype`) the inputs are read as
 stored (bfloat16 as its uint16 bit patterns) and A's values are rounded to the type as the plans
@@ -139,5 +141,36 @@ def attention_reference(csr, inputs, scale: float | None = None,
     out = np.zeros((n, heads, d), dtype=np.float64)
     for h in range(heads):
         ph = sp.csr_matrix((p[:, h], a.indices, a.indptr), shape=a.shape)
+        out[:, h, :] = ph @ v[:, h, :]
+    return out
+
+
+def additive_reference(csr, inputs, negative_slope: float = 0.2, dtype: str = "float32") -> np.ndarray:
+    """Per head, the row softmax of s_e = LeakyReLU(a_dst[i,h] + a_src[j,h]) (slope
+    `negative_slope`) times V, in float64, over every listed edge e = (i, j) (duplicates each
+    count, as the plans walk them); rows without edges give zeros. a_dst and a_src are float32 in
+    every type; V is read as stored in `dtype`. A's values are ignored."""
+    a_dst, a_src, v = inputs
+    indptr = np.asarray(csr.indptr, dtype=np.int64)
+    indices = np.asarray(csr.indices, dtype=np.int64)
+    n, m = int(csr.shape[0]), int(csr.shape[1])
+    a_dst, a_src = _host64(a_dst), _host64(a_src)
+    if dtype_info(dtype).name == "float32":
+        v = _host64(v)
+    else:
+        v = from_storage(v.get() if hasattr(v, "get") and not isinstance(v, np.ndarray) else v, dtype)
+    if v.ndim != 3 or a_dst.ndim != 2:
+        raise AutosageError(f"reference: V must be n x H x d and a_dst n x H, got {v.shape}, {a_dst.shape}")
+    heads, d = v.shape[1:]
+    _check_shapes("a_dst", a_dst, (n, heads))
+    _check_shapes("a_src", a_src, (m, heads))
+    _check_shapes("V", v, (m, heads, d))
+    rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
+    s = a_dst[rows] + a_src[indices]                              # nnz x H
+    s = np.where(s > 0, s, float(negative_slope) * s)
+    p = segment_softmax(s, indptr)
+    out = np.zeros((n, heads, d), dtype=np.float64)
+    for h in range(heads):
+        ph = sp.csr_matrix((p[:, h], indices, indptr), shape=(n, m))   # duplicates are summed: p adds
         out[:, h, :] = ph @ v[:, h, :]
     return out

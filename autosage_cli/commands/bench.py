@@ -57,6 +57,10 @@ def parse_ops(text: str | None) -> tuple[str, ...]:
     for op in ops:
         if op not in op_specs.names():
             raise AutosageError(f"unknown op {op!r} in --ops; choose from {', '.join(op_specs.names())}")
+        borrowed = op_specs.get(op).schedules_of
+        if borrowed is not None:   # its plans are not the schedules' own op's, which the bench prepares
+            raise AutosageError(f"--ops {op}: the benchmark does not run it yet (it runs {borrowed} "
+                                f"schedules with kernels of its own); tune it with autosage tune --op {op}")
     return ops
 
 

@@ -70,7 +70,7 @@ def command(ops, dtype, arch, workers, kernels_only, as_json):
     chosen = parse_ops(ops)
     # every group of autosage's helper kernels too (inputs, poisoning, verification, the vendors'
     # steps, the float64 references): a tune of any op, type or index type finds them compiled
-    refs = list(util.MODULES.values()) + kcompile.instantiations(chosen, c_type(dtype, chosen))
+    refs = list(util.MODULES.values()) + op_specs.instantiations(chosen, c_type(dtype, chosen))
     if workers is not None and workers < 1:
         raise AutosageError(f"--workers must be >= 1, got {workers}")
     target = aot.normalize_arch(arch) if arch else None

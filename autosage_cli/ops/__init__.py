@@ -1,5 +1,6 @@
-"""The op registry: one spec per op (`spmm`, `sddmm`, `attention`), in a fixed order, and the
-entry points every layer above uses instead of testing an op's name.
+"""The op registry: one spec per op (`spmm`, `sddmm`, `attention`, `attention-additive`, then SpMM
+with each fused epilogue: `spmm-bias`, `spmm-relu`, `spmm-bias-relu`, `spmm-scale`, ops/epilogue.py),
+in a fixed order, and the entry points every layer above uses instead of testing an op's name.
 
   get(op), names(), require_dtype(op, dtype), supported_dtypes(ops), check_heads(op, heads),
   case_tolerance(op, dtype, k, max_degree)                     the verification bound
@@ -7,7 +8,9 @@ entry points every layer above uses instead of testing an op's name.
   reference(op, csr, inputs, scale=None, **options)          the float64 result
   vendor_names(op), guardrail_vendor_names(op), vendor_op(name), untuned_vendor(op),
   prepare_vendor(dgraph, name, k, heads, scale, dtype)
-  prepare_native(dgraph, schedule, k, heads, scale, dtype, **options)
+  prepare_native(dgraph, schedule, k, heads, scale, dtype, op=None, **options)
+  candidates(op, k, heads, dtype), runs_schedule(op, schedule), native_options(op),
+  kernel_refs_of(op), instantiations(ops, dtype)              an op's schedules and their kernels
   compulsory_bytes / gather_bytes / device_bytes              cost model and memory hooks
   registered(spec)                                            a spec added for one block (tests)
 
@@ -25,11 +28,12 @@ from .. import budget, dtypes as dtype_table
 from ..dtypes import DTYPES
 from ..errors import AutosageError
 from ..kernels import schedule as schedule_registry
-from . import attention, sddmm, spmm
+from . import additive, attention, epilogue, sddmm, spmm
 from .case import Case  # noqa: F401  (the tuner's case value)
 from .spec import OpSpec
 
-SPECS: dict[str, OpSpec] = {s.name: s for s in (spmm.SPEC, sddmm.SPEC, attention.SPEC)}
+SPECS: dict[str, OpSpec] = {s.name: s for s in (spmm.SPEC, sddmm.SPEC, attention.SPEC, additive.SPEC,
+                                                *epilogue.SPECS)}
 DEFAULT_DTYPE = dtype_table.DEFAULT
 
 
@@ -111,9 +115,12 @@ def output_shape(op: str, graph, k: int, heads: int = 1) -> tuple[int, ...]:
 
 
 def make_inputs(op: str, dgraph, k: int, heads: int = 1, seed: int = 0, dtype: str = DEFAULT_DTYPE) -> tuple:
-    """Random (never zero) device inputs of `op`, uniform in [-1, 1), of `dtype`."""
+    """Random (never zero) device inputs of `op`, uniform in [-1, 1), of `dtype` (or of the
+    spec's `operand_dtypes` for `dtype`)."""
     from ..backends.base import random_inputs
-    return random_inputs(input_shapes(op, dgraph, k, heads), seed, dtype)
+    kinds = get(op).operand_dtypes
+    return random_inputs(input_shapes(op, dgraph, k, heads), seed, dtype,
+                         operand_dtypes=kinds(dtype) if kinds else None)
 
 
 def reference(op: str, csr, inputs, scale: float | None = None, **options):
@@ -170,20 +177,78 @@ def prepare_vendor(dgraph, name: str, k: int, heads: int = 1, scale: float | Non
 
 
 def prepare_native(dgraph, schedule, k: int, heads: int = 1, scale: float | None = None,
-                   dtype: str = DEFAULT_DTYPE, **options):
+                   dtype: str = DEFAULT_DTYPE, op: str | None = None, **options):
     """A native plan of `schedule` (a Schedule or a registered name) for `dtype` operands: the one
-    way to a native plan. The schedule's reason not to run (k, heads, dtype) is asked here, once,
-    before anything is compiled, and refused with it; then the spec's own `prepare_native` (the
-    plan module of its op) prepares it."""
+    way to a native plan. `op` is the op it runs when that is not the schedule's own (an op with
+    `schedules_of`: the additive score on an attention schedule). The schedule's reason not to run
+    (k, heads, dtype) is asked here, once, before anything is compiled, and refused with it; then
+    the spec's own `prepare_native` (the plan module of its op) prepares it."""
     schedule = schedule_registry.get(schedule) if isinstance(schedule, str) else schedule
-    spec = get(schedule.op)
+    spec = get(op or schedule.op)
     spec.require_dtype(dtype)
     if spec.prepare_native is None:
-        raise AutosageError(f"no native backend for op {schedule.op!r}")
-    reason = schedule.supports(k, heads, dtype)
+        raise AutosageError(f"no native backend for op {spec.name!r}")
+    reason = runs_schedule(spec.name, schedule) or schedule.supports(k, heads, dtype)
     if reason:
         raise AutosageError(f"{schedule.name} cannot run K={k}: {reason}")
     return spec.prepare_native(dgraph, schedule, k, heads, scale, dtype=dtype, **options)
+
+
+def runs_schedule(op: str, schedule) -> str | None:
+    """None when `op` runs `schedule`: one of its own space, or, for an op with `schedules_of`, one
+    of that op's whose family has the op's kernel variant; else the reason it does not."""
+    spec = get(op)
+    if spec.schedules_of is None:
+        return None if schedule.op == op else f"{schedule.name} is a schedule of {schedule.op}, not {op}"
+    family = schedule_registry.family_of(schedule.family) if schedule_registry.is_family(schedule.family) else None
+    if schedule.op != spec.schedules_of or family is None or family.variant(spec.variant) is None:
+        having = [name for name, f in schedule_registry.FAMILIES.items()
+                  if f.op == spec.schedules_of and f.variant(spec.variant)]
+        return f"{op} runs the {spec.schedules_of} families {', '.join(having)} only"
+    return None
+
+
+def candidates(op: str, k: int, heads: int = 1, dtype: str = DEFAULT_DTYPE) -> tuple:
+    """The schedules `op` can run at width k with `heads` in `dtype`, in registry order: its own
+    space's (kernels.schedule.candidates), or those of the op it borrows from that it runs."""
+    spec = get(op)
+    pool = schedule_registry.candidates(spec.schedules_of or op, k, heads, dtype)
+    return tuple(s for s in pool if runs_schedule(op, s) is None)
+
+
+def native_options(op: str | None) -> dict:
+    """What a measurer's `prepare_native` / `compile_native` needs besides the schedule to make a
+    plan of `op`: the op itself when it runs another op's schedules, else nothing (the schedule
+    names its op)."""
+    return {"op": op} if op is not None and get(op).schedules_of is not None else {}
+
+
+def kernel_refs_of(op: str | None):
+    """(schedule, k, index, dtype) -> the KernelRefs a plan of `op` on the schedule launches, for an
+    op with its own kernel variant; None: the schedule's own (backends.native.kernel_refs)."""
+    spec = get(op) if op is not None else None
+    if spec is None or spec.variant_kernels is None:
+        return None
+    c_type = dtype_table.c_type
+    return lambda schedule, k, index="int", dtype=DEFAULT_DTYPE: spec.variant_kernels(
+        schedule, c_type(dtype), index)
+
+
+def instantiations(ops, dtype: str = DEFAULT_DTYPE, index: str = "int") -> list:
+    """Every kernel instantiation the plans of `ops` may launch in `dtype`, one module each: the
+    schedule registry's for ops with their own space (kernels.compile.instantiations), and for an
+    op with a kernel variant, that variant's over every schedule it runs."""
+    from ..kernels import compile as kcompile
+
+    own = [op for op in ops if get(op).schedules_of is None]
+    refs = kcompile.instantiations(own, dtype, index) if own else []
+    for op in ops:
+        spec = get(op)
+        if spec.schedules_of is not None:
+            pool = [s for s in schedule_registry.registry(spec.schedules_of) if runs_schedule(op, s) is None
+                    and dtype_table.vector_bytes_fit(s.vec, dtype) is None]
+            refs += [r for s in pool for r in spec.variant_kernels(s, dtype_table.c_type(dtype), index)]
+    return list(dict.fromkeys(refs))
 
 
 def tune_groups(op: str, dtype: str, index: str = "int") -> tuple[str, ...]:

@@ -72,6 +72,17 @@ class OpSpec:
     # The libraries its guardrail vendors import on first use, as functions that import them: a tune
     # runs them on a thread while the graph loads (scheduler/prefetch.py).
     vendor_imports: tuple[Callable[[], None], ...] = ()
+    # The dtype of each operand for an op in `dtype`, when not all are of it ((dtype) -> one name
+    # per operand: the additive score's a_dst and a_src are float32 in every type). None: all `dtype`.
+    operand_dtypes: Callable[[str], tuple[str, ...]] | None = None
+    # An op that runs another op's schedules with kernels of its own: that op (`schedules_of`) and
+    # the kernel variant its plans launch (`variant`, a key of Family.variants); its candidates are
+    # the schedules of the families that have the variant (the additive score runs the fused
+    # attention schedules), and `variant_kernels(schedule, dtype, index)` lists the KernelRefs its
+    # plan of one launches. None: the op's own space (schedules whose op is its name).
+    schedules_of: str | None = None
+    variant: str | None = None
+    variant_kernels: Callable | None = None
 
     def require_dtype(self, dtype: str) -> str:
         return dtypes.require(dtype, self.dtypes, self.name)

@@ -100,11 +100,12 @@ def estimate_vendor_ms(features, op: str, k: int, heads: int = 1, device: Device
 
 def rank(features, op: str, k: int, heads: int = 1, device: DeviceModel = H200,
          schedules=None, dtype: str = dtypes.DEFAULT) -> list[tuple[Schedule, float]]:
-    """Supported schedules of `op` in `dtype` (schedule.candidates, or the given ones that support
-    k/heads/dtype), with their estimates, fastest first. Ties go to the simpler schedule (unsplit,
-    then by name)."""
-    pool = (schedule_mod.candidates(op, k, heads, dtype) if schedules is None
-            else [s for s in schedules if s.op == op and s.supports(k, heads, dtype) is None])
+    """Supported schedules of `op` in `dtype` (ops.candidates: its space's, or those it runs of
+    another op's; or the given ones it runs that support k/heads/dtype), with their estimates,
+    fastest first. Ties go to the simpler schedule (unsplit, then by name)."""
+    pool = (op_specs.candidates(op, k, heads, dtype) if schedules is None
+            else [s for s in schedules if op_specs.runs_schedule(op, s) is None
+                  and s.supports(k, heads, dtype) is None])
     prof = DegreeProfile(features)
     scored = [(s, estimate_ms(features, op, k, s, heads, device, prof, dtype)) for s in pool]
     return sorted(scored, key=lambda sm: (sm[1], sm[0].split > 0, sm[0].name))

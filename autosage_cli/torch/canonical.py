@@ -86,7 +86,7 @@ def canonical_order(row: torch.Tensor, col: torch.Tensor, weight, shape: tuple,
     E = row.numel()
     n_nodes, looped = max(n_rows, n_cols), n_rows == n_cols
     with captured_build.LOCK:    # a captured build's outputs are read before the next replay
-        found = captured_build.sort_edges(row, col, weight, shape, keep_duplicates)
+        found = captured_build.sort_edges(sort_edges, row, col, weight, shape, keep_duplicates)
         captured = found is not None
         if captured:
             found, n_nodes = found

@@ -41,6 +41,7 @@ import torch
 
 from ..errors import AutosageError
 from . import cuda, handles
+from .captured_build import release_generators
 
 WARMUP = 3     # eager steps before the capture, as PyTorch's examples do
 
@@ -212,7 +213,7 @@ class _Captured(abc.ABC):
             with torch.cuda.graph(cuda_graph, stream=self._stream), cuda.capturable_plans():
                 self.outputs = self._eager()
         except Exception as exc:   # torch's, CuPy's or cuSPARSE's capture error, or ours
-            _release_generators()
+            release_generators()
             raise AutosageError(f"{self.what} failed: {_cause(exc)} (no host synchronisation may run "
                                 "inside the step: .item(), printing a tensor, boolean-mask indexing, "
                                 "nonzero, or tuning a new width)") from None
@@ -233,18 +234,6 @@ class _Captured(abc.ABC):
 
     def _after_replay(self) -> None:
         pass
-
-
-def _release_generators() -> None:
-    """After a failed capture: torch ends a capture's hold on the CUDA generators only when the
-    capture ends well, so every later random draw on the device would fail ("offset increment
-    outside graph capture"). Give each default generator a fresh state of the same seed and
-    offset (a cloned state is not capturing)."""
-    for generator in torch.cuda.default_generators:
-        try:
-            generator.graphsafe_set_state(generator.clone_state())
-        except RuntimeError:   # a device never initialised: nothing held
-            pass
 
 
 class CapturedStep(_Captured):

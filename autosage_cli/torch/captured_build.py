@@ -47,10 +47,8 @@ class CapturedBuild:
     """sort_edges at one capacity: input buffers, the sizes as device scalars, and the CUDA graph
     whose outputs are a SortedEdges."""
 
-    def __init__(self, device: torch.device, edges: int, nodes: int, weighted: bool,
+    def __init__(self, device_part, device: torch.device, edges: int, nodes: int, weighted: bool,
                  keep_duplicates: bool, looped: bool):
-        from .canonical import sort_edges
-
         self.edges, self.nodes = edges, nodes
         self.row = torch.zeros(edges, dtype=torch.int64, device=device)
         self.col = torch.zeros(edges, dtype=torch.int64, device=device)
@@ -59,7 +57,7 @@ class CapturedBuild:
         self.host_sizes = torch.zeros(3, dtype=torch.int64).pin_memory()
 
         def run():
-            return sort_edges(self.row, self.col, self.weight, tuple(self.sizes), nodes, keep_duplicates, looped)
+            return device_part(self.row, self.col, self.weight, tuple(self.sizes), nodes, keep_duplicates, looped)
 
         # a warm-up first, on a side stream (PyTorch's rule: lazy state such as the sort's
         # workspace and the bin constants is made outside the capture)
@@ -85,10 +83,10 @@ class CapturedBuild:
         return self.out
 
 
-def sort_edges(row: torch.Tensor, col: torch.Tensor, weight, shape: tuple, keep_duplicates: bool):
-    """(SortedEdges of a replayed build, the node capacity its degree vectors have), or None when
-    no captured build applies (the module's docstring says when). Call under LOCK and read the
-    outputs before releasing it."""
+def sort_edges(device_part, row: torch.Tensor, col: torch.Tensor, weight, shape: tuple, keep_duplicates: bool):
+    """(the outputs of `device_part` (canonical.sort_edges) replayed at a capacity, the node
+    capacity its degree vectors have), or None when no captured build applies (the module's
+    docstring says when). Call under LOCK and read the outputs before releasing it."""
     if (row.device.type != "cuda" or not 0 < row.numel() <= MAX_EDGES or disabled
             or torch.cuda.is_current_stream_capturing()):
         return None
@@ -98,11 +96,9 @@ def sort_edges(row: torch.Tensor, col: torch.Tensor, weight, shape: tuple, keep_
     build = _builds.get(key)
     if build is None:
         try:
-            build = CapturedBuild(*key)
+            build = CapturedBuild(device_part, *key)
         except Exception as exc:     # torch's capture error: builds run their ops eagerly from now
-            from .capture import _release_generators
-
-            _release_generators()
+            release_generators()
             disabled.append(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
             return None
         _builds[key] = build
@@ -110,6 +106,18 @@ def sort_edges(row: torch.Tensor, col: torch.Tensor, weight, shape: tuple, keep_
             _builds.popitem(last=False)
     _builds.move_to_end(key)
     return build(row, col, weight, (row.numel(), n_rows, n_cols)), build.nodes
+
+
+def release_generators() -> None:
+    """After a failed capture (a build's, or a training step's in torch/capture.py): torch ends a
+    capture's hold on the CUDA generators only when the capture ends well, so every later random
+    draw on the device would fail ("offset increment outside graph capture"). Give each default
+    generator a fresh state of the same seed and offset (a cloned state is not capturing)."""
+    for generator in torch.cuda.default_generators:
+        try:
+            generator.graphsafe_set_state(generator.clone_state())
+        except RuntimeError:   # a device never initialised: nothing held
+            pass
 
 
 def forget() -> None:

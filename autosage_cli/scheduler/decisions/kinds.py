@@ -87,6 +87,10 @@ def carry_decision(candidates: list[dict], vendor: list[dict], guardrail: float)
     vendors = _timed(vendor)
     where = {getattr(v, "graph", None) for v in vendors} - {None}
     natives = [r for r in _on_device(_timed(candidates)) if not where or getattr(r, "graph", None) in where]
+    if not natives and not vendors:
+        # an op without vendors (the additive score) whose verified candidates all build host work
+        # lists: the best of those, at a host pass per new graph, rather than nothing to run
+        natives = _timed(candidates)
     return select.decide(natives, vendors, guardrail).to_dict()
 
 

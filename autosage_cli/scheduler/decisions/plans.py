@@ -2,7 +2,7 @@
 heads, scale, measure, dtype)`; the API, the benchmark and `autosage replay` use it."""
 from __future__ import annotations
 
-from ... import dtypes
+from ... import dtypes, ops as op_specs
 from ...errors import AutosageError
 from ...kernels import schedule as schedule_mod
 from ..probing.measure import GpuMeasurer
@@ -28,13 +28,15 @@ def schedule_of_decision(decision) -> object:
 
 
 def plan_for(dgraph, decision, k: int, heads: int = 1, scale=None, measure=None,
-             dtype: str = dtypes.DEFAULT):
+             dtype: str = dtypes.DEFAULT, op: str | None = None):
     """A Plan that runs `decision` (a Decision, its dict, or a TuneResult) on `dgraph` with `dtype`
-    operands, without probing."""
+    operands, without probing. `op`: the decision's op, needed for one that runs another op's
+    schedules (the additive score on an attention schedule: ops.native_options)."""
     measure = measure or GpuMeasurer()
     decision = getattr(decision, "decision", decision)
     backend = decision.backend if isinstance(decision, Decision) else decision["backend"]
     if backend == "native":
-        return measure.prepare_native(dgraph, schedule_of_decision(decision), k, heads, scale, dtype)
+        return measure.prepare_native(dgraph, schedule_of_decision(decision), k, heads, scale, dtype,
+                                      **op_specs.native_options(op))
     name = decision.schedule if isinstance(decision, Decision) else decision["schedule"]
     return measure.prepare_vendor(dgraph, name, k, heads, scale, dtype)

@@ -169,7 +169,8 @@ def _replay_one(measure, dgraph, entry: dict, out: ReplayOutcome, seed: int) -> 
     stage = "prepare"
     try:
         inputs = measure.inputs(dgraph, out.op, out.k, out.heads, seed, out.dtype)
-        plan = plan_for(dgraph, entry["decision"], out.k, out.heads, measure=measure, dtype=out.dtype)
+        plan = plan_for(dgraph, entry["decision"], out.k, out.heads, measure=measure, dtype=out.dtype,
+                        op=out.op)
         stage = "run"
         result = measure.run(plan, inputs)
         stage = "verify"

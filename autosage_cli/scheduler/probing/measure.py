@@ -53,14 +53,20 @@ class GpuMeasurer:
         cupy.cuda.get_current_stream().synchronize()
         return made
 
-    def prepare_native(self, dgraph, schedule, k: int, heads: int, scale=None, dtype: str = dtypes.DEFAULT):
-        return op_specs.prepare_native(dgraph, schedule, k, heads, scale, dtype)
+    def prepare_native(self, dgraph, schedule, k: int, heads: int, scale=None, dtype: str = dtypes.DEFAULT,
+                       **op):
+        """`op`: {"op": name} for an op that runs another op's schedules (ops.native_options)."""
+        return op_specs.prepare_native(dgraph, schedule, k, heads, scale, dtype, **op)
 
-    def compile_native(self, dgraph, schedules, k: int, heads: int, dtype: str = dtypes.DEFAULT) -> dict:
-        """Build every candidate's kernels at once, in parallel: name -> (ms, error or None)."""
+    def compile_native(self, dgraph, schedules, k: int, heads: int, dtype: str = dtypes.DEFAULT,
+                       op: str | None = None) -> dict:
+        """Build every candidate's kernels at once, in parallel: name -> (ms, error or None); those
+        of `op`'s plans when it runs another op's schedules (ops.native_options)."""
         from ...backends import native
-        groups = {op: op_specs.get(op).helper_groups for op in {s.op for s in schedules}}
-        return native.compile_plans(dgraph, schedules, k, heads, dtype=dtype, helper_groups=groups)
+        ops = [op] if op else sorted({s.op for s in schedules})
+        groups = {o: op_specs.get(o).helper_groups for o in ops}
+        return native.compile_plans(dgraph, schedules, k, heads, dtype=dtype, helper_groups=groups,
+                                    helper_ops=ops, refs_of=op_specs.kernel_refs_of(op))
 
     def prepare_vendor(self, dgraph, name: str, k: int, heads: int, scale=None, dtype: str = dtypes.DEFAULT):
         return op_specs.prepare_vendor(dgraph, name, k, heads, scale, dtype)

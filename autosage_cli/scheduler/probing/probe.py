@@ -114,7 +114,8 @@ def probe_candidates(dgraph, op: str, k: int, heads: int, candidates, vendor_nam
     # Kernels first: the groups of helper kernels this tune launches (inputs, poisoning,
     # verification, its vendors' steps: kernels/util.py tune_groups) compile on the same thread
     # pool as the candidates' modules (kernels.compile), not before them.
-    compiled, compile_ms = _compile_candidates(measure, dgraph, candidates, k, heads, dtype, say)
+    op_options = op_specs.native_options(op)   # an op running another op's schedules names itself
+    compiled, compile_ms = _compile_candidates(measure, dgraph, candidates, k, heads, dtype, say, op_options)
     with clock.phase("inputs"):
         inputs = measure.inputs(dgraph, op, k, heads, seed, dtype)
     vendors = [ProbeRecord(name=v, backend=v, graph=where) for v in vendor_names]
@@ -132,7 +133,7 @@ def probe_candidates(dgraph, op: str, k: int, heads: int, candidates, vendor_nam
                 continue
             say(f"probe {rec.name}")
             got = _prepare_and_run(measure, rec, lambda s=schedule: measure.prepare_native(
-                dgraph, s, k, heads, None, dtype), inputs, reference, tol, clock)
+                dgraph, s, k, heads, None, dtype, **op_options), inputs, reference, tol, clock)
             if got is not None:
                 live_natives.append(Live(rec, got[0]))
                 # The screening launch right after the verification run, which is its warm-up.
@@ -194,7 +195,7 @@ def _untuned_first(op: str, vendors: list[ProbeRecord]) -> list[ProbeRecord]:
 
 
 def _compile_candidates(measure, dgraph, candidates, k: int, heads: int, dtype: str,
-                        say) -> tuple[dict, float]:
+                        say, op_options=None) -> tuple[dict, float]:
     """({name: (ms, error)}, wall ms): every candidate's kernels built in parallel before the first
     is prepared, so the probe pays the slowest compile rather than the sum. A measurer without
     `compile_native` builds nothing here (its plans compile when prepared)."""
@@ -204,7 +205,7 @@ def _compile_candidates(measure, dgraph, candidates, k: int, heads: int, dtype: 
     say(f"compiling the kernels of {len(candidates)} candidates")
     t0 = time.perf_counter()
     try:
-        compiled = compile_native(dgraph, [s for s, _ in candidates], k, heads, dtype)
+        compiled = compile_native(dgraph, [s for s, _ in candidates], k, heads, dtype, **(op_options or {}))
     except Exception as exc:   # e.g. no NVRTC: each candidate then fails at prepare with its reason
         say(f"compiling ahead failed ({one_line(exc)}); each candidate compiles when prepared")
         compiled = {}

@@ -23,7 +23,8 @@ Methods (each vectorised NumPy/SciPy, O(n log n) or O(nnz)):
   community   Louvain communities (NetworKit's parallel PLM), community by community
               (both in graphs.clustered; optional libraries, the `reorder` extra)
   labelprop   label propagation (graphs.label_propagation), label by label: whole-array sorts
-              that run on the GPU when the caller passes CuPy as `xp`
+              that run on the GPU when the caller passes CuPy as `xp` (torch.relabel computes the
+              same order, and the degree orders, on a Graph's device without sorting per round)
 
 What an order achieved (the spread of the nonzeros before and after, the seconds) is measured one
 layer up, in bench.reordering, which may use features' locality and symmetry check.
@@ -156,6 +157,28 @@ def inverse(perm: np.ndarray) -> np.ndarray:
     inv = np.empty_like(perm)
     inv[perm] = np.arange(perm.shape[0], dtype=perm.dtype)
     return inv
+
+
+def relabelled_locality(graph: CSRGraph, perm, workers: int | None = None) -> float:
+    """features.locality of permute(graph, perm), exactly, without building it: mean |inv[i] -
+    inv[j]| / n over the nonzeros (i, j), an integer sum in row chunks. The reordering decision
+    estimates every candidate with it and relabels only those it measures (a relabel of 124M
+    nonzeros took 12.7 s; this is one gather and one sum per nonzero)."""
+    require_square(graph)
+    n = graph.n_rows
+    if graph.nnz == 0:
+        return 0.0
+    inv = inverse(check_permutation(perm, n))
+
+    def chunk_sum(span):
+        first, end, start = span
+        stop = int(graph.indptr[end])
+        rows = np.repeat(inv[first:end], np.diff(graph.indptr[first:end + 1]))
+        return int(np.abs(rows - inv[graph.indices[start:stop]]).sum())
+
+    spans = list(row_chunks(_degrees(graph), GATHER_CHUNK, offsets=graph.indptr.astype(np.int64)))
+    total = sum(parallel_map(chunk_sum, spans, default_workers() if workers is None else workers))
+    return total / graph.nnz / n
 
 
 def permute(graph: CSRGraph, perm, source: dict | None = None, workers: int | None = None) -> CSRGraph:

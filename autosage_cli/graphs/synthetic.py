@@ -4,7 +4,8 @@
 Every kind takes two common parameters: `weighted` (1: values hashed from each edge into [0.5, 1.5),
 0: all 1.0) and `shuffle` (1: node ids permuted at random, rows and columns alike, after generation —
 the same graph under other names). Same name, parameters and seed → the same graph, bit for bit
-(numpy's PCG64 streams; the fingerprint test pins it).
+(numpy's PCG64 streams; the fingerprint test pins it). That is why a large one is kept on disk
+once generated (graphs.generated: keyed by kind, parameters, seed and the generators' code).
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import numpy as np
 
 from .. import budget
 from ..errors import AutosageError
-from . import generators
+from . import generated, generators
 from .csr import CSRGraph, from_arrays
 from .edges import csr_from_keys, edge_values, relabel_keys
 
@@ -246,6 +247,19 @@ def generate(name_or_kind: str, params: dict | None = None, seed: int = 0) -> CS
     check_budget(name_or_kind, params)
     kind_name, resolved = resolve(name_or_kind, params)
     kind = KINDS[kind_name]
+    label = str(name_or_kind).strip().lower()
+    source = {"generator": KIND_ALIASES.get(label, label), "params": resolved, "seed": seed}
+    if kind.expected_nnz(resolved) < generated.CACHE_MIN_NNZ:
+        return _generated(kind, resolved, seed, source)
+    key = generated.key_of(kind_name, resolved, seed)   # a preset and its kind share entries
+    graph = generated.load(key, source)
+    if graph is None:
+        graph = _generated(kind, resolved, seed, source)
+        generated.store(key, graph)
+    return graph
+
+
+def _generated(kind: Kind, resolved: dict, seed: int, source: dict) -> CSRGraph:
     n = kind.nodes(resolved)
     keys = kind.build(np.random.default_rng(seed), resolved)
     weighted = bool(resolved["weighted"])
@@ -259,6 +273,4 @@ def generate(name_or_kind: str, params: dict | None = None, seed: int = 0) -> CS
         values = edge_values(keys, seed, weighted)
     indptr, indices = csr_from_keys(keys, n, n)
     del keys
-    label = str(name_or_kind).strip().lower()
-    source = {"generator": KIND_ALIASES.get(label, label), "params": resolved, "seed": seed}
     return from_arrays(indptr, indices, values, (n, n), source)

@@ -24,19 +24,10 @@ import numpy as np
 import torch
 
 from ..errors import AutosageError
-from ..graphs.csr import CSRGraph, from_arrays
-from . import structure
+from ..graphs.csr import CSRGraph
+from . import host, structure
+from .host import host_copies  # noqa: F401  (autosage_cli.torch's, and the tests')
 from .canonical import canonical_order, rowptr_of
-
-
-# Device-to-host copies of a graph's index arrays made by `host_csr` in this process: the per-step
-# path of a mini-batch loop must make none (tests count them).
-_HOST_COPIES = [0]
-
-
-def host_copies() -> int:
-    """How many times a Graph's CSR was copied to the host in this process (`Graph.host_csr`)."""
-    return _HOST_COPIES[0]
 
 
 _TRANSPOSED = 0x5BD1E995   # marks a checksum taken from the transpose's
@@ -58,15 +49,6 @@ def _listings_of_build(listed: tuple, shape: tuple, user_weight, listed_loops: i
                   user_weight=user_weight, **options)
     multi._self_loops = multi._canon_loops = listed_loops
     return multi
-
-
-def _without_duplicates(rowptr: np.ndarray, col: np.ndarray, shape: tuple):
-    """(rowptr, col, ones) of a sorted CSR pattern with repeated entries kept once."""
-    import scipy.sparse as sp
-
-    m = sp.csr_matrix((np.ones(col.size, dtype=np.float32), col, rowptr), shape=shape)
-    m.sum_duplicates()
-    return m.indptr, m.indices, np.ones(m.nnz, dtype=np.float32)
 
 
 def _listed_stats(stats: dict | None) -> dict | None:
@@ -396,26 +378,7 @@ class Graph:
         """The canonical CSR on the host (for tuning and the decision cache): with the graph's
         weights, or the pattern (all ones). Same object when the graph has no weights. A copy of
         the graph (counted by `host_copies`): the per-step path never asks for it."""
-        parent = self._structure_of
-        which = "weighted" if weighted and self.weight is not None else "pattern"
-        if which == "pattern" and parent is not None:
-            return parent.host_csr(weighted=False)
-        if self._coalesced_ref is not None:
-            # a CSRGraph holds no duplicate edges: features and tunes of a graph that keeps them
-            # (attention's) read its coalesced graph, of the same rows and nearly the same edges
-            coalesced = self._coalesced()
-            if coalesced is not None:
-                return coalesced.host_csr(weighted=False)
-            which = "coalesced"
-        if which not in self._host:
-            _HOST_COPIES[0] += 1
-            rowptr, col = self.rowptr.cpu().numpy(), self.col.cpu().numpy()
-            values = (self.weight.float().cpu().numpy() if which == "weighted"
-                      else np.ones(self.nnz, dtype=np.float32))
-            if which == "coalesced":   # its coalesced graph is gone: the pattern without duplicates
-                rowptr, col, values = _without_duplicates(rowptr, col, self.shape)
-            self._host[which] = from_arrays(rowptr, col, values, self.shape, {"api": "autosage_cli.torch.Graph"})
-        return self._host[which]
+        return host.host_csr(self, weighted)
 
     def describe(self) -> str:
         return f"Graph({self.n_rows}x{self.n_cols}, {self.nnz} edges, {self.device})"

@@ -9,8 +9,10 @@ for locality, graphs.reorder), while features go in and outputs come out in the 
 `method="auto"` asks the scheduler (scheduler.decisions.reorder_decision): the order is applied only where
 it measured faster on this GPU and its cost pays back over `expected_calls` SpMM calls (a training
 run's: epochs x SpMMs per epoch); otherwise the wrapper is the identity and moves nothing. A named
-method reorders without measuring. The decision and the permutation are cached beside the
-decision cache, so a second run reuses both.
+method reorders without measuring, on the graph's device (torch.relabel: label propagation and the
+degree orders as tensor passes, P A Pᵀ with one sort); `at.reorder(graph, ...)` also takes a Graph
+already built there, so a training run pays only for the order and the relabelling. The decision
+and the permutation are cached beside the decision cache, so a second run reuses both.
 
 Permuting once per graph, not per call: the input features of a full-graph run are one tensor,
 moved to the new order on the first call and reused while the same tensor comes back unchanged
@@ -22,7 +24,6 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
 import torch
 
 from ..errors import AutosageError
@@ -31,11 +32,11 @@ from .graph import Graph
 
 
 class ReorderedGraph:
-    """`graph`: the Graph of the reordered CSR; `perm[new] = old` and `inverse[old] = new` as
-    long tensors on its device (None when no order was applied); `decision`: the scheduler's
-    ReorderDecision (None for a named method)."""
+    """`graph`: the Graph of the reordered CSR; `perm[new] = old` (an array or a tensor) and
+    `inverse[old] = new` as long tensors on its device (None when no order was applied);
+    `decision`: the scheduler's ReorderDecision (None for a named method)."""
 
-    def __init__(self, graph: Graph, perm: np.ndarray | None, method: str, decision=None,
+    def __init__(self, graph: Graph, perm, method: str, decision=None,
                  cost_s: float = float("nan")):
         self.graph, self.method, self.decision = graph, method, decision
         self.cost_s = cost_s      # seconds computing the order and relabelling the graph
@@ -75,48 +76,100 @@ class ReorderedGraph:
         return out if self.inverse is None else out.index_select(0, self.inverse)
 
 
-def reorder(graph: CSRGraph, method: str = "auto", *, width: int = 64, expected_calls: int = 100,
+def reorder(graph, method: str = "auto", *, width: int = 64, expected_calls: int = 100,
             device=None, cache=None, methods=None, measure_orders=None, l2_bytes: int | None = None,
             decide_options: dict | None = None, **options) -> ReorderedGraph:
-    """A ReorderedGraph of `graph` (a square CSRGraph) by `method`: "auto" (the scheduler decides
-    for SpMM at `width`, measuring on the GPU, with this GPU's L2 size; `measure_orders` and
-    `l2_bytes` replace both, `decide_options` go to reorder_decision.decide), or a method of
-    graphs.reorder applied without measuring. `options` go to the Graph."""
+    """A ReorderedGraph of `graph` (a square CSRGraph, or a Graph already on its device) by
+    `method`: "auto" (the scheduler decides for SpMM at `width`, measuring on the GPU, with this
+    GPU's L2 size; `measure_orders` and `l2_bytes` replace both, `decide_options` go to
+    reorder_decision.decide), or a method of graphs.reorder applied without measuring. `options`
+    go to the Graph built from a CSRGraph (a Graph's own options are kept).
+
+    A named method runs where the graph is (torch.relabel): the orders of relabel.DEVICE_METHODS
+    and the relabelling P A Pᵀ on `device` (a Graph: its device), the others' order on the host.
+    `cost_s` is what the reordering adds: for a Graph, not its own build."""
     from ..graphs import reorder as reorder_mod
 
-    if not isinstance(graph, CSRGraph):
-        raise AutosageError(f"reorder takes a CSRGraph (graphs.load_graph), got {type(graph).__name__}")
-    started = time.perf_counter()
+    if not isinstance(graph, (CSRGraph, Graph)):
+        raise AutosageError(f"reorder takes a CSRGraph (graphs.load_graph) or a Graph, got {type(graph).__name__}")
     if method == "auto":
-        from ..scheduler.decisions import reorder_decision as rd
-
-        if measure_orders is None:
-            from ..capability import require_gpu
-            from ..scheduler.probing.reorder_measure import OrderMeasurer
-
-            require_gpu("reorder(method='auto') measures both orders", "name a method to reorder "
-                        "without measuring")
-            from ..cache import DecisionCache
-            cache = cache if isinstance(cache, DecisionCache) else DecisionCache(cache)
-            measure_orders = OrderMeasurer(cache)
-            l2_bytes = l2_bytes or _l2_bytes()
-        decision = rd.decide(graph, width, measure_orders=measure_orders, cache=cache,
-                             expected_calls=expected_calls, methods=methods or rd.DEFAULT_METHODS,
-                             l2_bytes=l2_bytes, **(decide_options or {}))
-        cost_s = time.perf_counter() - started   # deciding: orders, relabelling, measurements
-        if not decision.applied:
-            return ReorderedGraph(Graph.from_csr_graph(graph, device=device, **options), None,
-                                  "identity", decision, cost_s)
-        return ReorderedGraph(Graph.from_csr_graph(decision.reordered, device=device, **options),
-                              decision.perm, decision.method, decision, cost_s)
-    missing = reorder_mod.available(method) if method in reorder_mod.METHODS else None
+        return _decided(graph, width, expected_calls, device, cache, methods, measure_orders,
+                        l2_bytes, decide_options, options)
+    if method not in reorder_mod.METHODS:
+        raise AutosageError(f"unknown reordering method {method!r} (known: {', '.join(reorder_mod.METHODS)})")
+    missing = reorder_mod.available(method)
     if missing:
         raise AutosageError(f"reordering method {method!r} {missing}")
-    perm = reorder_mod.order(graph, method)
-    reordered = reorder_mod.permute(graph, perm, {"reordered_from": graph.source, "reorder": method})
-    cost_s = time.perf_counter() - started
-    return ReorderedGraph(Graph.from_csr_graph(reordered, device=device, **options),
-                          None if method == "identity" else perm, method, cost_s=cost_s)
+    started = time.perf_counter()
+    reordered, perm = _named(graph, method, device, options)
+    _synchronize(reordered.device)
+    return ReorderedGraph(reordered, None if method == "identity" else perm, method,
+                          cost_s=time.perf_counter() - started)
+
+
+def _named(graph, method: str, device, options: dict) -> tuple[Graph, torch.Tensor]:
+    """(the Graph of P A Pᵀ, perm on its device) by a named method, computed where the graph is:
+    a Graph's own tensors (and options), or a CSRGraph's uploaded to `device` once."""
+    from ..graphs import reorder as reorder_mod
+    from . import relabel
+
+    if isinstance(graph, CSRGraph):
+        reorder_mod.require_square(graph)
+        tensors, host, loops = relabel.csr_tensors(graph, device), graph, None
+    else:
+        if graph.n_rows != graph.n_cols:
+            raise AutosageError(f"cannot reorder a non-square graph ({graph.n_rows}x{graph.n_cols}): "
+                                "rows and columns are renumbered together")
+        tensors, host, loops = (graph.rowptr, graph.row, graph.col, graph.weight), None, graph._canon_loops
+        options = {"cache": graph.cache, "tune": graph.tune, "schedules": graph.schedules}
+    rowptr, row, col, _ = tensors
+    if method in relabel.DEVICE_METHODS:
+        perm = relabel.order(rowptr, row, col, method)
+    else:   # a library's order (rcm, metis, community) on the host pattern; the relabel stays here
+        host = host if host is not None else graph.host_csr(weighted=False)
+        perm = torch.from_numpy(reorder_mod.order(host, method)).to(rowptr.device)
+    return relabel.graph_of(relabel.permute_csr(*tensors, perm), graph.shape, options, loops), perm
+
+
+def _decided(graph, width, expected_calls, device, cache, methods, measure_orders, l2_bytes,
+             decide_options, options) -> ReorderedGraph:
+    """method="auto": the scheduler's decision on the host CSR, the chosen order then applied on
+    the graph's device."""
+    from ..scheduler.decisions import reorder_decision as rd
+    from . import relabel
+
+    started = time.perf_counter()
+    csr = graph.host_csr(weighted=True) if isinstance(graph, Graph) else graph
+    if measure_orders is None:
+        from ..capability import require_gpu
+        from ..scheduler.probing.reorder_measure import OrderMeasurer
+
+        require_gpu("reorder(method='auto') measures both orders", "name a method to reorder "
+                    "without measuring")
+        from ..cache import DecisionCache
+        cache = cache if isinstance(cache, DecisionCache) else DecisionCache(cache)
+        measure_orders = OrderMeasurer(cache)
+        l2_bytes = l2_bytes or _l2_bytes()
+    decision = rd.decide(csr, width, measure_orders=measure_orders, cache=cache,
+                         expected_calls=expected_calls, methods=methods or rd.DEFAULT_METHODS,
+                         l2_bytes=l2_bytes, **(decide_options or {}))
+    if isinstance(graph, Graph):   # the relabelling on the device is part of the cost
+        chosen = (relabel.permuted_graph(graph, torch.as_tensor(decision.perm, device=graph.device))
+                  if decision.applied else graph)
+        _synchronize(graph.device)
+    cost_s = time.perf_counter() - started   # deciding: orders, relabelling, measurements
+    if not isinstance(graph, Graph):         # the build every order pays, as before
+        chosen = Graph.from_csr_graph(decision.reordered if decision.applied else graph,
+                                      device=device, **options)
+    if not decision.applied:
+        return ReorderedGraph(chosen, None, "identity", decision, cost_s)
+    return ReorderedGraph(chosen, decision.perm, decision.method, decision, cost_s)
+
+
+def _synchronize(device) -> None:
+    """Wait for the device, so that a cost in seconds is the work's, not its launches'."""
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def _l2_bytes() -> int | None:

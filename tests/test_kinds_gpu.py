@@ -13,7 +13,7 @@ import autosage_cli.torch as at  # noqa: E402
 from autosage_cli.kernels.schedule import family_of, get  # noqa: E402
 from autosage_cli.scheduler.decisions import kinds  # noqa: E402
 from autosage_cli.torch import graph as graph_mod  # noqa: E402
-from torch_helpers import random_edge_index  # noqa: E402
+from torch_helpers import cuda_only, kinds_cache, random_edge_index  # noqa: E402,F401
 
 pytestmark = pytest.mark.gpu
 N = 3000
@@ -21,16 +21,8 @@ TOL = 2e-5
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _cuda():
-    if not torch.cuda.is_available():
-        pytest.skip("torch sees no CUDA device (CPU-only torch build?)")
-
-
-@pytest.fixture
-def cache(tmp_path):
-    kinds.TABLE.clear()
-    yield str(tmp_path / "decisions.json")
-    kinds.TABLE.clear()
+def _cuda(cuda_only):
+    pass
 
 
 def _batch(seed: int, cache: str) -> at.Graph:

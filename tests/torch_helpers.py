@@ -1,6 +1,7 @@
 """Random graphs and dense float64 references for the autosage_cli.torch tests (CPU and GPU)."""
 from __future__ import annotations
 
+import pytest
 import torch
 
 
@@ -113,3 +114,20 @@ def assert_parameter_grads_match(ours, theirs, tol: float) -> None:
         if want is not None:
             err = float((p.grad - want).double().norm() / max(float(want.norm()), 0.1 * scale))
             assert err < tol, (pname, err)
+
+
+@pytest.fixture(scope="module")
+def cuda_only():
+    """Import it with autouse in a module of GPU tests: they skip, saying why, without a device."""
+    if not torch.cuda.is_available():
+        pytest.skip("torch sees no CUDA device (CPU-only torch build?)")
+
+
+@pytest.fixture(name="cache")
+def kinds_cache(tmp_path):
+    """A fresh decision-cache path, with the process's table of graph kinds emptied around it."""
+    from autosage_cli.scheduler.decisions import kinds
+
+    kinds.TABLE.clear()
+    yield str(tmp_path / "decisions.json")
+    kinds.TABLE.clear()

@@ -242,7 +242,7 @@ def check_requested_schedule(op: str, schedule, k: int, heads: int):
     from .kernels.schedule import get
 
     native = get(schedule)  # AutosageError for an unknown name
-    if native.op != op:
+    if op_specs.runs_schedule(op, native) is not None:   # its own op's, or one it borrows (spmm-bias)
         raise AutosageError(f"schedule {schedule!r} is for {native.op}, not {op}")
     reason = native.supports(k, heads)
     if reason is not None:
@@ -254,7 +254,7 @@ def _prepare_named(dgraph, op: str, resolved, k: int, heads: int, scale, dtype: 
     kind, what = resolved
     if kind == "vendor":
         return op_specs.prepare_vendor(dgraph, what, k, heads, scale, dtype)
-    return op_specs.prepare_native(dgraph, what, k, heads, scale, dtype)
+    return op_specs.prepare_native(dgraph, what, k, heads, scale, dtype, **op_specs.native_options(op))
 
 
 def _prepare_tuned(graph: CSRGraph, dgraph, op: str, k: int, heads: int, scale, cache, tune: bool,
@@ -267,10 +267,10 @@ def _prepare_tuned(graph: CSRGraph, dgraph, op: str, k: int, heads: int, scale, 
     store = cache if isinstance(cache, cache_mod.DecisionCache) else cache_mod.DecisionCache(cache)
     if tune:
         decision = tuner.lookup_or_tune(graph, op, k, heads, cache=store, dtype=dtype).decision
-        return tuner.plan_for(dgraph, decision, k, heads, scale, dtype=dtype)
+        return tuner.plan_for(dgraph, decision, k, heads, scale, dtype=dtype, op=op)
     entry = store.find(cache_mod.make_key(graph, op, k, dtype, heads)).entry
     if entry is not None:
-        return tuner.plan_for(dgraph, entry["decision"], k, heads, scale, dtype=dtype)
+        return tuner.plan_for(dgraph, entry["decision"], k, heads, scale, dtype=dtype, op=op)
     return untuned_vendor_plan(dgraph, op, k, heads, scale, dtype)
 
 

@@ -13,8 +13,11 @@
 //               slots of G lanes: slot s takes staged pairs s, s+E, ...; at the end the slots are
 //               summed with xor-shuffles. G = 32 is GE-SpMM's warp-per-row; small G lets a whole
 //               warp work on one long row at small K.
+// The row walks that store a row's final sums take the kernel's epilogue (spmm_epilogue.cuh:
+// `epi.apply` right before the store; the default, NoEpilogue's, does nothing).
 #pragma once
 #include "common.cuh"
+#include "spmm_epilogue.cuh"
 
 namespace autosage {
 
@@ -57,12 +60,14 @@ __device__ __forceinline__ void group_row_accumulate(int begin, int end,
     }
 }
 
-// One G-lane group computes row `row` of C over all k columns (an empty row is written as zeros).
-template <typename T, int G, int V, int U>
+// One G-lane group computes row `row` of C over all k columns (an empty row is written as zeros,
+// through the epilogue).
+template <typename T, int G, int V, int U, typename EA = EpilogueArgs<T, NoEpilogue>>
 __device__ __forceinline__ void group_row(int row, int k, const int* __restrict__ indptr,
                                           const int* __restrict__ indices,
                                           const T* __restrict__ values, const T* __restrict__ B,
-                                          long long ldb, T* __restrict__ C, long long ldc) {
+                                          long long ldb, T* __restrict__ C, long long ldc,
+                                          const EA& epi = EA()) {
     const int begin = __ldg(indptr + row);
     const int end = __ldg(indptr + row + 1);
     const int glane = lane_id() & (G - 1);
@@ -76,6 +81,7 @@ __device__ __forceinline__ void group_row(int row, int k, const int* __restrict_
         } else {
             group_row_accumulate<T, V, U, false>(begin, end, indices, values, B, ldb, col, acc);
         }
+        epi.template apply<V>(col, k, acc);
         store_vec<V>(C + row * ldc + col, acc);
     }
 }
@@ -179,11 +185,12 @@ __device__ __forceinline__ void warp_range(int begin, int end, const int* __rest
 }
 
 // Whole warp: row `row` of C over all k columns (an empty row is written as zeros), P = 1.
-template <typename T, int G, int V, int U>
+template <typename T, int G, int V, int U, typename EA = EpilogueArgs<T, NoEpilogue>>
 __device__ __forceinline__ void warp_row(int row, int k, const int* __restrict__ indptr,
                                          const int* __restrict__ indices,
                                          const T* __restrict__ values, const T* __restrict__ B,
-                                         long long ldb, T* __restrict__ C, long long ldc) {
+                                         long long ldb, T* __restrict__ C, long long ldc,
+                                         const EA& epi = EA()) {
     const int begin = __ldg(indptr + row);
     const int end = __ldg(indptr + row + 1);
     const int lane = lane_id();
@@ -192,7 +199,10 @@ __device__ __forceinline__ void warp_row(int row, int k, const int* __restrict__
         const int col = base + (lane & (G - 1)) * V;
         float acc[1][V];
         warp_range<T, G, V, U, 1>(begin, end, indices, values, B, ldb, col, k, acc);
-        if (lane < G && col < k) store_vec<V>(C + row * ldc + col, acc[0]);
+        if (lane < G && col < k) {
+            epi.template apply<V>(col, k, acc[0]);
+            store_vec<V>(C + row * ldc + col, acc[0]);
+        }
     }
 }
 

@@ -20,7 +20,9 @@
 //     are walked by a whole warp each before the groups start on the light rows.
 //
 // Knobs (template parameters): T value type; G lanes per light row (8, 16 or 32); KMAX the widest K
-// served (1, 2, 4, 8; a schedule serves KMAX/2 < K <= KMAX); U edges per lane in flight.
+// served (1, 2, 4, 8; a schedule serves KMAX/2 < K <= KMAX); U edges per lane in flight; EPI the
+// epilogue applied where a row is stored (spmm_epilogue.cuh; default NoEpilogue; an Epilogue<...>
+// instantiation takes (bias, scale, alpha) last).
 //
 // Arguments: k; CSR indptr/indices (int32); values (nullptr: all ones); B (ldb elements per row);
 // C (ldc elements per row); the heavy rows (walked by warps) and the light rows (by G-lane groups),
@@ -35,13 +37,14 @@ namespace autosage {
 // Two rows ahead are in flight while a row is walked: the next row's bounds (its id arrived one
 // row earlier, so their loads do not wait) and the id of the row after it. A load whose address
 // came from a load still in flight would stall the warp before the walk; these never do.
-template <typename T, int G, int KMAX, int U>
+template <typename T, int G, int KMAX, int U, typename EA>
 __device__ __forceinline__ void parreduce_rows(long long first, long long stride, int n_items,
                                                const int* __restrict__ rows, int k, bool vec,
                                                const int* __restrict__ indptr,
                                                const int* __restrict__ indices,
                                                const T* __restrict__ values, const T* __restrict__ B,
-                                               long long ldb, T* __restrict__ C, long long ldc) {
+                                               long long ldb, T* __restrict__ C, long long ldc,
+                                               const EA& epi) {
     if (first >= n_items) return;
     const int glane = lane_id() & (G - 1);
     int row = __ldg(rows + first);
@@ -56,7 +59,7 @@ __device__ __forceinline__ void parreduce_rows(long long first, long long stride
             next_end = __ldg(indptr + next_row + 1);
         }
         if (item + 2 * stride < n_items) after_next = __ldg(rows + item + 2 * stride);
-        vector_row<T, G, KMAX, U>(row, begin, end, glane, k, vec, indices, values, B, ldb, C, ldc);
+        vector_row<T, G, KMAX, U>(row, begin, end, glane, k, vec, indices, values, B, ldb, C, ldc, epi);
         row = next_row;
         begin = next_begin;
         end = next_end;
@@ -66,22 +69,23 @@ __device__ __forceinline__ void parreduce_rows(long long first, long long stride
 
 }  // namespace autosage
 
-template <typename T, int G, int KMAX, int U>
+template <typename T, int G, int KMAX, int U, typename EPI = autosage::NoEpilogue>
 __global__ void AUTOSAGE_LAUNCH_BOUNDS
 spmm_parreduce(const int k, const int* __restrict__ indptr, const int* __restrict__ indices,
                const T* __restrict__ values, const T* __restrict__ B, const long long ldb,
                T* __restrict__ C, const long long ldc, const int n_heavy,
                const int* __restrict__ heavy_rows, const int n_light,
-               const int* __restrict__ light_rows) {
+               const int* __restrict__ light_rows AUTOSAGE_EPILOGUE_PARAMS) {
     static_assert(G == 8 || G == 16 || G == 32, "G must be 8, 16 or 32");
     static_assert(KMAX == 1 || KMAX == 2 || KMAX == 4 || KMAX == 8, "KMAX must be 1, 2, 4 or 8");
     const bool vec = autosage::gather_vectorizable<T, KMAX>(k, B, ldb);
+    const auto epi = AUTOSAGE_EPILOGUE_ARGS(EPI);
     const long long thread = autosage::global_thread();
     const long long n_threads = static_cast<long long>(gridDim.x) * blockDim.x;
     if constexpr (G < 32) {
         autosage::parreduce_rows<T, 32, KMAX, U>(thread / 32, n_threads / 32, n_heavy, heavy_rows, k,
-                                                 vec, indptr, indices, values, B, ldb, C, ldc);
+                                                 vec, indptr, indices, values, B, ldb, C, ldc, epi);
     }
     autosage::parreduce_rows<T, G, KMAX, U>(thread / G, n_threads / G, n_light, light_rows, k, vec,
-                                            indptr, indices, values, B, ldb, C, ldc);
+                                            indptr, indices, values, B, ldb, C, ldc, epi);
 }

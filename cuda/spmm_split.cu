@@ -22,16 +22,19 @@
 //
 // Knobs (template parameters): T; G lanes per light row (LIGHT_WARP = false: 32/G light rows per
 // warp, no shuffles) or per edge slot (LIGHT_WARP = true: a warp per light row of 32/G edge slots);
-// chunks always use a warp of 32/G edge slots of G lanes; V elements per lane; U edges in flight.
+// chunks always use a warp of 32/G edge slots of G lanes; V elements per lane; U edges in flight;
+// EPI the epilogue (spmm_epilogue.cuh; default NoEpilogue): applied where a light row is stored
+// and, for a heavy row, by the last warp once it has summed the chunks' partials (never to a
+// chunk's partial sums); an Epilogue<...> instantiation takes (bias, scale, alpha) last.
 #include "spmm_common.cuh"
 
 namespace {
 
-// The last warp of heavy row h: C[row] = the sum of the row's chunk partials.
-template <typename T, int G, int V, bool TWOPHASE>
+// The last warp of heavy row h: C[row] = the epilogue of the sum of the row's chunk partials.
+template <typename T, int G, int V, bool TWOPHASE, typename EA>
 __device__ __forceinline__ void reduce_heavy_row(int h, int row, int c_begin, int c_end, int k,
                                                  float* __restrict__ scratch, T* __restrict__ C,
-                                                 long long ldc) {
+                                                 long long ldc, const EA& epi) {
     constexpr int E = 32 / G;
     const int lane = autosage::lane_id();
     const int slot = lane / G;
@@ -61,13 +64,17 @@ __device__ __forceinline__ void reduce_heavy_row(int h, int row, int c_begin, in
                 autosage::store_partials<V>(own, zero);
             }
         }
-        if (lane < G && col < k) autosage::store_vec<V>(C + row * ldc + col, acc[0]);
+        if (lane < G && col < k) {
+            epi.template apply<V>(col, k, acc[0]);
+            autosage::store_vec<V>(C + row * ldc + col, acc[0]);
+        }
     }
 }
 
 }  // namespace
 
-template <typename T, int G, int V, int U, bool LIGHT_WARP, bool TWOPHASE>
+template <typename T, int G, int V, int U, bool LIGHT_WARP, bool TWOPHASE,
+          typename EPI = autosage::NoEpilogue>
 __global__ void AUTOSAGE_LAUNCH_BOUNDS
 spmm_split(const int k, const int* __restrict__ indptr, const int* __restrict__ indices,
            const T* __restrict__ values, const T* __restrict__ B, const long long ldb,
@@ -75,7 +82,9 @@ spmm_split(const int k, const int* __restrict__ indptr, const int* __restrict__ 
            const int* __restrict__ chunk_row, const int* __restrict__ chunk_start,
            const int* __restrict__ chunk_owner, const int chunk,
            const int* __restrict__ heavy_chunk_ptr, float* __restrict__ scratch,
-           int* __restrict__ tickets, const int n_light, const int* __restrict__ light_rows) {
+           int* __restrict__ tickets, const int n_light,
+           const int* __restrict__ light_rows AUTOSAGE_EPILOGUE_PARAMS) {
+    const auto epi = AUTOSAGE_EPILOGUE_ARGS(EPI);
     const int lane = autosage::lane_id();
     const bool is_chunk = static_cast<int>(blockIdx.x) < chunk_blocks;
     if constexpr (!LIGHT_WARP) {
@@ -84,7 +93,7 @@ spmm_split(const int k, const int* __restrict__ indptr, const int* __restrict__ 
                 ((static_cast<long long>(blockIdx.x) - chunk_blocks) * blockDim.x + threadIdx.x) / G;
             if (item >= n_light) return;  // whole groups leave together
             const int row = __ldg(light_rows + item);
-            autosage::group_row<T, G, V, U>(row, k, indptr, indices, values, B, ldb, C, ldc);
+            autosage::group_row<T, G, V, U>(row, k, indptr, indices, values, B, ldb, C, ldc, epi);
             return;
         }
     }
@@ -110,6 +119,7 @@ spmm_split(const int k, const int* __restrict__ indptr, const int* __restrict__ 
         autosage::warp_range<T, G, V, U, 1>(begin, end, indices, values, B, ldb, col, k, acc);
         if (lane < G && col < k) {
             if (!is_chunk) {
+                epi.template apply<V>(col, k, acc[0]);
                 autosage::store_vec<V>(C + row * ldc + col, acc[0]);
             } else if constexpr (TWOPHASE) {
                 autosage::store_partials<V>(scratch + item * k + col, acc[0]);
@@ -131,6 +141,6 @@ spmm_split(const int k, const int* __restrict__ indptr, const int* __restrict__ 
     const int c_end = __ldg(heavy_chunk_ptr + h + 1);
     if (ticket != c_end - c_begin - 1) return;  // not the last chunk of row h
     __threadfence();  // every other chunk's partials are visible from here on
-    reduce_heavy_row<T, G, V, TWOPHASE>(h, row, c_begin, c_end, k, scratch, C, ldc);
+    reduce_heavy_row<T, G, V, TWOPHASE>(h, row, c_begin, c_end, k, scratch, C, ldc, epi);
     if (lane == 0) tickets[h] = 0;
 }

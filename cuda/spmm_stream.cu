@@ -25,7 +25,10 @@
 //
 // Knobs (template parameters): T value type; KMAX the widest K served (1, 2, 4, 8; a schedule
 // serves KMAX/2 < K <= KMAX); U edges per thread; BLOCK threads per block (the window and the
-// shared products, W x KMAX floats, are sized by it).
+// shared products, W x KMAX floats, are sized by it); EPI the epilogue (spmm_epilogue.cuh; default
+// NoEpilogue), applied where a row's final value is written: by the window kernel for a row inside
+// its window, by the crossing kernel after it has summed a crossing row's partials (never to a
+// partial); both kernels of an Epilogue<...> instantiation take (bias, scale, alpha) last.
 //
 // Arguments: n_rows; nnz; k; CSR indptr/indices (int32); values (nullptr: all ones); B (ldb elements
 // per row); C (ldc elements per row); window_row (n_windows + 1 row ids); scratch (2 x n_windows x
@@ -60,12 +63,13 @@ __device__ __forceinline__ void load_products(const float* p, float (&out)[KMAX]
 // H200 experiment at 40 registers (atomics for crossing rows) ran products-like K = 2 in 0.66 ms.
 #define STREAM_MIN_BLOCKS(block) (1536 / (block))
 
-template <typename T, int KMAX, int U, int BLOCK>
+template <typename T, int KMAX, int U, int BLOCK, typename EPI = autosage::NoEpilogue>
 __global__ void __launch_bounds__(BLOCK, STREAM_MIN_BLOCKS(BLOCK))
 spmm_stream(const int n_rows, const int nnz, const int k, const int* __restrict__ indptr,
             const int* __restrict__ indices, const T* __restrict__ values, const T* __restrict__ B,
             const long long ldb, T* __restrict__ C, const long long ldc,
-            const int* __restrict__ window_row, float* __restrict__ scratch) {
+            const int* __restrict__ window_row, float* __restrict__ scratch AUTOSAGE_EPILOGUE_PARAMS) {
+    const auto epi = AUTOSAGE_EPILOGUE_ARGS(EPI);
     static_assert(KMAX == 1 || KMAX == 2 || KMAX == 4 || KMAX == 8, "KMAX must be 1, 2, 4 or 8");
     static_assert(BLOCK % 32 == 0 && BLOCK <= AUTOSAGE_MAX_THREADS, "BLOCK must be whole warps");
     constexpr int W = BLOCK * U;  // nonzeros per window
@@ -136,6 +140,7 @@ spmm_stream(const int n_rows, const int nnz, const int k, const int* __restrict_
                 if (off < P) acc[j] += __shfl_xor_sync(mask, acc[j], off);
         if (glane != 0) continue;
         if (start >= e0 && end <= e1) {
+            epi.template apply<KMAX>(0, k, acc);
             T* __restrict__ out = C + row * ldc;
 #pragma unroll
             for (int j = 0; j < KMAX; ++j)
@@ -149,11 +154,13 @@ spmm_stream(const int n_rows, const int nnz, const int k, const int* __restrict_
 
 // The second launch: one thread per crossing row sums its partials in window order (the tail slot
 // of its first window, then the head slots of the others) and writes C's row.
-template <typename T, int KMAX>
+template <typename T, int KMAX, typename EPI = autosage::NoEpilogue>
 __global__ void AUTOSAGE_LAUNCH_BOUNDS
 spmm_stream_crossing(const int n_crossing, const int* __restrict__ crossing_rows,
                      const int* __restrict__ indptr, const int window, const int k,
-                     const float* __restrict__ scratch, T* __restrict__ C, const long long ldc) {
+                     const float* __restrict__ scratch, T* __restrict__ C,
+                     const long long ldc AUTOSAGE_EPILOGUE_PARAMS) {
+    const auto epi = AUTOSAGE_EPILOGUE_ARGS(EPI);
     const long long item = autosage::global_thread();
     if (item >= n_crossing) return;
     const int row = __ldg(crossing_rows + item);
@@ -168,6 +175,7 @@ spmm_stream_crossing(const int n_crossing, const int* __restrict__ crossing_rows
 #pragma unroll
         for (int j = 0; j < KMAX; ++j) sum[j] += part[j];
     }
+    epi.template apply<KMAX>(0, k, sum);
     T* __restrict__ out = C + row * ldc;
 #pragma unroll
     for (int j = 0; j < KMAX; ++j)

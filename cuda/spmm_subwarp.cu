@@ -8,14 +8,18 @@
 //
 // Arguments: n_rows; k; CSR indptr/indices (int32); values (nullptr: all ones); B (ldb elements per
 // row); C (ldc elements per row).
+// EPI: the epilogue applied where a row is stored (spmm_epilogue.cuh; default NoEpilogue); an
+// Epilogue<...> instantiation takes (bias, scale, alpha) after the arguments above.
 #include "spmm_common.cuh"
 
-template <typename T, int G, int V, int U>
+template <typename T, int G, int V, int U, typename EPI = autosage::NoEpilogue>
 __global__ void AUTOSAGE_LAUNCH_BOUNDS
 spmm_subwarp(const int n_rows, const int k, const int* __restrict__ indptr,
              const int* __restrict__ indices, const T* __restrict__ values,
-             const T* __restrict__ B, const long long ldb, T* __restrict__ C, const long long ldc) {
+             const T* __restrict__ B, const long long ldb, T* __restrict__ C,
+             const long long ldc AUTOSAGE_EPILOGUE_PARAMS) {
     const long long row = autosage::global_thread() / G;
     if (row >= n_rows) return;  // whole groups leave together; this family uses no shuffles
-    autosage::group_row<T, G, V, U>(static_cast<int>(row), k, indptr, indices, values, B, ldb, C, ldc);
+    autosage::group_row<T, G, V, U>(static_cast<int>(row), k, indptr, indices, values, B, ldb, C, ldc,
+                                    AUTOSAGE_EPILOGUE_ARGS(EPI));
 }

@@ -18,9 +18,12 @@
 // otherwise as K scalars. Rows with no edges are written as zeros.
 //
 // Arguments: n_rows; k; CSR indptr/indices (int32); values (nullptr: all ones); B (ldb elements per
-// row); C (ldc elements per row).
+// row); C (ldc elements per row). EPI: the epilogue applied to each value where it is stored
+// (spmm_epilogue.cuh; default NoEpilogue); an Epilogue<...> instantiation takes (bias, scale,
+// alpha) last.
 // No standard headers: NVRTC compiles this at run time without a host include path.
 #include "common.cuh"
+#include "spmm_epilogue.cuh"
 
 namespace autosage {
 
@@ -104,11 +107,12 @@ __device__ __forceinline__ void vector_row_accumulate(int begin, int end, int gl
 // Row `row` of C from the group's share of edges [begin, end): accumulate, sum the G lanes' partials
 // with xor-shuffles inside the group's lane mask, and write columns 0..k (an empty row as zeros).
 // Called by all G lanes of the group.
-template <typename T, int G, int KMAX, int U>
+template <typename T, int G, int KMAX, int U, typename EA = EpilogueArgs<T, NoEpilogue>>
 __device__ __forceinline__ void vector_row(long long row, int begin, int end, int glane, int k, bool vec,
                                            const int* __restrict__ indices,
                                            const T* __restrict__ values, const T* __restrict__ B,
-                                           long long ldb, T* __restrict__ C, long long ldc) {
+                                           long long ldb, T* __restrict__ C, long long ldc,
+                                           const EA& epi = EA()) {
     float acc[KMAX];
 #pragma unroll
     for (int j = 0; j < KMAX; ++j) acc[j] = 0.0f;
@@ -127,20 +131,24 @@ __device__ __forceinline__ void vector_row(long long row, int begin, int end, in
 #pragma unroll
     for (int j0 = 0; j0 < KMAX; j0 += G) {
         const int col = j0 + glane;
-        float v = 0.0f;
+        float v[1] = {0.0f};
 #pragma unroll
-        for (int j = j0; j < KMAX && j < j0 + G; ++j) v = col == j ? acc[j] : v;
-        if (col < k) out[col] = from_float<T>(v);
+        for (int j = j0; j < KMAX && j < j0 + G; ++j) v[0] = col == j ? acc[j] : v[0];
+        if (col < k) {
+            epi.template apply<1>(col, k, v);
+            out[col] = from_float<T>(v[0]);
+        }
     }
 }
 
 }  // namespace autosage
 
-template <typename T, int G, int KMAX, int U>
+template <typename T, int G, int KMAX, int U, typename EPI = autosage::NoEpilogue>
 __global__ void AUTOSAGE_LAUNCH_BOUNDS
 spmm_vector(const int n_rows, const int k, const int* __restrict__ indptr,
             const int* __restrict__ indices, const T* __restrict__ values,
-            const T* __restrict__ B, const long long ldb, T* __restrict__ C, const long long ldc) {
+            const T* __restrict__ B, const long long ldb, T* __restrict__ C,
+            const long long ldc AUTOSAGE_EPILOGUE_PARAMS) {
     static_assert(G == 4 || G == 8 || G == 16 || G == 32, "G must be 4, 8, 16 or 32");
     static_assert(KMAX == 1 || KMAX == 2 || KMAX == 4 || KMAX == 8, "KMAX must be 1, 2, 4 or 8");
     const long long row = autosage::global_thread() / G;
@@ -151,5 +159,6 @@ spmm_vector(const int n_rows, const int k, const int* __restrict__ indptr,
     const int end = __ldg(indptr + row + 1);
     const int glane = autosage::lane_id() & (G - 1);
     const bool vec = autosage::gather_vectorizable<T, KMAX>(k, B, ldb);
-    autosage::vector_row<T, G, KMAX, U>(row, begin, end, glane, k, vec, indices, values, B, ldb, C, ldc);
+    autosage::vector_row<T, G, KMAX, U>(row, begin, end, glane, k, vec, indices, values, B, ldb, C, ldc,
+                                        AUTOSAGE_EPILOGUE_ARGS(EPI));
 }

@@ -12,14 +12,18 @@
 // block row loops over all passes.
 //
 // Arguments: n_rows; k; CSR indptr/indices (int32); values (nullptr: all ones); B (ldb); C (ldc).
+// EPI: the epilogue applied where a row is stored (spmm_epilogue.cuh; default NoEpilogue); an
+// Epilogue<...> instantiation takes (bias, scale, alpha) after the arguments above.
 #include "spmm_common.cuh"
 
-template <typename T, int G, int V, int U, int P>
+template <typename T, int G, int V, int U, int P, typename EPI = autosage::NoEpilogue>
 __global__ void AUTOSAGE_LAUNCH_BOUNDS
 spmm_warprow(const int n_rows, const int k, const int* __restrict__ indptr,
              const int* __restrict__ indices, const T* __restrict__ values,
-             const T* __restrict__ B, const long long ldb, T* __restrict__ C, const long long ldc) {
+             const T* __restrict__ B, const long long ldb, T* __restrict__ C,
+             const long long ldc AUTOSAGE_EPILOGUE_PARAMS) {
     constexpr int W = G * V * P;
+    const auto epi = AUTOSAGE_EPILOGUE_ARGS(EPI);
     const long long warp = autosage::global_thread() >> 5;
     if (warp >= n_rows) return;  // uniform per warp, so the shuffles below see full warps
     const int row = static_cast<int>(warp);
@@ -35,7 +39,10 @@ spmm_warprow(const int n_rows, const int k, const int* __restrict__ indptr,
 #pragma unroll
             for (int p = 0; p < P; ++p) {
                 const int col = col0 + p * G * V;
-                if (col < k) autosage::store_vec<V>(C + row * ldc + col, acc[p]);
+                if (col < k) {
+                    epi.template apply<V>(col, k, acc[p]);
+                    autosage::store_vec<V>(C + row * ldc + col, acc[p]);
+                }
             }
         }
     }

@@ -221,8 +221,9 @@ def test_overrides():
     table = work_table(suites.build_work(kernels, datasets=("er-200k", "cora"), ops=("spmm", "attention"),
                                          widths=(8, 64), heads=(2,)))
     assert table["er-200k"] == table["cora"] == [("attention", 8, 2), ("attention", 64, 2), ("spmm", 8, 1), ("spmm", 64, 1)]
-    assert suites.with_overrides(kernels, None, True).all_schedules == ("spmm", "sddmm", "attention",
-                                                                         "attention-additive")
+    assert suites.with_overrides(kernels, None, True).all_schedules == (
+        "spmm", "sddmm", "attention", "attention-additive", "spmm-bias", "spmm-relu", "spmm-bias-relu",
+        "spmm-scale")
     assert suites.with_overrides(kernels, 7, False).repeat == 7
     with pytest.raises(Exception, match="nothing to run"):
         suites.build_work(suites.get_suite("attention"), ops=("spmm",))

@@ -163,7 +163,7 @@ def test_a_carried_over_decision_rebinds_the_latest_plan(monkeypatch):
         def rebind(self, graph):
             return FakePlan(graph, self.can_rebind) if self.can_rebind else None
 
-    def fake_plan_for(dgraph, decision, k, heads, scale, dtype):
+    def fake_plan_for(dgraph, decision, k, heads, scale, dtype, op=None):
         prepared.append(dgraph)
         return FakePlan(dgraph, decision["schedule"] != "partitioned")
 
@@ -178,3 +178,6 @@ def test_a_carried_over_decision_rebinds_the_latest_plan(monkeypatch):
     for g in ("g5", "g6"):
         assert cuda._plan_of_decision(g, part, 64, 1, None, "float32").graph == g
     assert prepared == ["g1", "g4", "g5", "g6"]
+    # a fused SpMM runs SpMM's schedule names with other kernels: never SpMM's plan rebound
+    assert cuda._plan_of_decision("g7", rows, 64, 1, None, "float32", "spmm-bias").graph == "g7"
+    assert prepared[-1] == "g7"

@@ -35,7 +35,8 @@ def test_the_table_gives_each_dtype_its_c_type_size_and_tolerance():
 
 
 def test_each_op_spec_accepts_the_three_dtypes():
-    assert ops.names() == ("spmm", "sddmm", "attention", "attention-additive")
+    assert ops.names() == ("spmm", "sddmm", "attention", "attention-additive", "spmm-bias", "spmm-relu",
+                           "spmm-bias-relu", "spmm-scale")
     assert all(ops.get(op).dtypes == ("float32", "float16", "bfloat16") for op in ops.names())
     assert ops.supported_dtypes() == ("float32", "float16", "bfloat16")
     assert ops.require_dtype("sddmm", "bfloat16") == "bfloat16"

@@ -22,7 +22,7 @@ import pytest
 
 from autosage_cli.kernels import compile as kcompile
 from autosage_cli.kernels import schedule as sched
-from autosage_cli.kernels import util
+from autosage_cli.kernels import epilogues, util
 from autosage_cli.dtypes import DTYPES, vector_bytes_fit
 
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
@@ -72,6 +72,9 @@ def expressions_by_file() -> dict[str, set[str]]:
                 for ref in kcompile.schedule_kernels(s, dtype, index):
                     files.setdefault(ref.source_file, set()).add(ref.expression)
     files["attention_fused.cu"] |= additive_expressions()
+    # the vendor path's epilogue launch (tests/test_epilogue.py checks the fused SpMM kernels)
+    files[epilogues.VENDOR_FILE] = {epilogues.vendor_expression(t.c_type, e)
+                                    for e in epilogues.FUSED for t in DTYPES.values()}
     for ref in util.MODULES.values():   # every group of the helper kernels
         files.setdefault(ref.source_file, set()).update(ref.expressions)
     return files

@@ -28,6 +28,12 @@ Lower-level entry point (used by attention on per-head strided views):
   device (CUDA's occupancy query for the kernel, times the SMs), and its row lists (heavy rows for
   warps, light rows for groups, longest first) are built once per graph and threshold.
 
+Epilogues (kernels/epilogues.py): a plan prepared with a fused epilogue runs the same layout
+with each kernel's epilogue instantiation, whose three extra arguments (bias pointer, scale,
+alpha) follow all the others in every launch (the stream plan's crossing launch too: that is
+where a crossing row's final value is written). They are per-call operands like B and out
+(`run_fused`; `run` uses the plan's defaults), so a packed launch writes them per call.
+
 A family names its launch layout (`Family.plan`, a key of `LAYOUTS`): "rows" (a group or warp
 per row, grid from Schedule.launch), "split" (heavy-row chunks and light rows in one grid, with
 scratch), "persistent" (a resident-only grid over longest-first row lists, heavy rows above
@@ -44,11 +50,11 @@ import numpy as np
 
 from .. import dtypes
 from ..errors import AutosageError
+from ..kernels import epilogues
 from ..kernels.compile import get_function
 from ..kernels.schedule import Schedule, family_of
 from .base import DeviceGraph, PrepareTimer, RowsOutPlan
-from .native_common import (NULL, check_dense, check_edge_vector, kernel_for, require_int32, single_head,
-                            values_all_ones)
+from .native_common import NULL, check_dense, check_edge_vector, require_int32, single_head, values_all_ones
 from .row_partition import crossing_rows, degree_order, edge_windows, longest_first, partition_rows
 from .value_arrays import graph_values
 
@@ -56,6 +62,8 @@ WARP = 32
 INT32_MAX = 2**31 - 1
 # The per-call arguments of a launch, in kernel-argument order; a launch takes all or a subset.
 OPERANDS = ("values", "B", "ldb", "out", "ldc")
+# The per-call arguments a fused epilogue adds after all the others, in every launch of its plan.
+EPILOGUE_OPERANDS = ("bias", "scale", "alpha")
 # Split scratch: n_chunks x K floats (two-phase) or n_heavy x K (atomic); beyond this the plan refuses.
 MAX_SCRATCH_BYTES = 2 << 30
 
@@ -127,17 +135,30 @@ def split_blocks(schedule: Schedule, n_chunks: int, n_light: int, k: int) -> tup
 class NativeSpmmPlan(RowsOutPlan):
     backend = "native"
 
-    def __init__(self, dgraph: DeviceGraph, schedule: Schedule, k: int, dtype: str = dtypes.DEFAULT):
-        super().__init__(dgraph, "spmm", k, 1, dtype)
+    def __init__(self, dgraph: DeviceGraph, schedule: Schedule, k: int, dtype: str = dtypes.DEFAULT,
+                 epilogue: epilogues.Epilogue = epilogues.NONE, scale: float | None = None,
+                 alpha: float | None = None):
+        super().__init__(dgraph, epilogues.op_name(epilogue), k, 1, dtype)
         self.native_schedule, self.schedule = schedule, schedule.name
+        # the epilogue and the scalars `run` passes it (run_fused takes its own)
+        self.epilogue = epilogue
+        self.scale = 1.0 if scale is None else float(scale)
+        self.alpha = epilogue.alpha if alpha is None else float(alpha)
         with PrepareTimer(self):
             require_int32(dgraph)
-            self.kernel = kernel_for(schedule, dtype)
+            self.kernel = self._kernel(0)
             self.values_all_ones = values_all_ones(dgraph)
             # Each launch: (kernel, grid, block, args before the operands, the operands it takes
             # (names in OPERANDS order), args after them).
             self.launches: list[tuple] = []
             LAYOUTS[family_of(schedule.family).plan](self)
+
+    def _kernel(self, i: int):
+        """The i-th kernel its family launches for this schedule, with the plan's epilogue: its
+        own module, built on first use (or found in CuPy's disk cache)."""
+        s = self.native_schedule
+        expression = family_of(s.family).kernels(s, self.dtype)[i]
+        return get_function(s.source_file, epilogues.expression(expression, self.epilogue))
 
     def _prepare_rows(self) -> None:
         """One launch of a group (or warp) per row."""
@@ -199,27 +220,38 @@ class NativeSpmmPlan(RowsOutPlan):
         self.launches.append((self.kernel, (n_windows, 1, 1), (s.threads, 1, 1), head, OPERANDS,
                               (windows["window_row"], self.scratch)))
         if n_crossing:
-            crossing_kernel = get_function(s.source_file,
-                                           family_of(s.family).kernels(s, self.dtype)[1])
+            crossing_kernel = self._kernel(1)
             self.launches.append((crossing_kernel, (-(-n_crossing // s.threads), 1, 1), (s.threads, 1, 1),
                                   (np.int32(n_crossing), windows["crossing"], g.indptr, np.int32(width),
                                    np.int32(self.k), self.scratch), ("out", "ldc"), ()))
 
-    def launch(self, values, B, out, ldb: int, ldc: int) -> None:
-        """Launch on the current stream: out = A(values) @ B with explicit leading dimensions."""
+    def launch(self, values, B, out, ldb: int, ldc: int, bias=None, scale: float | None = None,
+               alpha: float | None = None) -> None:
+        """Launch on the current stream: out = epilogue(A(values) @ B) with explicit leading
+        dimensions (the epilogue's bias, scale and alpha: None for the plan's defaults)."""
         g, k, vec = self.graph, self.k, self.native_schedule.vec
         check_dense("B", B, g.n_cols, k, ldb, vec, self.dtype)
         check_dense("out", out, g.n_rows, k, ldc, vec, self.dtype)
         if values is not None:
             check_edge_vector("values", values, g.nnz, self.dtype)
-        for kernel, grid, block, args in self._launch_args(values, B, out, ldb, ldc):
+        if self.epilogue.bias:
+            if bias is None:
+                raise AutosageError(f"{self.op}: the epilogue {self.epilogue.name!r} needs a bias of K={k}")
+            check_dense("bias", bias, 1, k, k, 1, self.dtype)
+        for kernel, grid, block, args in self._launch_args(values, B, out, ldb, ldc, bias, scale, alpha):
             kernel(grid, block, args)
 
-    def _launch_args(self, values, B, out, ldb: int, ldc: int) -> list[tuple]:
-        """(kernel, grid, block, args) of every launch for these operands (values None: none read)."""
+    def _launch_args(self, values, B, out, ldb: int, ldc: int, bias=None, scale: float | None = None,
+                     alpha: float | None = None) -> list[tuple]:
+        """(kernel, grid, block, args) of every launch for these operands (values None: none read);
+        a fused epilogue's (bias, scale, alpha) last, a packing Slot kept as it is."""
         vals = NULL if values is None or self.graph.nnz == 0 else values
         operands = dict(zip(OPERANDS, (vals, B, np.int64(ldb), out, np.int64(ldc))))
-        return [(kernel, grid, block, head + tuple(operands[n] for n in names) + tail)
+        epilogue = ()
+        if self.epilogue.fused:
+            epilogue = (NULL if bias is None or not self.epilogue.bias else bias,
+                        _scalar(scale, self.scale), _scalar(alpha, self.alpha))
+        return [(kernel, grid, block, head + tuple(operands[n] for n in names) + tail + epilogue)
                 for kernel, grid, block, head, names, tail in self.launches]
 
     def _own_values(self):
@@ -227,23 +259,37 @@ class NativeSpmmPlan(RowsOutPlan):
         return None if self.values_all_ones else graph_values(self.graph, self.dtype)
 
     def run(self, inputs: tuple, out) -> None:
-        (B,) = inputs
-        self.launch(self._own_values(), B, out, self.k, self.k)
+        """inputs: (B,), then the epilogue's operands (`Epilogue.operands`: the bias)."""
+        B, *operands = inputs
+        self.launch(self._own_values(), B, out, self.k, self.k, *operands)
 
     def run_values(self, values, B, out) -> None:
         """out = A(values) @ B: the same pattern with per-call edge values (CSR order), e.g.
         gradients or attention probabilities."""
         self.launch(values, B, out, self.k, self.k)
 
+    def run_fused(self, B, out, bias=None, scale: float | None = None, alpha: float | None = None,
+                  values=None) -> None:
+        """out = epilogue(A(values) @ B) with this call's epilogue operands (values None: the
+        graph's own)."""
+        own = self._own_values() if values is None else values
+        self.launch(own, B, out, self.k, self.k, bias, scale, alpha)
+
     def packed(self, per_call_values: bool):
         """run (or with `per_call_values`, run_values) as PackedLaunches taking the pointers of
-        B, out (and values), contiguous at ld = k; None where an argument cannot be packed."""
+        B, out (and values), contiguous at ld = k, and for a fused epilogue the bias pointer and
+        the scale and alpha bits (packed.float_bits) per call; None where an argument cannot be
+        packed."""
         packs = self.__dict__.setdefault("_packed", {})
         if per_call_values not in packs:
             from .packed import Slot, pack_all
 
             values = Slot("values") if per_call_values else self._own_values()
-            packs[per_call_values] = pack_all(self._launch_args(values, Slot("B"), Slot("out"), self.k, self.k))
+            epilogue = dict(zip(("bias", "scale", "alpha"), map(Slot, EPILOGUE_OPERANDS)))
+            if not self.epilogue.bias:
+                epilogue.pop("bias")
+            packs[per_call_values] = pack_all(self._launch_args(values, Slot("B"), Slot("out"), self.k,
+                                                                self.k, **epilogue))
         return packs[per_call_values]
 
     def rebind(self, dgraph: DeviceGraph):
@@ -262,13 +308,26 @@ class NativeSpmmPlan(RowsOutPlan):
         return plan
 
 
+def _scalar(value, default: float):
+    """A float kernel argument (the plan's default for None), or a packing Slot as it is."""
+    from .packed import Slot
+
+    return value if isinstance(value, Slot) else np.float32(default if value is None else value)
+
+
 # The launch layouts by name (Family.plan).
 LAYOUTS = {"rows": NativeSpmmPlan._prepare_rows, "split": NativeSpmmPlan._prepare_split,
            "persistent": NativeSpmmPlan._prepare_persistent, "stream": NativeSpmmPlan._prepare_stream}
 
 
 def prepare(dgraph: DeviceGraph, schedule: Schedule, k: int, heads: int = 1, scale: float | None = None,
-            dtype: str = dtypes.DEFAULT, **options) -> NativeSpmmPlan:
-    """A native SpMM plan (`scale` does not apply: SpMM has none)."""
+            dtype: str = dtypes.DEFAULT, epilogue: str = "none", alpha: float | None = None,
+            **options) -> NativeSpmmPlan:
+    """A native SpMM plan, with the epilogue named `epilogue` (kernels/epilogues.py) applied at
+    its stores; `scale` and `alpha` are the epilogue's defaults for `run` (SpMM without an
+    epilogue has no scale)."""
     single_head(schedule, heads, options)
-    return NativeSpmmPlan(dgraph, schedule, k, dtype)
+    row = epilogues.get(epilogue)
+    if not row.fused and (scale not in (None, 1.0) or alpha is not None):
+        raise AutosageError("spmm without an epilogue takes no scale or alpha (op spmm-scale scales)")
+    return NativeSpmmPlan(dgraph, schedule, k, dtype, row, scale, alpha)

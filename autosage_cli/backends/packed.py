@@ -5,9 +5,10 @@ bytes, an array to its pointer): about 16 us of host time for an SpMM launch of 
 on the H200's host, more than the kernel itself on a small graph. A `PackedLaunch` converts them
 once into 8-byte slots (every argument the native kernels take is a pointer or a scalar of at most
 8 bytes) and an array of pointers to the slots, cuLaunchKernel's `kernelParams`; a call writes the
-per-call operands' pointers (the `Slot`s: B, out, per-call values) into their slots and launches
-through the driver. The driver copies the parameters when the launch is made (a captured launch
-too), so the slots are free for the next call as soon as `launch` returns.
+per-call operands' pointers (the `Slot`s: B, out, per-call values, an epilogue's bias) into their
+slots, and an epilogue's scale and alpha as their bits, and launches through the driver. The
+driver copies the parameters when the launch is made (a captured launch too), so the slots are
+free for the next call as soon as `launch` returns.
 
 The caller vouches for the operands (the torch path's checks: type, contiguity, 16-byte alignment,
 shape): a packed launch checks nothing, which is what makes it cheap.
@@ -26,8 +27,15 @@ _LOCK = threading.Lock()
 
 @dataclass(frozen=True)
 class Slot:
-    """A per-call pointer argument, by name ("B", "out", "values")."""
+    """A per-call argument of at most 8 bytes, by name: a pointer ("B", "out", "values", an
+    epilogue's "bias") or a scalar's bits (an epilogue's "scale" and "alpha": `float_bits`)."""
     name: str
+
+
+def float_bits(value: float) -> int:
+    """The slot value of a float32 kernel argument (its 4 bytes, little-endian: what the device
+    reads at the slot's address)."""
+    return int.from_bytes(np.float32(value).tobytes(), "little")
 
 
 class PackedLaunch:

@@ -26,7 +26,7 @@ from ..errors import one_line
 from ..graphs.csr import default_workers   # NVRTC releases the GIL: threads compile in parallel
 from ..dtypes import DTYPES, TWO_BYTE_DEFINE as TWO_BYTE_DEFINE_NAME, vector_bytes_fit
 from .. import prebuild
-from . import cubins
+from . import cubins, epilogues
 
 ARCH = "sm_90"
 # The options NVRTC gets at run time; the nvcc check passes the same ones.
@@ -40,10 +40,11 @@ TWO_BYTE_DEFINE = f"-D{TWO_BYTE_DEFINE_NAME}=1"
 
 def header_defines(expressions) -> tuple[str, ...]:
     """The -D options of the value types the name expressions instantiate kernels on (each type's
-    row: `DType.header_define`), in table order, each once."""
+    row: `DType.header_define`), in table order, each once; then the SpMM epilogue's, for
+    expressions that instantiate one (kernels/epilogues.py: its kernels' epilogue arguments)."""
     wanted = (t.header_define for t in DTYPES.values()
               if t.header_define and any(t.c_type in e for e in expressions))
-    return tuple(f"-D{name}=1" for name in dict.fromkeys(wanted))
+    return tuple(f"-D{name}=1" for name in dict.fromkeys(wanted)) + epilogues.header_defines(expressions)
 
 
 def needs_two_byte_types(expressions) -> bool:

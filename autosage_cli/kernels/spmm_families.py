@@ -3,40 +3,38 @@ reason a schedule cannot run a width), NVRTC name expression, schedules (value l
 order), space rules, cost model and plan layout; kernels/schedule.py joins their schedules.
 Hooks take a `Schedule` (kernels/schedule.py), named in annotations only: schedule.py imports this.
 
-Why these values (H200 measurements of the first kernel round): a group of G lanes x V floats per
-row beat the best cuSPARSE algorithm 1.3-2.25x on a uniform graph when G*V matched K, and lost
-5-60x on power-law graphs (one group per hub row), hence the split families; G < 32 edge slots in
-warprow put a whole warp on one long row when K is too small to occupy 32 lanes with features.
+Why these values (H200, the first kernel round): G lanes x V floats per row beat the best cuSPARSE
+algorithm 1.3-2.25x on a uniform graph when G*V matched K, and lost 5-60x on power-law graphs (one
+group per hub row), hence the split families; G < 32 edge slots in warprow put a warp on one long row.
 
 Families (one CUDA file each, except that both split families share spmm_split.cu):
   subwarp    G lanes per row, 32/G rows per warp (cuda/spmm_subwarp.cu). Short, even rows.
   warprow    a warp per row, 32/G edge slots of G lanes, (col, val) staged by shuffles
              (cuda/spmm_warprow.cu). G = 32 is GE-SpMM; tile = G*V*P > 0 splits K over grid.y.
-  split      rows above `split` nonzeros cut into `chunk`-nonzero chunks, a warp each; light rows
-             by sub-warp groups; one launch, the last chunk of a row combines its partials
-             (reduce "atomic": atomics into a per-row scratch; "twophase": per-chunk partials summed
-             in a fixed order, deterministic) (cuda/spmm_split.cu). Hubs among short rows
-             (hub-200k, products-like).
+  split      rows above `split` nonzeros cut into `chunk`-nonzero chunks, a warp each; light rows by
+             sub-warp groups; one launch, the last chunk of a row combines its partials (reduce
+             "atomic": atomics into a per-row scratch; "twophase": per-chunk partials summed in a
+             fixed order) (cuda/spmm_split.cu). Hubs among short rows (hub-200k, products-like).
   splitwarp  the same, light rows by a warp each. Many long rows (reddit-like).
   vector     small K only (tile = KMAX, one schedule per K band KMAX/2 < K <= KMAX): G lanes per
-             row split the row's *edges* (CSR-vector), each lane keeps all K sums, the group sums
-             them with shuffles (cuda/spmm_vector.cu). vec is 1: the kernel reads B rows as vectors
-             itself when K == KMAX and B's alignment allows.
+             row split the row's *edges* (CSR-vector), each lane keeps all K sums, summed by shuffles
+             (cuda/spmm_vector.cu). vec is 1: B rows are read as vectors when K == KMAX and aligned.
   parreduce  the vector family's row walk (G lanes on a row's nonzeros, KMAX sums per lane) by
              persistent groups striding over the rows longest first; for G < 32 the heavy rows
-             (parreduce_heavy_threshold) are walked by a whole warp each first
-             (cuda/spmm_parreduce.cu). Skewed graphs at K <= 8 (products-like).
+             (parreduce_heavy_threshold) go first, a warp each (cuda/spmm_parreduce.cu). Skewed
+             graphs at K <= 8 (products-like).
   stream     small K only (tile = KMAX, as vector): a block per window of threads x U consecutive
-             nonzeros, whatever rows they belong to (CSR-stream); the products go through shared
-             memory, lanes of the block sum the window's rows; a second launch sums the partials
-             of rows crossing a window edge, in window order (cuda/spmm_stream.cu). Long
-             edge streams at K <= 8 (H200, products-like K=2: 0.675 ms against 1.15 ms for the
-             best row walk).
+             nonzeros (CSR-stream), products through shared memory, lanes of the block sum the
+             window's rows; a second launch sums the partials of rows crossing a window edge
+             (cuda/spmm_stream.cu). K <= 8 (H200, products-like K=2: 0.675 ms, best row walk 1.15).
+Every family has each fused epilogue (kernels/epilogues.py) as a kernel variant, applied once where
+a row's final value is written (split: in the last chunk's reduction; stream: the crossing launch).
 """
 from __future__ import annotations
 
 from itertools import product
 
+from . import epilogues
 from .family import Family, every_schedule, first_reason
 
 # A schedule whose lanes x vector width exceeds 4K leaves more than 3/4 of its lanes idle.
@@ -398,3 +396,5 @@ FAMILIES: dict[str, Family] = {
         schedules=_stream_space, space_rules=_rules(_no_split, _stream_knobs), cost="stream",
         plan="stream", launches=_stream_launches, host_work_lists=every_schedule),
 }
+
+FAMILIES = epilogues.with_variants(FAMILIES)   # the fused epilogues as variants (see the docstring)

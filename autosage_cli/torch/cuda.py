@@ -27,8 +27,10 @@ import contextlib
 import numpy as np
 import torch
 
+from ..backends.packed import float_bits
 from ..dtypes import DTYPES
 from ..errors import AutosageError
+from ..kernels import epilogues as epilogue_ops
 from .graph import Graph
 
 _ALIGN = 16  # bytes: the widest vector load a kernel may use
@@ -212,10 +214,11 @@ def plan(graph: Graph, op: str, k: int, device: torch.device, *, heads: int = 1,
 
 def _prepare(graph: Graph, dgraph, question: tuple, scale, capturable: bool = False):
     from .. import api
+    from ..ops.epilogue import fixed_schedule
     from ..scheduler.decisions import kinds
 
     op, k, heads, dtype, weighted = question
-    fixed = graph.schedules.get(op)
+    fixed = fixed_schedule(op, graph.schedules)
     if fixed is not None or graph.nnz > kinds.KIND_MAX_NNZ:
         # a fixed schedule, or a graph large enough to be tuned as itself (by fingerprint)
         host = dgraph.host.csr()
@@ -233,7 +236,7 @@ def _prepare(graph: Graph, dgraph, question: tuple, scale, capturable: bool = Fa
                             f"capture (tuning off, or no native candidate passed verification)")
     if decision is None:
         return api.untuned_vendor_plan(dgraph, op, k, heads, scale, dtype)
-    return _plan_of_decision(dgraph, decision, k, heads, scale, dtype)
+    return _plan_of_decision(dgraph, decision, k, heads, scale, dtype, op)
 
 
 # The latest plan made of each carried-over decision (by what it runs): the next graph of the kind
@@ -241,15 +244,16 @@ def _prepare(graph: Graph, dgraph, question: tuple, scale, capturable: bool = Fa
 _LATEST: dict = {}
 
 
-def _plan_of_decision(dgraph, decision, k: int, heads: int, scale, dtype: str):
+def _plan_of_decision(dgraph, decision, k: int, heads: int, scale, dtype: str, op: str = "spmm"):
     from ..scheduler.decisions.plans import plan_for
 
-    key = (decision.get("backend"), decision.get("schedule"), k, heads, scale, dtype)
+    # the op too: a fused SpMM (spmm-bias-relu) runs SpMM's schedule names with other kernels
+    key = (op, decision.get("backend"), decision.get("schedule"), k, heads, scale, dtype)
     latest = _LATEST.get(key)
     rebind = getattr(latest, "rebind", None)
     made = rebind(dgraph) if rebind is not None else None
     if made is None:
-        made = plan_for(dgraph, decision, k, heads, scale, dtype=dtype)
+        made = plan_for(dgraph, decision, k, heads, scale, dtype=dtype, op=op)
     _LATEST[key] = made
     return made
 
@@ -278,20 +282,33 @@ def _launch_packed(launches, device: torch.device, pointers: dict) -> bool:
     return True
 
 
-def spmm(graph: Graph, values, B: torch.Tensor) -> torch.Tensor:
+def spmm(graph: Graph, values, B: torch.Tensor, epilogue=None, bias=None, scale: float = 1.0,
+         alpha: float | None = None) -> torch.Tensor:
+    """A(values) B, or with `epilogue` (a kernels/epilogues.py row) act(scale A(values) B + bias,
+    alpha) in one launch: the plan of the fused op (ops/epilogue.py), its operands per call."""
     B = operand("B", B)
     k = int(B.shape[1])
     out = torch.empty((graph.n_rows, k), dtype=B.dtype, device=B.device)
-    if graph.nnz == 0:
-        return out.zero_()
-    p = plan(graph, "spmm", k, B.device, weighted=True, dtype=dtype_name(B))
+    fused = epilogue is not None and epilogue.fused
+    if graph.nnz == 0:   # no plan for an empty graph: zeros, through the epilogue
+        out.zero_()
+        return epilogue.apply(out, bias, scale, alpha, torch).to(B.dtype) if fused else out
+    op = epilogue_ops.op_name(epilogue) if fused else "spmm"
+    p = plan(graph, op, k, B.device, weighted=True, dtype=dtype_name(B))
     if values is not None:
         values = operand("values", values, B.dtype)
     pointers = {"B": B.data_ptr(), "out": out.data_ptr(), "values": 0 if values is None else values.data_ptr()}
+    if fused:
+        bias = operand("bias", bias, B.dtype) if epilogue.bias else None
+        alpha = epilogue.alpha if alpha is None else alpha
+        pointers.update(bias=0 if bias is None else bias.data_ptr(), scale=float_bits(scale), alpha=float_bits(alpha))
     if _launch_packed(_packed_launches(p, B.device, values is not None), B.device, pointers):
         return out
     with _on_torch_stream(B.device):
-        if values is None:
+        if fused:
+            p.run_fused(_cupy(B), _cupy(out), None if bias is None else _cupy(bias), scale, alpha,
+                        None if values is None else _cupy(values))
+        elif values is None:
             p.run((_cupy(B),), _cupy(out))
         else:
             run_values = getattr(p, "run_values", None)

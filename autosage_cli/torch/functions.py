@@ -4,6 +4,11 @@
 Backward passes are the same kernels on the transposed graph (built once per Graph, tuned as its
 own input, since its structure differs):
   spmm       C = A(v) B:         dB = Aᵀ(v) dC;  dv = SDDMM(dC, B) (only when v requires grad)
+  spmm with an epilogue (bias, activation, scale; one fused launch, kernels/epilogues.py)
+             C = act(P), P = s A(v) B + b:  dP = act'(P) dC, read off the saved C (relu: dC where
+             C > 0, the same mask as P > 0); db = column sums of dP; then SpMM's gradients of
+             s dP: dB = Aᵀ(v) (s dP), dv = SDDMM(s dP, B). Kept: C (only for an activation), v,
+             and B only when v requires grad: P is never stored.
   sddmm      s_e = <X_i, Y_j>:   dX = A(ds) Y;   dY = Aᵀ(ds) X   (SpMM with the edge gradients as values)
   attention  O = softmax(S) V, S = scale <Q_i, K_j> per head, row softmax over each row's edges:
              the probabilities P are *recomputed* in backward (one SDDMM and one row softmax per
@@ -53,7 +58,8 @@ import math
 import torch
 
 from ..errors import AutosageError
-from . import kernels, ops
+from ..kernels import epilogues
+from . import kernels, ops, ops_epilogue
 from .graph import Graph
 
 
@@ -91,12 +97,35 @@ def _edge_values(g: Graph, edge_weight, like: torch.Tensor):
 
 
 # ------------------------------------------------------------------------------------ ops
-def spmm(graph, B: torch.Tensor, edge_weight: torch.Tensor | None = None) -> torch.Tensor:
+def spmm(graph, B: torch.Tensor, edge_weight: torch.Tensor | None = None, *,
+         bias: torch.Tensor | None = None, activation=None, scale: float | None = None) -> torch.Tensor:
     """out[i] = sum over edges (i, j) of w_e B[j]: `graph @ B` with the graph's weights, or with
-    `edge_weight` (one per edge, in the graph's input order; duplicates summed) instead."""
+    `edge_weight` (one per edge, in the graph's input order; duplicates summed) instead.
+
+    With `bias` (K values, added to every row), `activation` (a name: "relu"; or a (name, alpha)
+    pair for an activation with a parameter) and/or `scale` (multiplies the sum), out[i] =
+    act(scale * sum + bias) in the same launch (the fused SpMM ops), differentiable in bias too."""
     g = Graph.coerce(graph)
     _check("B", B, 2, g.n_cols)
-    return ops.spmm(g, _edge_values(g, edge_weight, B), B)
+    values = _edge_values(g, edge_weight, B)
+    if bias is None and activation is None and scale is None:
+        return ops.spmm(g, values, B)
+    name, alpha = activation if isinstance(activation, (tuple, list)) else (activation, None)
+    factor = 1.0 if scale is None else float(scale)
+    if not math.isfinite(factor) or (alpha is not None and not math.isfinite(float(alpha))):
+        raise AutosageError(f"scale and the activation's parameter must be finite, got {scale!r}, {alpha!r}")
+    if name is not None and not isinstance(name, str):
+        raise AutosageError(f"activation: expected a name ({', '.join(epilogues.activations())}) or None, "
+                            f"got {type(name).__name__}")
+    epilogue = epilogues.choose(bias is not None, name, factor)
+    if bias is not None:
+        _check("bias", bias, 1, B.shape[1])
+        if bias.device != B.device:
+            raise AutosageError(f"bias: expected a tensor on {B.device}, got {bias.device}")
+        bias = bias.to(B.dtype)
+    if not epilogue.fused:   # a scale of 1 and nothing else: plain SpMM
+        return ops.spmm(g, values, B)
+    return ops_epilogue.spmm_epilogue(g, values, B, bias, epilogue.name, factor, alpha)
 
 
 def sddmm(graph, X: torch.Tensor, Y: torch.Tensor, edge_weight: torch.Tensor | None = None):

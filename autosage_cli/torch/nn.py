@@ -24,6 +24,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import AutosageError
+from ..kernels import epilogues
+from . import ops_epilogue
 from .functions import SpMMFunction, additive_attention, attention, spmm
 from .graph import Graph
 from .norm import gcn_graph, gcn_values, mean_graph, with_self_loops
@@ -92,13 +94,21 @@ def _refuse_attention_options(layer: str, dropout: float, edge_dim) -> None:
 
 
 class GCNConv(nn.Module):
-    """x' = D^-1/2 (A + I) D^-1/2 x W + b (PyG's GCNConv). `cached` is accepted for compatibility:
-    the normalised graph is always kept on the Graph when no edge_weight is given."""
+    """x' = act(D^-1/2 (A + I) D^-1/2 x W + b) (PyG's GCNConv, whose act is the identity). `cached`
+    is accepted for compatibility: the normalised graph is always kept on the Graph when no
+    edge_weight is given. `act` (not PyG's: after its arguments, and no parameter, so state dicts
+    are PyG's): None or an activation the SpMM kernels apply ("relu"); the bias and `act` run in
+    the aggregation's own launch (spmm's epilogue), unless the bias is of another type than the
+    aggregation (autocast: then added after it, in the wider type, as before)."""
 
     def __init__(self, in_channels: int, out_channels: int, improved: bool = False,
                  cached: bool = False, add_self_loops: bool | None = None, normalize: bool = True,
-                 bias: bool = True):
+                 bias: bool = True, act: str | None = None):
         super().__init__()
+        if act is not None and act not in epilogues.activations():
+            raise AutosageError(f"GCNConv: act must be None or one of {', '.join(epilogues.activations())}, "
+                                f"got {act!r}")
+        self.act = act
         self.in_channels = _int_channels("in_channels", in_channels)
         self.out_channels = _int_channels("out_channels", out_channels)
         self.improved, self.cached, self.normalize = improved, cached, normalize
@@ -117,20 +127,27 @@ class GCNConv(nn.Module):
     def forward(self, x: torch.Tensor, edge_index, edge_weight: torch.Tensor | None = None):
         g = as_graph(edge_index, x.shape[0])
         h = self.lin(x)
+        fused = self.bias is None or self.bias.dtype == h.dtype
+        epilogue = {"bias": self.bias if fused else None, "activation": self.act if fused else None}
         if not self.normalize:
-            out = spmm(g, h, edge_weight)
+            out = spmm(g, h, edge_weight, **epilogue)
         elif edge_weight is None:
             # PyG (2.x) gives added self-loops weight 2 under `improved` only when the edges
             # carry weights; without any, every edge and loop weighs 1. Kept for equal outputs.
             improved = self.improved and g.user_weight is not None
-            out = spmm(gcn_graph(g, add_self_loops=self.add_self_loops, improved=improved), h)
+            out = spmm(gcn_graph(g, add_self_loops=self.add_self_loops, improved=improved), h, **epilogue)
         else:
             # the normalisation in float32 at least: a 2-byte degree sum would round every step
             target, values = gcn_values(g, edge_weight.to(h.device), add_self_loops=self.add_self_loops,
                                         fill=2.0 if self.improved else 1.0,
                                         dtype=torch.promote_types(h.dtype, torch.float32))
-            out = SpMMFunction.apply(target, values, h)
-        return out if self.bias is None else out + self.bias
+            row = epilogues.choose(epilogue["bias"] is not None, epilogue["activation"])
+            out = (ops_epilogue.spmm_epilogue(target, values, h, epilogue["bias"], row.name) if row.fused
+                   else SpMMFunction.apply(target, values, h))
+        if fused:
+            return out
+        out = out + self.bias
+        return out if self.act is None else epilogues.get(self.act).apply(out, xp=torch)
 
     def extra_repr(self) -> str:
         return f"{self.in_channels}, {self.out_channels}"

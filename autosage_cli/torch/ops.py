@@ -2,6 +2,8 @@
 torch.compile (fullgraph: no graph break inside an op) and CUDA-graph capture see each as one op.
 
   autosage::spmm(graph, values?, B, n_rows)        A(values) B, canonical edge order     (n_rows, k)
+  autosage::spmm_epilogue(graph, values?, B, bias?, n_rows, epilogue, scale, alpha)
+                      act(scale A(values) B + bias) in one launch (n_rows, k): ops_epilogue.py
   autosage::spmm_t(graph, values?, X, n_cols)      Aᵀ(values) X, values in A's order    (n_cols, k)
   autosage::sddmm(graph, X, Y, nnz)                <X_i, Y_j> per edge, canonical order   (nnz,)
   autosage::attention(graph, Q, K, V, scale)       fused row-softmax attention        (n_rows, H, d)

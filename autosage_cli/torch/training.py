@@ -58,16 +58,18 @@ def width(model: str) -> tuple[int, int]:
 
 
 class Net(torch.nn.Module):
-    """A stack of layers with ReLU between them; `graph` is what every layer takes."""
+    """A stack of layers with ReLU between them; `graph` is what every layer takes. A layer listed
+    in `activated` applies the ReLU itself (our GCNConv's act="relu": in its SpMM's epilogue)."""
 
-    def __init__(self, layers):
+    def __init__(self, layers, activated: tuple[bool, ...] = ()):
         super().__init__()
         self.layers = torch.nn.ModuleList(layers)
+        self.activated = tuple(activated) + (False,) * (len(layers) - len(activated))
 
     def forward(self, x, graph):
         for i, layer in enumerate(self.layers):
             x = layer(x, graph)
-            if i + 1 < len(self.layers):
+            if i + 1 < len(self.layers) and not self.activated[i]:
                 x = F.relu(x)
         return x
 
@@ -77,7 +79,10 @@ def build(lib, model: str, n_in: int, n_out: int, pyg_mode: str | None = None) -
     normalised adjacency in sparse-CSR mode."""
     if model == "gcn":
         cached = {"cached": True} if pyg_mode == "sparse-csr" else {}
-        return Net([lib.GCNConv(n_in, HIDDEN, **cached), lib.GCNConv(HIDDEN, n_out, **cached)])
+        # ours: the hidden layer's bias and ReLU in its aggregation's launch (the same function)
+        fused = {"act": "relu"} if lib is autosage_layers else {}
+        return Net([lib.GCNConv(n_in, HIDDEN, **cached, **fused), lib.GCNConv(HIDDEN, n_out, **cached)],
+                   activated=(bool(fused),))
     if model == "sage":
         return Net([lib.SAGEConv(n_in, HIDDEN), lib.SAGEConv(HIDDEN, HIDDEN), lib.SAGEConv(HIDDEN, n_out)])
     if model == "gat":

@@ -126,7 +126,9 @@ def test_captured_builds_equal_eager_builds_across_batches(keep_duplicates):
             for name in ("rowptr", "row", "col", "weight", "user_to_canon"):
                 x, y = getattr(a, name), getattr(b, name)
                 assert (x is None) == (y is None), name
-                assert x is None or torch.equal(x, y), name
+                # a duplicate's weight is a sum by atomics, in no fixed order: equal to rounding
+                assert x is None or (torch.allclose(x, y, rtol=1e-6, atol=0) if name == "weight"
+                                     else torch.equal(x, y)), name
             assert a.structure_stats() == b.structure_stats()
             assert a._looped_stats == b._looped_stats and a._canon_loops == b._canon_loops
 

@@ -35,12 +35,12 @@ def width_for(schedule, dtype: str) -> int | None:
 
 @pytest.fixture(scope="module")
 def graph():
-    """3,000 rows: ~30% empty, row 7 with 6,000 nonzeros (above every split threshold, many stream
-    windows wide), the rest ~6 each; values in [-1, 1)."""
+    """8,000 rows: ~30% empty, row 7 with about 5,400 distinct nonzeros of 9,000 drawn (above every
+    split threshold, many stream windows wide), the rest ~6 each; values in [-1, 1)."""
     rng = np.random.default_rng(7)
-    n = 3000
+    n = 8000
     deg = np.where(rng.random(n) < 0.3, 0, rng.integers(1, 12, n))
-    deg[7] = 6000
+    deg[7] = 9000
     rows = np.repeat(np.arange(n), deg)
     cols = rng.integers(0, n, rows.size)
     m = sp.coo_matrix((rng.uniform(-1, 1, rows.size), (rows, cols)), shape=(n, n)).tocsr()

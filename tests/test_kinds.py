@@ -85,6 +85,15 @@ def test_a_second_graph_of_the_kind_probes_nothing_and_gets_the_carry_decision(f
     assert _decide(store, BASE, checksum=1)["schedule"] == SPLIT.name   # the probed graph keeps its own
 
 
+def test_a_graph_whose_host_csr_is_another_gets_the_carry_even_as_the_probed_graph(fake):
+    """A graph of every listing tunes on its coalesced graph's CSR: with own_host=False it never
+    takes the probed graph's own decision (a host work list of the other CSR), only the carry."""
+    _tuner, store = fake
+    listed = kinds.decide(BASE, 1, QUESTION, cache=store, host_graph=_host_graph, own_host=False)
+    assert listed["schedule"] == ROWS.name and kinds.probe_count() == 1
+    assert _decide(store, BASE, checksum=1)["schedule"] == SPLIT.name   # its own, for the graph itself
+
+
 @pytest.mark.parametrize("change", [{"nnz": 2_000_000}, {"n_rows": 100_000}, {"deg_max": 400},
                                     {"deg_q99": 60}, {"empty_share": 0.1}])
 def test_another_kind_probes(fake, change):

@@ -212,6 +212,12 @@ def plan(graph: Graph, op: str, k: int, device: torch.device, *, heads: int = 1,
     return found
 
 
+def _own_host(graph: Graph) -> bool:
+    """Whether the graph's host CSR is its own (a graph of every listing tunes on its coalesced
+    graph's: kinds.decide then gives it the kind's decision for other graphs)."""
+    return graph._coalesced_ref is None
+
+
 def _prepare(graph: Graph, dgraph, question: tuple, scale, capturable: bool = False):
     from .. import api
     from ..ops.epilogue import fixed_schedule
@@ -230,7 +236,7 @@ def _prepare(graph: Graph, dgraph, question: tuple, scale, capturable: bool = Fa
         return made
     decision = kinds.decide(graph.kind_features(), graph.structure_stats()["checksum"], question,
                             cache=graph.cache, tune=graph.tune, host_graph=dgraph.host.csr,
-                            capturable=capturable)
+                            capturable=capturable, own_host=_own_host(graph))
     if decision is None and capturable:
         raise AutosageError(f"{op} at width {k} on {graph.describe()} has no verified native plan to "
                             f"capture (tuning off, or no native candidate passed verification)")
@@ -373,7 +379,7 @@ def additive_plan(graph: Graph, d: int, heads: int, negative_slope: float, devic
         kind = (graph.kind_features(), graph.structure_stats()["checksum"]) if by_kind else None
         with _on_torch_stream(device), unsynchronized_prepare():
             schedule = additive.schedule_for(dgraph, d, heads, dtype, fixed=fixed, kind=kind,
-                                             cache=graph.cache, tune=graph.tune)
+                                             cache=graph.cache, tune=graph.tune, own_host=_own_host(graph))
             graph.gpu[key] = additive.prepare_additive_plan(dgraph, schedule, d, heads, negative_slope, dtype)
     return graph.gpu[key]
 

@@ -62,7 +62,7 @@ def additive_schedule(graph: CSRGraph, d: int, heads: int, schedule: str | None 
 
 
 def _cost_model_of_kind(features: dict, checksum: int, host_graph, d: int, heads: int,
-                        dtype: str) -> Schedule:
+                        dtype: str, own_host: bool = True) -> Schedule:
     """With tuning off and the kind unknown: the cost model's best for the first graph of the kind
     (`host_graph()`, built only then), and for the kind's other graphs its best whose plan builds
     no work lists on the host; decided once per kind in this process, recorded nowhere."""
@@ -74,7 +74,9 @@ def _cost_model_of_kind(features: dict, checksum: int, host_graph, d: int, heads
         return kinds.Kind(features, checksum, {"schedule": ranked[0].name},
                           {"schedule": (on_device or ranked)[0].name})
 
-    chosen = kinds.lookup(("cost-model", OP, d, heads, dtype), features, checksum, ranked_once)
+    # a graph of every listing takes the other graphs' choice (kinds.decide's own_host says why)
+    chosen = kinds.lookup(("cost-model", OP, d, heads, dtype), features, checksum if own_host else None,
+                          ranked_once)
     return get(chosen["schedule"])
 
 
@@ -87,7 +89,7 @@ def _native(decision: dict) -> Schedule:
 
 
 def schedule_for(dgraph, d: int, heads: int, dtype: str = dtypes.DEFAULT, *, fixed: str | None = None,
-                 kind: tuple | None = None, cache=None, tune: bool = True) -> Schedule:
+                 kind: tuple | None = None, cache=None, tune: bool = True, own_host: bool = True) -> Schedule:
     """The additive schedule for `dgraph` (a DeviceGraph whose host side gives the CSRGraph on
     demand) at (d, heads, dtype): `fixed`, checked; else, with `kind` = (kind features, structure
     checksum) (autosage_cli.torch.Graph's), its kind's decision; else the graph's own, by
@@ -99,9 +101,9 @@ def schedule_for(dgraph, d: int, heads: int, dtype: str = dtypes.DEFAULT, *, fix
     if kind is not None:
         features, checksum = kind
         decision = kinds.decide(features, checksum, (OP, d, heads, dtype, False), cache=cache, tune=tune,
-                                host_graph=dgraph.host.csr)
+                                host_graph=dgraph.host.csr, own_host=own_host)
         if decision is None:
-            return _cost_model_of_kind(features, checksum, dgraph.host.csr, d, heads, dtype)
+            return _cost_model_of_kind(features, checksum, dgraph.host.csr, d, heads, dtype, own_host)
         return _native(decision)
     from .. import tune as tuner
     from ... import cache as cache_mod

@@ -227,7 +227,7 @@ def _store(cache) -> cache_mod.DecisionCache:
 
 
 def decide(features: dict, checksum: int, question: tuple, *, cache=None, tune: bool = True,
-           host_graph=None, say=None, capturable: bool = False) -> dict | None:
+           host_graph=None, say=None, capturable: bool = False, own_host: bool = True) -> dict | None:
     """The decision (a Decision dict) for a graph of `features` and `checksum` on `question` =
     (op, k, heads, dtype, weighted): the kind's, or, for a new kind, its own from a tune of
     `host_graph()` (the graph's CSRGraph, built only then), recorded with the kind. None when tuning
@@ -255,7 +255,10 @@ def decide(features: dict, checksum: int, question: tuple, *, cache=None, tune: 
         return Kind(features, checksum, result.decision.to_dict(), carry, result.key_id or "",
                     native_decision(result.candidates))
 
-    return lookup(scope, features, checksum, tuned, capturable)
+    # a graph whose host CSR is another's (a graph of every listing: its coalesced graph's) was not
+    # the graph probed even when the tune ran on that CSR: it gets the kind's decision for other
+    # graphs, whose plan needs no host pass (a host work list of the other CSR would be wrong)
+    return lookup(scope, features, checksum if own_host else None, tuned, capturable)
 
 
 def replayable(graph, store: cache_mod.DecisionCache):

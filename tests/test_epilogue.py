@@ -340,12 +340,14 @@ def test_gcnconv_act_is_pyg_compatible_and_fuses(tgraph, monkeypatch):
         at.GCNConv(6, 5, act="tanh")
 
 
-def test_the_training_gcn_fuses_its_hidden_relu_and_computes_pyg_s_function(tgraph):
+def test_a_net_whose_hidden_gcn_fuses_its_relu_computes_pyg_s_function(tgraph):
     pyg = pytest.importorskip("torch_geometric.nn")
     from autosage_cli.torch import nn as layers, training
 
     g, ei = tgraph
-    ours, theirs = training.build(layers, "gcn", 6, 3), training.build(pyg, "gcn", 6, 3)
+    ours = training.Net([layers.GCNConv(6, training.HIDDEN, act="relu"), layers.GCNConv(training.HIDDEN, 3)],
+                        activated=(True,))
+    theirs = training.build(pyg, "gcn", 6, 3)
     assert ours.layers[0].act == "relu" and ours.activated[0] and not theirs.activated[0]
     for p in theirs.parameters():
         torch.nn.init.uniform_(p, -0.5, 0.5)

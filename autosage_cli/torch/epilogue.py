@@ -16,7 +16,7 @@ import torch
 
 from ..kernels import epilogues
 from .graph import Graph
-from .kernels import widened
+from .kernels import reference_product, widened
 
 
 def spmm(graph: Graph, values: torch.Tensor | None, B: torch.Tensor, epilogue: epilogues.Epilogue,
@@ -25,13 +25,7 @@ def spmm(graph: Graph, values: torch.Tensor | None, B: torch.Tensor, epilogue: e
         from . import cuda
 
         return cuda.spmm(graph, values, B, epilogue, bias, scale, alpha)
-    dev, wide = B.device, widened(B)
-    row, col = graph.on("row", dev), graph.on("col", dev)
-    vals = values if values is not None else graph.on("weight", dev)
-    msg = wide.index_select(0, col)
-    if vals is not None:
-        msg = msg * vals.to(B.dtype).to(wide.dtype).unsqueeze(-1)   # values as the kernels read them
-    product = wide.new_zeros((graph.n_rows, B.shape[1])).index_add_(0, row, msg)
+    product = reference_product(graph, values, B)
     b = widened(bias.to(B.dtype)) if epilogue.bias else None
     return epilogue.apply(product, b, scale, alpha, torch).to(B.dtype)
 

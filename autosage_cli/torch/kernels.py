@@ -54,13 +54,19 @@ def spmm(graph: Graph, values: torch.Tensor | None, B: torch.Tensor) -> torch.Te
         from . import cuda
 
         return cuda.spmm(graph, values, B)
+    return reference_product(graph, values, B).to(B.dtype)
+
+
+def reference_product(graph: Graph, values: torch.Tensor | None, B: torch.Tensor) -> torch.Tensor:
+    """A(values) B off CUDA, summed in float32 at least (float64 stays float64), not yet rounded
+    to B's type (an epilogue applies first: torch/epilogue.py)."""
     dev, wide = B.device, widened(B)
     row, col = graph.on("row", dev), graph.on("col", dev)
     vals = values if values is not None else graph.on("weight", dev)
     msg = wide.index_select(0, col)
     if vals is not None:
         msg = msg * vals.to(B.dtype).to(wide.dtype).unsqueeze(-1)   # values as the kernels read them
-    return wide.new_zeros((graph.n_rows, B.shape[1])).index_add_(0, row, msg).to(B.dtype)
+    return wide.new_zeros((graph.n_rows, B.shape[1])).index_add_(0, row, msg)
 
 
 def sddmm(graph: Graph, X: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:

@@ -173,3 +173,13 @@ def test_warm_up_tunes_a_tiny_graph_once_per_op_probing_every_candidate(monkeypa
     graph, kw = calls[0][0], calls[0][4]
     assert graph.nnz < 100_000 and kw["cache"] is None
     assert kw["top_k"] >= len(sched.registry("spmm")) + len(sched.registry("attention"))
+
+
+def test_compile_without_op_builds_the_ops_layers_run_not_every_fused_epilogue():
+    from autosage_cli import ops as op_specs
+    from autosage_cli.commands.compile import parse_ops
+
+    chosen = parse_ops(())
+    assert {"spmm", "sddmm", "attention", "attention-additive", "spmm-bias"} <= set(chosen)
+    assert not {"spmm-relu", "spmm-bias-relu", "spmm-scale"} & set(chosen)
+    assert parse_ops(("spmm-relu",)) == ("spmm-relu",) and set(chosen) < set(op_specs.names())

@@ -22,7 +22,17 @@ def parse_ops(values: tuple[str, ...]) -> tuple[str, ...]:
     for op in ops:
         if op not in known:
             raise AutosageError(f"unknown op {op!r} in --op; choose from {', '.join(known)}")
-    return ops or known
+    return ops or default_ops(known)
+
+
+def default_ops(known: tuple[str, ...]) -> tuple[str, ...]:
+    """What `autosage compile` builds without --op: every op but the fused SpMM epilogues no layer
+    runs by default (each is all of SpMM's schedules again; they compile on first use). GCNConv
+    adds its bias in the SpMM's store, so spmm-bias is built."""
+    from ..kernels import epilogues
+
+    optional = {epilogues.op_name(row) for row in epilogues.FUSED if row.name != "bias"}
+    return tuple(op for op in known if op not in optional)
 
 
 def c_type(dtype: str, ops: tuple[str, ...]) -> str:

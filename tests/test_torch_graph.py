@@ -308,3 +308,20 @@ def test_derived_graphs_outliving_their_batch_work_out_their_structure_themselve
     assert mean.T.T is mean
     alone = multi.host_csr(weighted=False)
     assert np.array_equal(alone.indptr, host.indptr) and np.array_equal(alone.indices, host.indices)
+
+
+def test_work_lists_of_a_graph_of_every_listing_read_its_own_rows():
+    """A plan's host work lists (dgraph.host.indptr / indices) walk the rows its kernels walk: for
+    a graph of every listing its own CSR, not the coalesced graph's that its tunes read."""
+    import numpy as np
+
+    from autosage_cli.torch.host import HostOnDemand
+
+    g = Graph.from_edge_index(random_edge_index(30, seed=8, duplicates=True), 30)
+    multi = g.with_duplicates()
+    assert multi.nnz > g.nnz
+    host = HostOnDemand(multi, False)
+    assert np.array_equal(host.indptr, multi.rowptr.numpy()) and np.array_equal(host.indices, multi.col.numpy())
+    assert host.csr().nnz == g.nnz and host.indptr.dtype == host.csr().indptr.dtype
+    plain = HostOnDemand(g, False)
+    assert plain.indptr is plain.csr().indptr

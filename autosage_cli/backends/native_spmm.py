@@ -285,9 +285,7 @@ class NativeSpmmPlan(RowsOutPlan):
             from .packed import Slot, pack_all
 
             values = Slot("values") if per_call_values else self._own_values()
-            epilogue = dict(zip(("bias", "scale", "alpha"), map(Slot, EPILOGUE_OPERANDS)))
-            if not self.epilogue.bias:
-                epilogue.pop("bias")
+            epilogue = {name: Slot(name) for name in EPILOGUE_OPERANDS if name != "bias" or self.epilogue.bias}
             packs[per_call_values] = pack_all(self._launch_args(values, Slot("B"), Slot("out"), self.k,
                                                                 self.k, **epilogue))
         return packs[per_call_values]

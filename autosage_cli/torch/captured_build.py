@@ -49,7 +49,7 @@ class CapturedBuild:
 
     def __init__(self, device_part, device: torch.device, edges: int, nodes: int, weighted: bool,
                  keep_duplicates: bool, looped: bool):
-        self.edges, self.nodes = edges, nodes
+        self.nodes = nodes
         self.row = torch.zeros(edges, dtype=torch.int64, device=device)
         self.col = torch.zeros(edges, dtype=torch.int64, device=device)
         self.weight = torch.zeros(edges, dtype=torch.float32, device=device) if weighted else None

@@ -31,6 +31,7 @@ from ..backends.packed import float_bits
 from ..dtypes import DTYPES
 from ..errors import AutosageError
 from ..kernels import epilogues as epilogue_ops
+from . import host
 from .graph import Graph
 
 _ALIGN = 16  # bytes: the widest vector load a kernel may use
@@ -126,30 +127,6 @@ def _cupy(t: torch.Tensor):
     return cupy.ndarray(tuple(t.shape), _CUPY_TYPES[t.dtype], cupy.cuda.MemoryPointer(memory, 0))
 
 
-class HostOnDemand:
-    """The host side of a DeviceGraph made from a Graph: its sizes at once, its CSR arrays only
-    when something asks for them (a plan whose family builds work lists on the host, a tune of a new
-    kind), copied then, once (Graph.host_csr counts it). The per-step path never asks."""
-
-    def __init__(self, graph: Graph, weighted: bool):
-        self._graph, self._weighted = graph, weighted
-
-    n_rows = property(lambda self: self._graph.n_rows)
-    n_cols = property(lambda self: self._graph.n_cols)
-    nnz = property(lambda self: self._graph.nnz)
-
-    def describe(self) -> str:
-        return self._graph.describe()
-
-    def csr(self):
-        return self._graph.host_csr(weighted=self._weighted)
-
-    def __getattr__(self, name: str):
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return getattr(self.csr(), name)
-
-
 def device_graph(graph: Graph, weighted: bool, device: torch.device):
     """The DeviceGraph of `graph` on `device` (weights, or the all-ones pattern), made once."""
     from ..backends.base import DeviceGraph
@@ -165,7 +142,7 @@ def device_graph(graph: Graph, weighted: bool, device: torch.device):
                   else torch.ones(graph.nnz, dtype=torch.float32, device=device))
         # the torch tensors stay referenced here: the CuPy views borrow their memory
         graph.gpu[key + ("tensors",)] = (rowptr, col, values)
-        dgraph = DeviceGraph(HostOnDemand(graph, which == "weighted"), _cupy(rowptr), _cupy(col), _cupy(values))
+        dgraph = DeviceGraph(host.HostOnDemand(graph, which == "weighted"), _cupy(rowptr), _cupy(col), _cupy(values))
         # known without looking: a pattern is all ones, and a Graph keeps weights only when they
         # are not (Graph.from_coo); the kernels skip reading values of a pattern
         dgraph.derived["values_all_ones"] = which == "pattern"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..graphs.csr import CSRGraph, from_arrays
+from ..graphs.csr import CSRGraph, from_arrays, index_dtype
 
 # Device-to-host copies of a graph's index arrays made by `host_csr` in this process: the per-step
 # path of a mini-batch loop must make none (tests count them).
@@ -49,3 +49,54 @@ def host_csr(g, weighted: bool = True) -> CSRGraph:
             rowptr, col, values = _without_duplicates(rowptr, col, g.shape)
         g._host[which] = from_arrays(rowptr, col, values, g.shape, {"api": "autosage_cli.torch.Graph"})
     return g._host[which]
+
+
+def own_structure(g) -> tuple[np.ndarray, np.ndarray]:
+    """(indptr, indices) of g's own CSR on the host, for a graph whose host_csr is its coalesced
+    graph's (a graph of every listing): what a plan's per-graph work lists are built from, which
+    must walk the rows the kernels walk. Copied once (counted)."""
+    if "own" not in g._host:
+        _HOST_COPIES[0] += 1
+        dtype = index_dtype(g.nnz, max(g.shape))
+        g._host["own"] = (g.rowptr.cpu().numpy().astype(dtype), g.col.cpu().numpy().astype(dtype))
+    return g._host["own"]
+
+
+class HostOnDemand:
+    """The host side of a DeviceGraph made from a Graph: its sizes at once, its CSR arrays only
+    when something asks for them (a plan whose family builds work lists on the host, a tune of a new
+    kind), copied then, once (Graph.host_csr counts it). The per-step path never asks."""
+
+    def __init__(self, graph: Graph, weighted: bool):
+        self._graph, self._weighted = graph, weighted
+
+    n_rows = property(lambda self: self._graph.n_rows)
+    n_cols = property(lambda self: self._graph.n_cols)
+    nnz = property(lambda self: self._graph.nnz)
+
+    def describe(self) -> str:
+        return self._graph.describe()
+
+    def csr(self):
+        return self._graph.host_csr(weighted=self._weighted)
+
+    # The row structure plans build work lists from is the graph's own, also for a graph of every
+    # listing, whose csr() (what tunes and features read) is its coalesced graph's.
+    @property
+    def indptr(self):
+        return self._structure()[0]
+
+    @property
+    def indices(self):
+        return self._structure()[1]
+
+    def _structure(self):
+        if self._graph._coalesced_ref is None:
+            found = self.csr()
+            return found.indptr, found.indices
+        return own_structure(self._graph)
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.csr(), name)

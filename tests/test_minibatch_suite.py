@@ -58,7 +58,8 @@ def test_both_libraries_train_alike_on_the_same_batches(builds_as_probes):
                                       batch_size=64, fanouts=(5, 3), seed=0, warmup=2))
     assert [(m, [r.mode for r in theirs]) for m, _, _, theirs in runs] == [
         ("sage", ["sparse-csr", "edge-index"]), ("gcn", ["sparse-csr", "edge-index"]), ("gat", ["edge-index"])]
-    for model, sample_ms, ours, theirs in runs:
+    for model, sample_ms, (ours, captured), theirs in runs:
+        assert (captured.mode, captured.status) == ("captured", "skipped") and "CUDA" in captured.error
         assert ours.status == "ok", ours.error
         assert sample_ms > 0 and len(ours.losses) == steps and len(ours.times_ms) == steps - 2
         assert ours.losses[-1] != ours.losses[0]                       # it trained
@@ -113,11 +114,15 @@ def test_rows_carry_every_column_and_ours_the_fastest_pyg_mode():
     ours = _run("autosage", "graph", [2.0, 3.0, 4.0], [3.0, 2.02], first_step_ms=900.0, floor_ms=1.5, probes=7)
     csr = _run("pyg", "sparse-csr", [6.0, 6.0, 6.0], [3.0, 2.0], first_step_ms=20.0, floor_ms=5.0)
     edges = _run("pyg", "edge-index", [9.0, 9.0, 9.0], [3.0, 1.0], first_step_ms=30.0, floor_ms=8.0)
-    rows = bench_minibatch._rows_of(spec, graph, "sage", 0.75, ours, [csr, edges], {"gpu": "H200"}, "bfloat16")
+    captured = _run("autosage", "captured", [1.0, 1.5, 2.0], [3.0, 2.0], first_step_ms=950.0, floor_ms=1.4)
+    rows = bench_minibatch._rows_of(spec, graph, "sage", 0.75, [ours, captured], [csr, edges], {"gpu": "H200"},
+                                    "bfloat16")
     assert [(r.op, r.backend, r.schedule, r.decision) for r in rows] == [
         ("minibatch-sage", "pyg", "sparse-csr", "fixed"), ("minibatch-sage", "pyg", "edge-index", "fixed"),
-        ("minibatch-sage", "autosage", "graph", "probe")]
-    mine = rows[-1]
+        ("minibatch-sage", "autosage", "graph", "probe"), ("minibatch-sage", "autosage", "captured", "probe")]
+    assert rows[-1].speedup_vs_best_vendor == 4.0 and rows[-1].rel_error == 0.0   # each of ours on the baseline
+    assert "ours captured 1.5 ms/step" in bench_minibatch._progress_line(rows)
+    mine = rows[-2]
     assert (mine.k, mine.heads, mine.dtype, mine.nnz, mine.gpu) == (256, 1, "bfloat16", 40, "H200")
     assert (mine.ms_median, mine.repeats, mine.first_step_ms, mine.floor_ms, mine.probes) == (3.0, 3, 900.0, 1.5, 7)
     assert mine.prepare_ms == 50.0 and mine.loss_first == 3.0 and mine.loss_last == 2.02
@@ -131,7 +136,7 @@ def test_a_pyg_mode_that_runs_out_of_memory_is_a_skipped_row_and_never_the_basel
     oom = torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 12.50 GiB. GPU 0 ...")
     spec, graph = SimpleNamespace(label="g"), SimpleNamespace(n_rows=1, n_cols=1, nnz=1)
     skipped = _run("pyg", "edge-index", status="skipped", error=training.failure_text(oom))
-    gat = bench_minibatch._rows_of(spec, graph, "gat", 1.0, _run("autosage", "graph", [4.0], [1.0]), [skipped], {})
+    gat = bench_minibatch._rows_of(spec, graph, "gat", 1.0, [_run("autosage", "graph", [4.0], [1.0])], [skipped], {})
     assert gat[0].status == "skipped" and "asked for 12.50 GiB" in gat[0].error and math.isnan(gat[0].ms_median)
     assert (gat[1].k, gat[1].heads) == (64, 8) and gat[1].best_vendor == "" and math.isnan(gat[1].rel_error)
     # run_pyg turns the exception into that row
@@ -163,8 +168,11 @@ def test_the_command_writes_a_results_directory(tmp_path, monkeypatch, builds_as
     rows = report.read_rows(out / "results.csv")
     assert [(r.op, r.backend, r.schedule) for r in rows] == [
         ("minibatch-gcn", "pyg", "sparse-csr"), ("minibatch-gcn", "pyg", "edge-index"),
-        ("minibatch-gcn", "autosage", "graph"), ("minibatch-gat", "pyg", "edge-index"),
-        ("minibatch-gat", "autosage", "graph")]
+        ("minibatch-gcn", "autosage", "graph"), ("minibatch-gcn", "autosage", "captured"),
+        ("minibatch-gat", "pyg", "edge-index"), ("minibatch-gat", "autosage", "graph"),
+        ("minibatch-gat", "autosage", "captured")]
+    assert all(r.status == "skipped" and "CUDA" in r.error for r in rows if r.schedule == "captured")
+    rows = [r for r in rows if r.schedule != "captured"]
     for r in rows:
         assert r.status == "ok" and r.repeats == 2 and r.sample_ms > 0 and r.floor_ms > 0, r.error
         assert r.probes == (7 if r.backend == "autosage" else 0)

@@ -19,8 +19,8 @@ from ..errors import AutosageError
 from .plots import draw_plots
 from .rows import ALL_COLUMNS, Row, json_value
 from .targets import (AGREEMENT_TOLERANCE, GroupSummary, Target, agreement, attention_kind, case_key,
-                      TRAINING_MODES, TRAINING_PREFIX, evaluate_targets, geomean, group_summaries,
-                      is_main, probe_agrees)
+                      MINIBATCH_PREFIX, TRAINING_MODES, TRAINING_PREFIX, evaluate_targets, geomean,
+                      group_summaries, is_main, probe_agrees)
 
 __all__ = ["AGREEMENT_TOLERANCE", "GroupSummary", "Target", "agreement", "attention_kind", "case_key",
            "evaluate_targets", "geomean", "group_summaries", "is_main", "probe_agrees", "summary_dict",
@@ -95,8 +95,9 @@ def read_runs(path: Path) -> tuple[dict, list]:
 
 def row_identity(row: Row) -> tuple:
     # Native rows are one per schedule; autosage and vendor rows are one per case and decision,
-    # training rows also one per mode of their own (captured, compiled) beside the eager one.
-    own = row.backend == "native" or (row.op.startswith(TRAINING_PREFIX) and row.schedule in TRAINING_MODES)
+    # training and mini-batch rows also one per mode of their own (captured, compiled) beside the eager one.
+    own = row.backend == "native" or (row.op.startswith((TRAINING_PREFIX, MINIBATCH_PREFIX))
+                                      and row.schedule in TRAINING_MODES)
     return (*case_key(row), row.backend, row.decision, row.schedule if own else "", row.reorder)
 
 

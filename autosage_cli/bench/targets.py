@@ -285,21 +285,25 @@ def training_targets(rows: list[Row]) -> list[Target]:
     """The training suite's targets (training epochs) and the mini-batch suite's (steps), each only
     when its rows are there; the mini-batch suite also a new batch's step against its floor (the
     worst row) and the first step (the slowest)."""
-    rows = [r for r in rows if r.schedule not in TRAINING_MODES]
-    out = _model_targets(rows, TRAINING_TARGETS, "training epoch", "Training")
-    out += _model_targets(rows, MINIBATCH_TARGETS, "mini-batch step", "Mini-batch")
-    ours = [r for r in rows if r.op.startswith(MINIBATCH_PREFIX) and r.backend == "autosage" and r.status == "ok"]
-    if ours:
-        over = [(r.ms_median / r.floor_ms, r) for r in ours if r.floor_ms > 0]
-        worst = max(over, key=lambda o: o[0], default=None)
-        out.append(Target("Mini-batch step on a new batch vs the same batch again (floor)",
-                          worst[0] if worst else math.nan, NEW_BATCH_OVER_FLOOR,
-                          f"worst: {worst[1].graph} {worst[1].op} {worst[1].dtype}" if worst else "no floor",
-                          worst is not None, "×", True))
-        first = max(ours, key=lambda r: r.first_step_ms)
-        out.append(Target("Mini-batch first step (tuning included)", first.first_step_ms, FIRST_STEP_MS,
-                          f"slowest: {first.graph} {first.op} {first.dtype}, {first.probes:g} probes in all",
-                          True, "ms", True))
+    eager = [r for r in rows if r.schedule not in TRAINING_MODES]
+    out = _model_targets(eager, TRAINING_TARGETS, "training epoch", "Training")
+    # the mini-batch suite's captured step (its own rows, PyG's beside them) is a second set
+    captured = [r for r in rows if r.op.startswith(MINIBATCH_PREFIX) and (r.backend == "pyg" or r.schedule == "captured")]
+    for label, minibatch in (("Mini-batch", eager), ("Mini-batch captured", captured)):
+        what = "mini-batch step" if label == "Mini-batch" else "captured mini-batch step"
+        out += _model_targets(minibatch, MINIBATCH_TARGETS, what, label)
+        ours = [r for r in minibatch if r.op.startswith(MINIBATCH_PREFIX) and r.backend == "autosage" and r.status == "ok"]
+        if ours:
+            over = [(r.ms_median / r.floor_ms, r) for r in ours if r.floor_ms > 0]
+            worst = max(over, key=lambda o: o[0], default=None)
+            out.append(Target(f"{label} step on a new batch vs the same batch again (floor)",
+                              worst[0] if worst else math.nan, NEW_BATCH_OVER_FLOOR,
+                              f"worst: {worst[1].graph} {worst[1].op} {worst[1].dtype}" if worst else "no floor",
+                              worst is not None, "×", True))
+            first = max(ours, key=lambda r: r.first_step_ms)
+            out.append(Target(f"{label} first step (tuning included)", first.first_step_ms, FIRST_STEP_MS,
+                              f"slowest: {first.graph} {first.op} {first.dtype}, {first.probes:g} probes in all",
+                              True, "ms", True))
     return out
 
 

@@ -5,7 +5,8 @@ schema.
 
 Rows: one per (graph, model, library, graph input); op `minibatch-sage`, `minibatch-gcn` or
 `minibatch-gat`, k the hidden width (64 = 8 heads x 8 for GAT), heads, backend `autosage` or `pyg`,
-schedule the graph input (`graph` for ours; PyG's `sparse-csr` and `edge-index` for GCN and SAGE,
+schedule the graph input (`graph` for ours, and `captured` for our captured step, which
+builds the graph inside its CUDA graph: skipped off a GPU; PyG's `sparse-csr` and `edge-index` for GCN and SAGE,
 `edge-index` for GAT: one row each). ms_median/p20/p80: the step time over steps 6..--steps;
 first_step_ms: step 1; prepare_ms: the wall time of steps 1-5; floor_ms: the last batch stepped
 again on its already built (and planned) input, median; probes: the tuning probes autosage ran over
@@ -89,10 +90,13 @@ def _rows_of(spec, graph, model: str, sample_ms: float, ours, theirs, stamp: dic
     k, heads = width(model)
     base = dict(graph=spec.label, n_rows=graph.n_rows, n_cols=graph.n_cols, nnz=graph.nnz,
                 op=f"{OP_PREFIX}{model}", k=k, heads=heads, dtype=dtype, **stamp)
-    rows = [run_row(base, run, first_step_ms=run.first_step_ms, floor_ms=run.floor_ms,
-                    probes=run.probes, sample_ms=sample_ms) for run in (*theirs, ours)]
-    set_baseline(rows[-1], rows[:-1])
-    return rows
+    pyg = [run_row(base, run, first_step_ms=run.first_step_ms, floor_ms=run.floor_ms,
+                   probes=run.probes, sample_ms=sample_ms) for run in theirs]
+    mine = [run_row(base, run, first_step_ms=run.first_step_ms, floor_ms=run.floor_ms,
+                    probes=run.probes, sample_ms=sample_ms) for run in ours]
+    for row in mine:
+        set_baseline(row, pyg)
+    return pyg + mine
 
 
 def run(params: dict, command: str, default_out, prior_run, render) -> None:
@@ -127,7 +131,9 @@ def run_graphs(specs, models, settings: dict, params: dict, stamp: dict, out: Pa
 
 
 def _progress_line(rows: list[Row]) -> str:
-    mine, pyg = rows[-1], rows[:-1]
+    pyg = [r for r in rows if r.backend != "autosage"]
+    mine = next(r for r in rows if r.backend == "autosage" and r.schedule == "graph")
+    captured = [r for r in rows if r.backend == "autosage" and r.schedule == "captured"]
     kind = "" if mine.dtype == dtype_table.DEFAULT else f" {mine.dtype}"
     what = (f"  {mine.graph} {mine.op}{kind}: ours {mine.ms_median:.1f} ms/step (floor {mine.floor_ms:.1f}, "
             f"first {mine.first_step_ms:.0f}, {mine.probes} probes) [{mine.status}{': ' + mine.error if mine.error else ''}]"
@@ -137,4 +143,8 @@ def _progress_line(rows: list[Row]) -> str:
                  else f"; PyG {r.schedule} {r.status}: {r.error}")
     if mine.best_vendor:
         what += f" -> {mine.speedup_vs_best_vendor:.2f}x; last loss rel diff {mine.rel_error:.1e}"
+    for r in captured:
+        what += (f"; ours captured {r.ms_median:.1f} ms/step (first {r.first_step_ms:.0f})"
+                 + (f" -> {r.speedup_vs_best_vendor:.2f}x, loss rel diff {r.rel_error:.1e}" if r.best_vendor else "")
+                 if r.status == "ok" else f"; ours captured {r.status}: {r.error}")
     return what

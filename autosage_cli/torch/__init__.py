@@ -7,11 +7,13 @@ torch tensors, the `Graph` handle they run on, and PyG-style layers (`GCNConv`, 
     out = at.spmm(g, x)                     # CUDA: tuned kernels, zero-copy; CPU: torch reference
     layer = at.GCNConv(602, 256).cuda()
     step = at.capture_training_step(loss_fn, optimizer, g, x, y)   # a whole step in a CUDA graph
+    step = at.capture_batch_step(loss_fn, optimizer)    # ... one per batch size, for sampled batches
 
 Importing this package imports torch; `import autosage_cli` never does, and installing autosage
 does not require torch. Submodules: graph (Graph), functions (ops and autograd), kernels (device
 dispatch), cuda (the CUDA path), norm (normalised graphs), nn (layers), ops (the ops as torch
 custom operators), handles (the Graph handles they take), capture (CUDA-graph captured steps),
+batch_capture and static_graph (captured mini-batch steps, on graphs of a fixed size),
 reordered (a Graph renumbered for locality, features and outputs in the user's order),
 sampler (a neighbour sampler for mini-batches), structure (the kind features of a Graph),
 minibatch and training (the benchmarks' step runners). `probe_count()` counts the tuning probes
@@ -32,6 +34,7 @@ except ModuleNotFoundError as _missing:
                               name="torch") from None
 
 from ..scheduler.decisions.kinds import probe_count
+from .batch_capture import CapturedBatchStep, capture_batch_step
 from .capture import capture_inference, capture_training_step
 from .functions import additive_attention, attention, sddmm, spmm
 from .graph import Graph, host_copies
@@ -40,4 +43,4 @@ from .reordered import Reordered, ReorderedGraph, reorder
 
 __all__ = ["Graph", "spmm", "sddmm", "attention", "additive_attention", "GCNConv", "SAGEConv",
            "TransformerConv", "GATConv", "probe_count", "host_copies", "capture_training_step",
-           "capture_inference", "reorder", "Reordered", "ReorderedGraph"]
+           "capture_inference", "capture_batch_step", "CapturedBatchStep", "reorder", "Reordered", "ReorderedGraph"]

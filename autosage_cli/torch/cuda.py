@@ -191,8 +191,9 @@ def plan(graph: Graph, op: str, k: int, device: torch.device, *, heads: int = 1,
 
 def _own_host(graph: Graph) -> bool:
     """Whether the graph's host CSR is its own (a graph of every listing tunes on its coalesced
-    graph's: kinds.decide then gives it the kind's decision for other graphs)."""
-    return graph._coalesced_ref is None
+    graph's: kinds.decide then gives it the kind's decision for other graphs), nor is a static
+    graph's (a captured step's: its stats are the first batch's, lent to every later batch)."""
+    return graph._coalesced_ref is None and graph._static is None
 
 
 def _prepare(graph: Graph, dgraph, question: tuple, scale, capturable: bool = False):

@@ -87,6 +87,8 @@ class Graph:
         self._canon_loops = None        # canonical self-loop edges, when the build knew them
         self._make_listings = None      # with_duplicates without a sort, where the graph's maker knows
                                         # how: a callable holding no strong reference to this graph
+        self._static = None             # a static graph's StaticShape (torch/static_graph.py), shared
+        self._static_role = None        # by its transposes and reweighted graphs; the role: its stats'
 
     # ------------------------------------------------------------------------------ builders
     @classmethod
@@ -225,7 +227,7 @@ class Graph:
         reference path; the CUDA path and the decision cache use them as float32."""
         g = Graph(self.rowptr, self.row, self.col, weight.detach(), self.shape,
                   user_to_canon=self.user_to_canon, user_weight=None, **self._options())
-        g._structure_ref = weakref.ref(self)
+        g._structure_ref, g._static = weakref.ref(self), self._static
         return g
 
     # The graphs a Graph is made from are held weakly (a batch and its derived graphs hold no
@@ -278,6 +280,7 @@ class Graph:
             t._t_perm[t_perm] = torch.arange(t_perm.numel(), device=t_perm.device)
             t._t_struct = (self.rowptr, self.row, self.col)
             t._transpose_of, self._transpose = weakref.ref(self), t
+            t._static = self._static
             if self._coalesced_ref is not None:   # a graph that keeps duplicates: so does its
                 # transpose, whose coalesced graph is the transpose of ours (made when asked for)
                 t._coalesced_ref, t._coalesced_transposed = self._coalesced_ref, not self._coalesced_transposed
@@ -342,12 +345,18 @@ class Graph:
             if o is not None:   # the transpose's, swapped
                 self._stats = {"rows": o["cols"], "cols": o["rows"], "checksum": o["checksum"] ^ _TRANSPOSED}
                 return self._stats
-            ones = torch.ones(self.nnz, dtype=torch.int64, device=self.device)
-            n_nodes = max(self.shape)
-            stats = structure.structure_stats(self.row, self.col, ones, n_nodes)
-            padding = (n_nodes - self.n_rows, n_nodes - self.n_cols)
-            self._stats = structure.decode(stats.cpu().numpy(), padding=padding)[0]
+            if self._static_role is not None:   # a static graph: its role's, read back once
+                self._stats = self._static.stats_of(self._static_role, self._read_stats)
+            else:
+                self._stats = self._read_stats()
         return self._stats
+
+    def _read_stats(self) -> dict:
+        ones = torch.ones(self.nnz, dtype=torch.int64, device=self.device)
+        n_nodes = max(self.shape)
+        stats = structure.structure_stats(self.row, self.col, ones, n_nodes)
+        padding = (n_nodes - self.n_rows, n_nodes - self.n_cols)
+        return structure.decode(stats.cpu().numpy(), padding=padding)[0]
 
     def _known_stats(self) -> dict | None:
         """The structure's stats if known already (computing none)."""

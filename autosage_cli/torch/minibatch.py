@@ -15,7 +15,9 @@ and planning a new Graph, PyG's per-batch index work, any tuning autosage does) 
 pays it. Gathering the batch's features and labels is done before the clock starts (the same for
 both libraries; a data loader's work, as is sampling).
 
-  autosage   `Graph.from_edge_index(edge_index, num_nodes=n)` inside the step (mode `graph`).
+  autosage   `Graph.from_edge_index(edge_index, num_nodes=n)` inside the step (mode `graph`), and
+             the step captured per batch size (`captured`: torch/batch_capture.py; the batch's
+             Graph is built inside the CUDA graph, on the batch padded to its capacity).
   PyG        its layers on the edge_index (`edge-index`), and for GCN and SAGE also on a torch
              sparse CSR adjacency built inside the step from the edge_index (`sparse-csr`; the
              repeated edges kept as entries, so SAGE's mean counts them as the edge_index does).
@@ -47,6 +49,7 @@ MODELS = ("sage", "gcn", "gat")
 STEPS, BATCH_SIZE, FANOUTS = 50, 1024, (15, 10, 5)
 WARMUP = 5           # steps not in ms_median: the first tunes, kernel builds and caches happen there
 FLOOR_STEPS = 5      # the last batch stepped again on its built input
+OUR_MODES = ("graph", "captured")
 PYG_MODES = {"sage": ("sparse-csr", "edge-index"), "gcn": ("sparse-csr", "edge-index"),
              "gat": ("edge-index",)}
 
@@ -120,23 +123,50 @@ def train_steps(model, batches, x, labels, make_input, warmup: int = WARMUP,
                 floor_steps: int = FLOOR_STEPS) -> StepRun:
     """Train `model` one step per batch (see the module's docstring); the timing of a StepRun."""
     opt = torch.optim.Adam(model.parameters(), lr=LEARNING_RATE)
-    run = StepRun("", setup_ms=0.0)
-    device = x.device
 
     def step(batch, xb, yb, graph_input=None):
-        def work():
-            g = make_input(batch) if graph_input is None else graph_input
-            opt.zero_grad(set_to_none=True)
-            loss = F.cross_entropy(model(xb, g)[:batch.batch_size], yb)
-            loss.backward()
-            opt.step()
-            return g, loss
-        return _timed(device, work)
+        g = make_input(batch) if graph_input is None else graph_input
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(xb, g)[:batch.batch_size], yb)
+        loss.backward()
+        opt.step()
+        return g, loss
 
+    return timed_steps(step, batches, x, labels, warmup, floor_steps)
+
+
+def captured_steps(model, batches, x, labels, cache=None, warmup: int = WARMUP,
+                   floor_steps: int = FLOOR_STEPS) -> StepRun:
+    """The same steps through a captured mini-batch step (torch/batch_capture.py: one CUDA graph
+    per batch size, the Graph build inside it; Adam with capturable=True, the same algorithm)."""
+    from .batch_capture import capture_batch_step
+
+    opt = torch.optim.Adam(model.parameters(), lr=LEARNING_RATE, capturable=True)
+
+    def loss_fn(graph, xb, yb):
+        return F.cross_entropy(model(xb, graph)[:yb.numel()], yb)
+
+    captured = capture_batch_step(loss_fn, opt, cache=cache)
+
+    def step(batch, xb, yb, graph_input=None):
+        return batch, captured(batch.edge_index, xb, yb)
+
+    run = timed_steps(step, batches, x, labels, warmup, floor_steps)
+    captured.check()
+    if captured.reason:
+        run.error = captured.reason      # ran eagerly on its static graphs where a capture failed
+    return run
+
+
+def timed_steps(step, batches, x, labels, warmup: int = WARMUP, floor_steps: int = FLOOR_STEPS) -> StepRun:
+    """`step(batch, x_b, y_b, graph_input=None) -> (graph input, loss)` once per batch, each timed
+    (see the module's docstring), then the last batch `floor_steps` times on its graph input."""
+    run = StepRun("", setup_ms=0.0)
+    device = x.device
     probes = _probe_count()
     for i, batch in enumerate(batches):
         xb, yb = x[batch.n_id], labels[batch.n_id[:batch.batch_size]]
-        (graph_input, loss), ms = step(batch, xb, yb)
+        (graph_input, loss), ms = _timed(device, lambda: step(batch, xb, yb))
         run.losses.append(loss.item())
         if i == 0:
             run.first_step_ms = ms
@@ -146,18 +176,25 @@ def train_steps(model, batches, x, labels, make_input, warmup: int = WARMUP,
             run.times_ms.append(ms)
     run.probes = _probe_count() - probes
     if batches and floor_steps:
-        run.floor_ms = statistics.median(step(batch, xb, yb, graph_input)[1] for _ in range(floor_steps))
+        run.floor_ms = statistics.median(_timed(device, lambda: step(batch, xb, yb, graph_input))[1]
+                                         for _ in range(floor_steps))
     return run
 
 
 def run_ours(model_name: str, dims, batches, x, labels, init_state, cache=None,
-             warmup: int = WARMUP) -> StepRun:
-    """Our model from `init_state`, a Graph built per batch; a failed StepRun says why."""
+             warmup: int = WARMUP, mode: str = "graph") -> StepRun:
+    """Our model from `init_state`, a Graph built per batch (mode `graph`), or the captured step
+    (`captured`, on a GPU: a skipped StepRun elsewhere); a failed StepRun says why."""
+    if mode == "captured" and x.device.type != "cuda":
+        return StepRun("autosage", mode, status="skipped", error="a captured step needs a CUDA GPU")
     model = build(autosage_layers, model_name, *dims).to(device=x.device, dtype=x.dtype)
     model.load_state_dict(init_state)
     try:
-        run = train_steps(model, batches, x, labels, input_maker("graph", x.dtype, cache), warmup)
-        run.library, run.mode = "autosage", "graph"
+        if mode == "captured":
+            run = captured_steps(model, batches, x, labels, cache, warmup)
+        else:
+            run = train_steps(model, batches, x, labels, input_maker(mode, x.dtype, cache), warmup)
+        run.library, run.mode = "autosage", mode
         return run
     except (AutosageError, RuntimeError) as exc:
         return StepRun("autosage", "graph", status="failed", error=failure_text(exc))
@@ -189,7 +226,7 @@ def run_pyg(model_name: str, mode: str, dims, batches, x, labels, init_state,
 def bench_graph(name: str, graph: Graph, models, *, steps: int = STEPS, batch_size: int = BATCH_SIZE,
                 fanouts=FANOUTS, seed: int = 0, dtype: torch.dtype = torch.float32, cache=None,
                 warmup: int = WARMUP):
-    """Yield (model, sample_ms, our StepRun, PyG's StepRuns) per model on one graph: the same
+    """Yield (model, sample_ms, our StepRuns (OUR_MODES), PyG's StepRuns) per model on one graph: the same
     batches, features, labels and initial weights for every run; sample_ms the median time to
     sample one of the batches that model trains on."""
     import torch_geometric.nn as pyg
@@ -200,7 +237,8 @@ def bench_graph(name: str, graph: Graph, models, *, steps: int = STEPS, batch_si
     for model_name in models:
         torch.manual_seed(seed)
         init_state = build(pyg, model_name, *dims).state_dict()
-        ours = run_ours(model_name, dims, batches, x, labels, init_state, cache, warmup)
+        ours = [run_ours(model_name, dims, batches, x, labels, init_state, cache, warmup, mode)
+                for mode in OUR_MODES]
         theirs = [run_pyg(model_name, mode, dims, batches, x, labels, init_state, warmup)
                   for mode in PYG_MODES[model_name]]
         yield model_name, statistics.median(sample_ms), ours, theirs

@@ -17,6 +17,7 @@ import weakref
 import torch
 
 from ..errors import AutosageError
+from . import static_graph
 from .graph import Graph
 
 
@@ -38,7 +39,9 @@ def with_self_loops(g: Graph) -> tuple[Graph, torch.Tensor]:
     min(n_src, n_dst)), as PyG's GATConv adds them."""
     key = ("self_loops",)
     if key not in g.derived:
-        if g.n_rows == g.n_cols and g._canon_loops is not None:
+        if g._static is not None:         # a captured step's graph: its shape stays fixed
+            g.derived[key] = static_graph.self_loops(g)
+        elif g.n_rows == g.n_cols and g._canon_loops is not None:
             # square graphs from a build, sampled batches among them: the loops are swapped into
             # the canonical CSR as it is, no sort and no read-back
             looped, keep = _replaced_loops(g)
@@ -136,6 +139,9 @@ def gcn_values(g: Graph, edge_weight=None, *, add_self_loops: bool = True, fill:
     """(graph, canonical values) of the symmetric GCN normalisation; differentiable in
     `edge_weight` (user order; None: the graph's weights). As PyG: every node gets one self-loop
     weighing `fill`, or the weight of its last self-loop edge when it has any."""
+    if g._static is not None:
+        raise AutosageError("per-call edge weights on a captured mini-batch step's graph are not "
+                            "supported: run the GCN layer without edge_weight, or the step eagerly")
     values = _user_values(g, edge_weight, dtype)
     target = g
     if add_self_loops:
@@ -158,6 +164,9 @@ def gcn_values(g: Graph, edge_weight=None, *, add_self_loops: bool = True, fill:
 def gcn_graph(g: Graph, *, add_self_loops: bool = True, improved: bool = False) -> Graph:
     """The GCN-normalised graph with fixed weights, built once per (g, options)."""
     key = ("gcn", add_self_loops, improved)
+    if key not in g.derived and g._static is not None:
+        target = with_self_loops(g)[0] if add_self_loops else g
+        g.derived[key] = static_graph.gcn_graph(g, target, 2.0 if improved else 1.0)
     if key not in g.derived:
         target, values = gcn_values(g, None, add_self_loops=add_self_loops,
                                     fill=2.0 if improved else 1.0, dtype=torch.float64)

@@ -1,0 +1,163 @@
+"""Static graphs (autosage_cli.torch.static_graph) on the CPU: a batch padded to a capacity gives
+its real rows exactly what PyG's layers give on the batch's edge_index (SAGE mean, GCN with
+self-loops, GAT), duplicates and self-loops included; the padding never touches a batch node; an
+id out of range is flagged and dropped; a batch that does not fit is refused; and the captured
+step's rules that hold off a GPU (it needs CUDA; its arguments are checked)."""
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed: the autosage_cli.torch tests need it")
+
+import autosage_cli.torch as at  # noqa: E402
+from autosage_cli.errors import AutosageError  # noqa: E402
+from autosage_cli.torch.batch_capture import CapturedBatchStep, node_capacity  # noqa: E402
+from autosage_cli.torch.captured_build import capacity  # noqa: E402
+from autosage_cli.torch.static_graph import StaticShape, batch_graph  # noqa: E402
+
+N_BATCH, IN, OUT = 300, 12, 5
+
+
+def _batch(seed: int = 0, n: int = N_BATCH, edges: int = 1500):
+    """A sampler's batch: random edges with repeats, a few self-loops (one listed twice), a hub
+    target (node 3, 200 edges) and nodes without in-edges."""
+    gen = torch.Generator().manual_seed(seed)
+    src = torch.randint(0, n, (edges,), generator=gen)
+    dst = torch.randint(0, n // 2, (edges,), generator=gen)
+    src = torch.cat([src, src[:50], torch.arange(200), torch.tensor([7, 7, 9])])
+    dst = torch.cat([dst, dst[:50], torch.full((200,), 3), torch.tensor([7, 7, 9])])
+    return torch.stack([src, dst])
+
+
+def _static(edge_index, n: int):
+    shape = StaticShape(capacity(edge_index.shape[1]), node_capacity(n), torch.device("cpu"))
+    src = torch.full((shape.edges,), 123456789)     # stale slots: anything, masked by the sizes
+    dst = torch.full((shape.edges,), -5)
+    src[:edge_index.shape[1]], dst[:edge_index.shape[1]] = edge_index
+    shape.set_batch(edge_index.shape[1], n)
+    return shape, batch_graph(shape, src, dst, {})
+
+
+def _padded(x, rows: int):
+    out = torch.zeros((rows, *x.shape[1:]), dtype=x.dtype)
+    out[:x.shape[0]] = x
+    return out
+
+
+def test_the_padding_stays_among_the_padding_nodes():
+    edge_index = _batch()
+    shape, g = _static(edge_index, N_BATCH)
+    assert g.shape == (shape.nodes, shape.nodes) and g.nnz == shape.edges
+    assert shape.nodes >= N_BATCH + N_BATCH // 16 + 1
+    real = (g.row < N_BATCH) & (g.col < N_BATCH)
+    padding = (g.row >= N_BATCH) & (g.col >= N_BATCH)
+    assert bool((real | padding).all())                      # no edge between the two
+    assert int(real.sum()) == edge_index.shape[1]           # every listing kept, repeats too
+    pad_degrees = torch.bincount(g.row[padding] - N_BATCH)
+    assert int(pad_degrees.max()) <= 2 + (shape.edges - edge_index.shape[1]) // (shape.nodes - N_BATCH)
+    assert not bool(shape.bad)
+
+
+@pytest.mark.parametrize("model", ["sage", "gcn", "gat"])
+def test_real_rows_equal_pyg_on_the_batch(model):
+    import torch_geometric.nn as pyg
+
+    torch.manual_seed(0)
+    theirs = {"sage": lambda: pyg.SAGEConv(IN, OUT), "gcn": lambda: pyg.GCNConv(IN, OUT),
+              "gat": lambda: pyg.GATConv(IN, OUT, heads=2)}[model]()
+    ours = {"sage": lambda: at.SAGEConv(IN, OUT), "gcn": lambda: at.GCNConv(IN, OUT),
+            "gat": lambda: at.GATConv(IN, OUT, heads=2)}[model]()
+    ours.load_state_dict(theirs.state_dict())
+    edge_index = _batch(1)
+    x = torch.randn(N_BATCH, IN)
+    shape, g = _static(edge_index, N_BATCH)
+    out = ours(_padded(x, shape.nodes), g)[:N_BATCH]
+    ref = theirs(x, edge_index)
+    assert torch.allclose(out, ref, atol=1e-5, rtol=1e-4), float((out - ref).abs().max())
+
+
+def test_the_self_loop_graph_has_a_fixed_size_and_moves_the_batchs_loops_into_the_padding():
+    from autosage_cli.torch import norm
+
+    edge_index = _batch(2)
+    shape, g = _static(edge_index, N_BATCH)
+    looped, keep = norm.with_self_loops(g)
+    assert looped.nnz == shape.edges + shape.nodes and looped._static is shape
+    real = looped.row < N_BATCH
+    assert bool((looped.col[real] < N_BATCH).all())
+    # each batch node: its kept in-edges and exactly one loop
+    loops = (looped.row == looped.col) & real
+    assert torch.equal(torch.bincount(looped.row[loops], minlength=N_BATCH), torch.ones(N_BATCH, dtype=torch.int64))
+    src, dst = edge_index
+    assert int(real.sum()) == int((src != dst).sum()) + N_BATCH
+    assert int(keep.sum()) == int((g.row != g.col).sum())
+
+
+def test_an_id_out_of_range_is_flagged_and_its_edge_dropped():
+    edge_index = _batch(3)
+    edge_index[0, 5] = N_BATCH            # one past the batch's nodes
+    edge_index[1, 9] = -1
+    shape, g = _static(edge_index, N_BATCH)
+    assert bool(shape.bad)
+    real = (g.row < N_BATCH) & (g.col < N_BATCH)
+    assert int(real.sum()) == edge_index.shape[1] - 2
+
+
+@pytest.mark.parametrize("edges, nodes, message", [
+    (5000, 10, "does not fit a static graph"),     # more edges than the capacity
+    (10, 2000, "does not fit a static graph"),     # no room left for a padding node
+    (10, 0, "does not fit a static graph"),
+])
+def test_a_batch_that_does_not_fit_is_refused(edges, nodes, message):
+    shape = StaticShape(capacity(1000), node_capacity(100), torch.device("cpu"))
+    with pytest.raises(AutosageError, match=message):
+        shape.set_batch(edges, nodes)
+
+
+def test_the_capacity_leaves_room_for_padding_nodes():
+    for n in (1, 15, 16, 1000, 1023, 1024, 312_345):
+        assert node_capacity(n) >= n + n // 16 + 1
+
+
+def test_kinds_are_lent_from_the_first_graph_of_a_role():
+    edge_index = _batch(4)
+    shape, g = _static(edge_index, N_BATCH)
+    stats = g.structure_stats()
+    second = _batch(5)
+    src, dst = (torch.zeros(shape.edges, dtype=torch.int64) for _ in range(2))
+    src[:second.shape[1]], dst[:second.shape[1]] = second
+    shape.set_batch(second.shape[1], N_BATCH)
+    other = batch_graph(shape, src, dst, {})
+    assert other.structure_stats() is stats and set(shape.stats) == {"batch"}
+    assert g.T.structure_stats()["rows"] == stats["cols"]     # the transpose's, swapped
+
+
+def test_per_call_edge_weights_are_refused_on_a_static_graph():
+    shape, g = _static(_batch(6), N_BATCH)
+    layer = at.GCNConv(IN, OUT)
+    with pytest.raises(AutosageError, match="per-call edge weights on a captured mini-batch"):
+        layer(torch.zeros(shape.nodes, IN), g, torch.ones(g.nnz))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the refusal is for a machine without a GPU")
+def test_a_captured_batch_step_needs_cuda():
+    net = torch.nn.Linear(2, 2)
+    opt = torch.optim.Adam(net.parameters(), capturable=True)
+    with pytest.raises(AutosageError, match="needs a CUDA GPU"):
+        at.capture_batch_step(lambda g, x: x.sum(), opt)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"warmup": 0}, "warmup must be an int >= 1"),
+    ({"keep": True}, "keep must be an int >= 1"),
+])
+def test_its_settings_are_checked_before_anything_else(kwargs, message):
+    net = torch.nn.Linear(2, 2)
+    with pytest.raises(AutosageError, match=message):
+        CapturedBatchStep(lambda g, x: x.sum(), torch.optim.Adam(net.parameters(), capturable=True), **kwargs)
+
+
+def test_a_non_capturable_optimizer_is_refused():
+    net = torch.nn.Linear(2, 2)
+    with pytest.raises(AutosageError, match="capturable=True"):
+        at.capture_batch_step(lambda g, x: x.sum(), torch.optim.Adam(net.parameters()))

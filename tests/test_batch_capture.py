@@ -2,7 +2,8 @@
 its real rows exactly what PyG's layers give on the batch's edge_index (SAGE mean, GCN with
 self-loops, GAT), duplicates and self-loops included; the padding never touches a batch node; an
 id out of range is flagged and dropped; a batch that does not fit is refused; and the captured
-step's rules that hold off a GPU (it needs CUDA; its arguments are checked)."""
+mini-batch step off a GPU, where it runs every step eagerly on the same static graphs: it trains
+as a Graph built per batch does, over two capacities, and checks its inputs."""
 from __future__ import annotations
 
 import pytest
@@ -139,12 +140,70 @@ def test_per_call_edge_weights_are_refused_on_a_static_graph():
         layer(torch.zeros(shape.nodes, IN), g, torch.ones(g.nnz))
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="the refusal is for a machine without a GPU")
-def test_a_captured_batch_step_needs_cuda():
-    net = torch.nn.Linear(2, 2)
-    opt = torch.optim.Adam(net.parameters(), capturable=True)
-    with pytest.raises(AutosageError, match="needs a CUDA GPU"):
-        at.capture_batch_step(lambda g, x: x.sum(), opt)
+def _loss(net, graph, x, y):
+    return torch.nn.functional.cross_entropy(net(x, graph)[:y.numel()], y)
+
+
+def _train_batch(seed: int, n: int):
+    edge_index = _batch(seed, n, 5 * n)
+    gen = torch.Generator().manual_seed(seed)
+    return edge_index, torch.randn(n, IN, generator=gen), torch.randint(0, OUT, (32,), generator=gen)
+
+
+@pytest.mark.parametrize("model", ["sage", "gcn", "gat"])
+def test_off_a_gpu_the_step_runs_eagerly_and_trains_as_a_graph_per_batch(model):
+    """The same loop a GPU captures: padded batches on static graphs, against a Graph built per
+    batch, over batches of changing sizes (so of two capacities)."""
+    import copy
+
+    from autosage_cli.torch.training import Net
+
+    torch.manual_seed(0)
+    layers = {"sage": lambda: [at.SAGEConv(IN, 16), at.SAGEConv(16, OUT)],
+              "gcn": lambda: [at.GCNConv(IN, 16), at.GCNConv(16, OUT)],
+              "gat": lambda: [at.GATConv(IN, 4, heads=4), at.GATConv(16, OUT)]}[model]
+    net = Net(layers())
+    ref = copy.deepcopy(net)
+    ref_opt = torch.optim.Adam(ref.parameters(), lr=0.01)
+    step = at.capture_batch_step(lambda g, x, y: _loss(net, g, x, y), torch.optim.Adam(net.parameters(), lr=0.01))
+    for i, n in enumerate([300, 310, 290, 700, 305]):
+        edge_index, x, y = _train_batch(i, n)
+        loss = step(edge_index, x, y)
+        ref_opt.zero_grad(set_to_none=True)
+        ref_loss = _loss(ref, at.Graph.from_edge_index(edge_index, num_nodes=n), x, y)
+        ref_loss.backward()
+        ref_opt.step()
+        loss, ref_loss = float(loss.detach()), float(ref_loss.detach())
+        assert abs(loss - ref_loss) <= 1e-5 * abs(ref_loss), (i, loss, ref_loss)
+    for p, q in zip(net.parameters(), ref.parameters()):
+        assert torch.allclose(p, q, atol=1e-5, rtol=1e-4)
+    assert (step.captures, step.replays, step.eager_steps) == (0, 0, 5)
+    assert "run eagerly (a CUDA graph needs a GPU)" in step.reason
+    assert len(step._slots) == 2                   # keep: two capacities, the most recent
+
+
+def test_an_id_out_of_range_is_refused_before_an_eager_step_runs():
+    net = at.SAGEConv(IN, OUT)
+    step = at.capture_batch_step(lambda g, x, y: _loss(net, g, x, y), torch.optim.SGD(net.parameters(), lr=0.1))
+    edge_index, x, y = _train_batch(0, 300)
+    edge_index[0, 4] = 300
+    before = [p.detach().clone() for p in net.parameters()]
+    with pytest.raises(AutosageError, match=r"edge_index: an id out of range \[0, 300\) \(x has 300 rows\)"):
+        step(edge_index, x, y)
+    assert all(torch.equal(p, q) for p, q in zip(net.parameters(), before))    # nothing stepped
+
+
+@pytest.mark.parametrize("args, message", [
+    ((torch.zeros(3, 4, dtype=torch.int64), torch.zeros(5, IN)), r"edge_index: expected a \(2, E\) tensor"),
+    ((torch.zeros(2, 4), torch.zeros(5, IN)), "edge_index: expected integer ids"),
+    ((torch.zeros(2, 4, dtype=torch.int64), torch.zeros(0, IN)), "x: expected a tensor with one row per batch node"),
+    ((torch.zeros(2, 4, dtype=torch.int64), torch.zeros(5, IN), [1, 2]), "input 0 must be a tensor on x's device"),
+])
+def test_its_inputs_are_checked(args, message):
+    net = at.SAGEConv(IN, OUT)
+    step = at.capture_batch_step(lambda g, x, *y: net(x, g).sum(), torch.optim.SGD(net.parameters(), lr=0.1))
+    with pytest.raises(AutosageError, match=message):
+        step(*args)
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -157,7 +216,6 @@ def test_its_settings_are_checked_before_anything_else(kwargs, message):
         CapturedBatchStep(lambda g, x: x.sum(), torch.optim.Adam(net.parameters(), capturable=True), **kwargs)
 
 
-def test_a_non_capturable_optimizer_is_refused():
-    net = torch.nn.Linear(2, 2)
-    with pytest.raises(AutosageError, match="capturable=True"):
-        at.capture_batch_step(lambda g, x: x.sum(), torch.optim.Adam(net.parameters()))
+def test_an_optimizer_is_required():
+    with pytest.raises(AutosageError, match="expected a torch.optim.Optimizer, got list"):
+        at.capture_batch_step(lambda g, x: x.sum(), [])

@@ -29,7 +29,9 @@ synchronisation in loss_fn, static outputs that each replay overwrites):
     the device: an edge out of range is dropped into the padding and the next call raises (or
     `check()`, which waits for the device).
 When the capture fails (a plan that builds host work lists, a host synchronisation), the capacity
-runs eagerly on its static graphs from then on (still correct, slower), and `reason` says why.
+runs eagerly on its static graphs from then on (still correct, slower), and `reason` says why. Off
+a GPU every step runs so (the same padded batches and static graphs, any optimizer): the loop
+that runs captured on a GPU runs, and trains alike, on a CPU.
 """
 from __future__ import annotations
 
@@ -39,7 +41,7 @@ import torch
 
 from ..errors import AutosageError
 from . import cuda
-from .capture import _cause, _require_cuda, check_optimizer
+from .capture import _cause, check_optimizer, training_step
 from .captured_build import capacity, release_generators
 from .static_graph import StaticShape, batch_graph
 
@@ -68,7 +70,7 @@ class _Slot:
         self.graph = None          # the graph built inside the capture (its plans' memory)
         self.grads: list = []
         self.reason: str | None = None   # why this capacity runs eagerly (a failed capture)
-        self.flag = torch.zeros((), dtype=torch.bool).pin_memory()
+        self.flag = torch.zeros((), dtype=torch.bool, pin_memory=dev.type == "cuda")
         self.flag_ready = None     # an event after the flag's copy of the last replay
 
     def fill(self, edge_index: torch.Tensor, x: torch.Tensor, inputs: tuple) -> None:
@@ -94,11 +96,13 @@ class CapturedBatchStep:
         for name, value in (("warmup", warmup), ("keep", keep)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise AutosageError(f"{name} must be an int >= 1, got {value!r}")
-        check_optimizer(optimizer)
-        _require_cuda("capturing a mini-batch step")
+        if not isinstance(optimizer, torch.optim.Optimizer):
+            raise AutosageError(f"expected a torch.optim.Optimizer, got {type(optimizer).__name__}")
+        self.params = [p for group in optimizer.param_groups for p in group["params"]]
+        if any(p.device.type == "cuda" for p in self.params):
+            check_optimizer(optimizer)     # its step is captured with the rest
         self.loss_fn, self.optimizer = loss_fn, optimizer
         self.warmup, self.keep, self.options = warmup, keep, graph_options
-        self.params = [p for group in optimizer.param_groups for p in group["params"]]
         self._slots: collections.OrderedDict = collections.OrderedDict()
         self._stream = None
         self.captures = self.replays = self.eager_steps = 0
@@ -114,9 +118,9 @@ class CapturedBatchStep:
             raise AutosageError(f"edge_index: expected integer ids, got {edge_index.dtype}")
         if not isinstance(x, torch.Tensor) or x.dim() < 1 or x.shape[0] < 1:
             raise AutosageError("x: expected a tensor with one row per batch node (at least one)")
-        for name, t in (("edge_index", edge_index), ("x", x), *((f"input {i}", t) for i, t in enumerate(inputs))):
-            if not isinstance(t, torch.Tensor) or t.device.type != "cuda":
-                raise AutosageError(f"{name} must be a CUDA tensor (a captured step runs on the GPU)")
+        for name, t in (("edge_index", edge_index), *((f"input {i}", t) for i, t in enumerate(inputs))):
+            if not isinstance(t, torch.Tensor) or t.device != x.device:
+                raise AutosageError(f"{name} must be a tensor on x's device ({x.device})")
 
     def _raise_if_flagged(self, slot: _Slot, wait: bool) -> None:
         ready = slot.flag_ready
@@ -149,21 +153,17 @@ class CapturedBatchStep:
 
     def _body(self, slot: _Slot):
         """The step itself: build the batch's graph, loss, backward, optimizer step."""
-        self.optimizer.zero_grad(set_to_none=True)
         graph = batch_graph(slot.shape, slot.src, slot.dst, self.options)
-        out = self.loss_fn(graph, slot.x, *slot.inputs)
-        loss = out[0] if isinstance(out, (tuple, list)) else out
-        if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
-            raise AutosageError("loss_fn must return the loss (a tensor with one element), or a tuple "
-                                "starting with it")
-        loss.backward()
-        self.optimizer.step()
-        return graph, out
+        return graph, training_step(self.loss_fn, self.optimizer, graph, (slot.x, *slot.inputs))
 
     def _eager(self, slot: _Slot, edge_index, n: int):
         """A step run eagerly, its ids checked on the host first (an eager step may wait)."""
         if edge_index.numel() and (int(edge_index.min()) < 0 or int(edge_index.max()) >= n):
             raise AutosageError(f"edge_index: an id out of range [0, {n}) (x has {n} rows)")
+        if slot.x.device.type != "cuda":
+            _, out = self._body(slot)
+            self.eager_steps += 1
+            return out
         stream = self._side_stream(slot)
         current = torch.cuda.current_stream(slot.x.device)
         stream.wait_stream(current)
@@ -213,6 +213,8 @@ class CapturedBatchStep:
             self._raise_if_flagged(slot, wait=False)
         slot = self._slot(edge_index, x, inputs)
         slot.fill(edge_index, x, inputs)
+        if x.device.type != "cuda":
+            slot.reason = self.reason = f"steps on {x.device} run eagerly (a CUDA graph needs a GPU)"
         if slot.cuda_graph is None and (slot.calls < self.warmup or slot.reason is not None
                                         or not self._capture(slot)):
             out = self._eager(slot, edge_index, int(x.shape[0]))   # a failed capture ran nothing

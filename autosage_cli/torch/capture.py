@@ -126,6 +126,21 @@ def _cause(exc: BaseException) -> str:
 
 
 # ------------------------------------------------------------------------------------ the step
+def training_step(loss_fn, optimizer, graph, inputs: tuple):
+    """One training step, what a capture records: zero the gradients (to None, so a capture's
+    backward allocates them from its pool), loss_fn(graph, *inputs), backward, the optimizer's
+    step; loss_fn's outputs."""
+    optimizer.zero_grad(set_to_none=True)
+    out = loss_fn(graph, *inputs)
+    loss = out[0] if isinstance(out, (tuple, list)) else out
+    if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+        raise AutosageError("loss_fn must return the loss (a tensor with one element), or a tuple "
+                            "starting with it")
+    loss.backward()
+    optimizer.step()
+    return out
+
+
 class _Captured(abc.ABC):
     """What a captured training step and a captured forward share: static inputs, eager warm-up
     calls on a side stream, the capture, replays, and the Graph checks."""
@@ -257,15 +272,7 @@ class CapturedStep(_Captured):
         self._grads: list = []
 
     def _eager(self):
-        self.optimizer.zero_grad(set_to_none=True)
-        out = self.fn(self.graph, *self.static_inputs)
-        loss = out[0] if isinstance(out, (tuple, list)) else out
-        if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
-            raise AutosageError("loss_fn must return the loss (a tensor with one element), or a tuple "
-                                "starting with it")
-        loss.backward()
-        self.optimizer.step()
-        return out
+        return training_step(self.fn, self.optimizer, self.graph, self.static_inputs)
 
     def _before_capture(self) -> None:
         # backward then allocates every gradient from the graph's pool: replays rewrite them there

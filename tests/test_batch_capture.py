@@ -1,6 +1,6 @@
 """Static graphs (autosage_cli.torch.static_graph) on the CPU: a batch padded to a capacity gives
 its real rows exactly what PyG's layers give on the batch's edge_index (SAGE mean, GCN with
-self-loops, GAT), duplicates and self-loops included; the padding never touches a batch node; an
+self-loops, GAT, TransformerConv), duplicates and self-loops included; the padding never touches a batch node; an
 id out of range is flagged and dropped; a batch that does not fit is refused; and the captured
 mini-batch step off a GPU, where it runs every step eagerly on the same static graphs: it trains
 as a Graph built per batch does, over two capacities, and checks its inputs."""
@@ -59,15 +59,17 @@ def test_the_padding_stays_among_the_padding_nodes():
     assert not bool(shape.bad)
 
 
-@pytest.mark.parametrize("model", ["sage", "gcn", "gat"])
+@pytest.mark.parametrize("model", ["sage", "gcn", "gat", "transformer"])
 def test_real_rows_equal_pyg_on_the_batch(model):
     import torch_geometric.nn as pyg
 
     torch.manual_seed(0)
     theirs = {"sage": lambda: pyg.SAGEConv(IN, OUT), "gcn": lambda: pyg.GCNConv(IN, OUT),
-              "gat": lambda: pyg.GATConv(IN, OUT, heads=2)}[model]()
+              "gat": lambda: pyg.GATConv(IN, OUT, heads=2),
+              "transformer": lambda: pyg.TransformerConv(IN, OUT, heads=2)}[model]()
     ours = {"sage": lambda: at.SAGEConv(IN, OUT), "gcn": lambda: at.GCNConv(IN, OUT),
-            "gat": lambda: at.GATConv(IN, OUT, heads=2)}[model]()
+            "gat": lambda: at.GATConv(IN, OUT, heads=2),
+            "transformer": lambda: at.TransformerConv(IN, OUT, heads=2)}[model]()
     ours.load_state_dict(theirs.state_dict())
     edge_index = _batch(1)
     x = torch.randn(N_BATCH, IN)

@@ -1,6 +1,6 @@
 """Captured mini-batch steps on a CUDA device (autosage_cli.torch.batch_capture): over batches of
 changing sizes (a hub row, empty rows, repeated edges and self-loops in each), the captured step
-of GCN, SAGE and GAT stacks trains as the same model stepped eagerly on a Graph built per batch
+of GCN, SAGE, GAT and TransformerConv stacks trains as the same model stepped eagerly on a Graph built per batch
 (losses and weights within float32 rounding), capturing once per capacity and replaying after;
 a batch of another capacity is captured apart (and an evicted one again); an id out of range in
 a replayed batch is reported by the next call; a loss_fn that synchronises falls back to eager
@@ -28,6 +28,7 @@ MODELS = {
     "gcn": lambda: Net([at.GCNConv(IN, 64), at.GCNConv(64, CLASSES)]),
     "sage": lambda: Net([at.SAGEConv(IN, 64), at.SAGEConv(64, CLASSES)]),
     "gat": lambda: Net([at.GATConv(IN, 8, heads=4), at.GATConv(32, CLASSES, heads=1)]),
+    "transformer": lambda: Net([at.TransformerConv(IN, 8, heads=4), at.TransformerConv(32, CLASSES)]),
 }
 
 

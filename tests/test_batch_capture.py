@@ -1,9 +1,9 @@
 """Static graphs (autosage_cli.torch.static_graph) on the CPU: a batch padded to a capacity gives
 its real rows exactly what PyG's layers give on the batch's edge_index (SAGE mean, GCN with
-self-loops, GAT, TransformerConv), duplicates and self-loops included; the padding never touches a batch node; an
-id out of range is flagged and dropped; a batch that does not fit is refused; and the captured
-mini-batch step off a GPU, where it runs every step eagerly on the same static graphs: it trains
-as a Graph built per batch does, over two capacities, and checks its inputs."""
+self-loops, GAT, TransformerConv), duplicates and self-loops included; the padding never touches
+a batch node; an id out of range is flagged and dropped; a batch that does not fit is refused;
+and the captured mini-batch step off a GPU, where it runs every step eagerly on the same static
+graphs: it trains as a Graph built per batch does, over two capacities, and checks its inputs."""
 from __future__ import annotations
 
 import pytest

@@ -197,7 +197,7 @@ def run_ours(model_name: str, dims, batches, x, labels, init_state, cache=None,
         run.library, run.mode = "autosage", mode
         return run
     except (AutosageError, RuntimeError) as exc:
-        return StepRun("autosage", "graph", status="failed", error=failure_text(exc))
+        return StepRun("autosage", mode, status="failed", error=failure_text(exc))
     finally:
         del model
         free_memory()

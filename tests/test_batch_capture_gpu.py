@@ -1,10 +1,10 @@
 """Captured mini-batch steps on a CUDA device (autosage_cli.torch.batch_capture): over batches of
 changing sizes (a hub row, empty rows, repeated edges and self-loops in each), the captured step
-of GCN, SAGE, GAT and TransformerConv stacks trains as the same model stepped eagerly on a Graph built per batch
-(losses and weights within float32 rounding), capturing once per capacity and replaying after;
-a batch of another capacity is captured apart (and an evicted one again); an id out of range in
-a replayed batch is reported by the next call; a loss_fn that synchronises falls back to eager
-steps that still train, with the cause kept."""
+of GCN, SAGE, GAT and TransformerConv stacks trains as the same model stepped eagerly on a Graph
+built per batch (losses and weights within rounding, in float32 and bfloat16), capturing once per
+capacity and replaying after; a batch of another capacity is captured apart (and an evicted one
+again); an id out of range in a replayed batch is reported by the next call; a loss_fn that
+synchronises falls back to eager steps that still train, with the cause kept."""
 from __future__ import annotations
 
 import copy
@@ -56,24 +56,32 @@ def _loss(net, graph, x, y):
     return F.cross_entropy(net(x, graph)[:y.numel()], y)
 
 
+# (loss, weights) relative: the same kernels, but atomics sum in another order every run and Adam
+# turns tiny gradient differences into steps; bfloat16 rounds every stored value
+TOL = {torch.float32: (1e-3, 2e-3), torch.bfloat16: (5e-2, 5e-2)}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
 @pytest.mark.parametrize("model", sorted(MODELS))
-def test_captured_batches_train_as_eager_steps_on_a_graph_per_batch(cache, model):
+def test_captured_batches_train_as_eager_steps_on_a_graph_per_batch(cache, model, dtype):
     torch.manual_seed(0)
-    net = MODELS[model]().cuda()
+    net = MODELS[model]().to(device="cuda", dtype=dtype)
+    loss_tol, weight_tol = TOL[dtype]
     ref = copy.deepcopy(net)
     ref_opt = torch.optim.Adam(ref.parameters(), lr=LR)
     step = at.capture_batch_step(lambda g, x, y: _loss(net, g, x, y),
                                  torch.optim.Adam(net.parameters(), lr=LR, capturable=True), cache=cache)
     for i in range(7):
         edge_index, x, y = _batch(i)
+        x = x.to(dtype)
         loss = step(edge_index, x, y)
         ref_opt.zero_grad(set_to_none=True)
         ref_loss = _loss(ref, at.Graph.from_edge_index(edge_index, num_nodes=x.shape[0], cache=cache), x, y)
         ref_loss.backward()
         ref_opt.step()
-        assert rel_err(loss, ref_loss) < 1e-3, (i, float(loss), float(ref_loss))
+        assert rel_err(loss, ref_loss) < loss_tol, (i, float(loss), float(ref_loss))
         for (name, p), q in zip(net.named_parameters(), ref.parameters()):
-            assert rel_err(p, q) < 2e-3, (i, name)
+            assert rel_err(p, q) < weight_tol, (i, name)
     step.check()
     assert step.reason is None, step.reason
     assert step.captures >= 1 and step.replays >= 1 and step.eager_steps <= 2 * step.captures, vars(step)

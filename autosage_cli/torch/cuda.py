@@ -183,10 +183,27 @@ def plan(graph: Graph, op: str, k: int, device: torch.device, *, heads: int = 1,
         from ..backends.base import unsynchronized_prepare
 
         dgraph = device_graph(graph, weighted, device)
+        if graph._static is not None and weighted:
+            _values_by_torch(graph, dgraph, device, dtype)
         with _on_torch_stream(device), unsynchronized_prepare():
             found = graph.gpu[key] = _prepare(graph, dgraph, (op, k, heads, dtype, weighted), scale,
                                               capturable)
     return found
+
+
+_TORCH_TYPES = {name: t for t, name in VALUE_TYPES.items()}
+
+
+def _values_by_torch(graph: Graph, dgraph, device: torch.device, dtype: str) -> None:
+    """A static graph's weights in the plan's value type, converted by torch (a plan would convert
+    them with CuPy when it packs, allocating from CuPy's pool: inside a captured step's CUDA graph
+    the memory must come from the capture's)."""
+    key = ("values", dtype)
+    if dtype == "float32" or key in dgraph.derived:
+        return
+    converted = graph.gpu[("dgraph", "weighted", device.index, "tensors")][2].to(_TORCH_TYPES[dtype])
+    graph.gpu[("dgraph", "weighted", device.index, "tensors", dtype)] = converted   # the view's memory
+    dgraph.derived[key] = _cupy(converted)
 
 
 def _own_host(graph: Graph) -> bool:

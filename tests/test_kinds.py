@@ -217,3 +217,31 @@ def test_a_decided_native_stays_when_capturable(fake):
     assert _decide(store)["schedule"] == SPLIT.name
     assert kinds.decide(BASE, 1, QUESTION, cache=store, host_graph=_host_graph,
                         capturable=True)["schedule"] == SPLIT.name
+
+
+def test_a_static_graph_takes_a_native_that_launches_by_the_graphs_shape(monkeypatch):
+    """A captured mini-batch step replays its plans on every batch of a capacity: a static graph's
+    decision is a verified native whose layout launches by the shape alone (SHAPE_ONLY_PLANS), or
+    None where the kind has none."""
+    records = [_record(ROWS, 0.6), _record(SPLIT, 0.5)]
+    carry = kinds.carry_decision(records, VENDOR, select.DEFAULT_GUARDRAIL)
+    kind = kinds.Kind(BASE, 1, carry, carry, "", kinds.native_decision(records),
+                      kinds.native_decision(records, static=True))
+    assert kind.decision_for(None, static=True)["schedule"] == ROWS.name
+    assert "static graph" in kind.static["reason"]
+    own = kinds.Kind(BASE, 1, kind.static, kind.static)           # a native rows decision stays
+    assert own.decision_for(None, static=True) is kind.static
+    monkeypatch.setattr(kinds, "SHAPE_ONLY_PLANS", frozenset({"edges"}))
+    assert kinds.native_decision(records, static=True) is None
+    assert own.decision_for(None, static=True) is None             # rows no longer counts
+    assert own.decision_for(None)["schedule"] == ROWS.name         # other graphs: unchanged
+
+
+def test_every_plan_that_prepares_on_the_device_launches_by_the_graphs_shape():
+    """Today on-device means shape-only for every registered schedule: a new on-device layout must
+    say whether a captured step may replay it on other batches (kinds.SHAPE_ONLY_PLANS)."""
+    for op in ("spmm", "sddmm", "attention"):
+        for s in registry(op):
+            family = family_of(s.family)
+            if not family.reads_host_graph(s):
+                assert family.plan in kinds.SHAPE_ONLY_PLANS, (op, s.name, family.plan)

@@ -229,15 +229,29 @@ def _prepare(graph: Graph, dgraph, question: tuple, scale, capturable: bool = Fa
             raise AutosageError(f"{op} on {graph.describe()} runs {made.schedule}, which a CUDA graph "
                                 f"cannot capture: fix a native schedule (Graph(schedules=...))")
         return made
+    static = graph._static is not None
+    asked = dict(cache=graph.cache, tune=graph.tune, host_graph=dgraph.host.csr, capturable=capturable,
+                 own_host=_own_host(graph))
     decision = kinds.decide(graph.kind_features(), graph.structure_stats()["checksum"], question,
-                            cache=graph.cache, tune=graph.tune, host_graph=dgraph.host.csr,
-                            capturable=capturable, own_host=_own_host(graph))
+                            static=static, **asked)
+    if decision is None and static:
+        # no verified candidate launches by the shape alone: eager steps run the kind's native
+        # decision, which a capture then refuses (_plan_of_decision)
+        decision = kinds.decide(graph.kind_features(), graph.structure_stats()["checksum"], question, **asked)
     if decision is None and capturable:
         raise AutosageError(f"{op} at width {k} on {graph.describe()} has no verified native plan to "
                             f"capture (tuning off, or no native candidate passed verification)")
     if decision is None:
         return api.untuned_vendor_plan(dgraph, op, k, heads, scale, dtype)
-    return _plan_of_decision(dgraph, decision, k, heads, scale, dtype, op)
+    return _plan_of_decision(dgraph, decision, k, heads, scale, dtype, op, static)
+
+
+def _refuse_in_capture(static: bool, what: str, launches_by_shape: bool) -> None:
+    """A static graph's plan recorded in a capture is replayed on every batch of its capacity: one
+    whose launches depend on the graph's contents (work lists, a partition) would be wrong there."""
+    if static and not launches_by_shape and torch.cuda.is_current_stream_capturing():
+        raise AutosageError(f"{what} launches by the graph's contents, which a captured mini-batch step "
+                            f"replays on other batches: no verified plan of its kind launches by the shape alone")
 
 
 # The latest plan made of each carried-over decision (by what it runs): the next graph of the kind
@@ -245,8 +259,13 @@ def _prepare(graph: Graph, dgraph, question: tuple, scale, capturable: bool = Fa
 _LATEST: dict = {}
 
 
-def _plan_of_decision(dgraph, decision, k: int, heads: int, scale, dtype: str, op: str = "spmm"):
+def _plan_of_decision(dgraph, decision, k: int, heads: int, scale, dtype: str, op: str = "spmm",
+                      static: bool = False):
+    from ..scheduler.decisions import kinds
     from ..scheduler.decisions.plans import plan_for
+
+    _refuse_in_capture(static, f"{op} plan {decision.get('schedule')}",
+                       decision.get("backend") == "native" and kinds.shape_only(decision))
 
     # the op too: a fused SpMM (spmm-bias-relu) runs SpMM's schedule names with other kernels
     key = (op, decision.get("backend"), decision.get("schedule"), k, heads, scale, dtype)
@@ -364,6 +383,7 @@ def additive_plan(graph: Graph, d: int, heads: int, negative_slope: float, devic
     the other ops' (scheduler.decisions.additive; op `attention-additive`); `graph.tune` off: a
     known decision or the cost model's best, never a probe. The slope does not change the decision."""
     from ..backends.base import unsynchronized_prepare
+    from ..kernels.schedule import family_of
     from ..scheduler.decisions import additive, kinds
 
     key = ("plan", "attention-additive", d, heads, negative_slope, device.index, dtype)
@@ -374,7 +394,10 @@ def additive_plan(graph: Graph, d: int, heads: int, negative_slope: float, devic
         kind = (graph.kind_features(), graph.structure_stats()["checksum"]) if by_kind else None
         with _on_torch_stream(device), unsynchronized_prepare():
             schedule = additive.schedule_for(dgraph, d, heads, dtype, fixed=fixed, kind=kind,
-                                             cache=graph.cache, tune=graph.tune, own_host=_own_host(graph))
+                                             cache=graph.cache, tune=graph.tune, own_host=_own_host(graph),
+                                             static=graph._static is not None)
+            _refuse_in_capture(graph._static is not None, f"attention-additive plan {schedule.name}",
+                               family_of(schedule.family).plan in kinds.SHAPE_ONLY_PLANS)
             graph.gpu[key] = additive.prepare_additive_plan(dgraph, schedule, d, heads, negative_slope, dtype)
     return graph.gpu[key]
 

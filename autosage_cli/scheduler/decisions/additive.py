@@ -89,7 +89,8 @@ def _native(decision: dict) -> Schedule:
 
 
 def schedule_for(dgraph, d: int, heads: int, dtype: str = dtypes.DEFAULT, *, fixed: str | None = None,
-                 kind: tuple | None = None, cache=None, tune: bool = True, own_host: bool = True) -> Schedule:
+                 kind: tuple | None = None, cache=None, tune: bool = True, own_host: bool = True,
+                 static: bool = False) -> Schedule:
     """The additive schedule for `dgraph` (a DeviceGraph whose host side gives the CSRGraph on
     demand) at (d, heads, dtype): `fixed`, checked; else, with `kind` = (kind features, structure
     checksum) (autosage_cli.torch.Graph's), its kind's decision; else the graph's own, by
@@ -100,8 +101,11 @@ def schedule_for(dgraph, d: int, heads: int, dtype: str = dtypes.DEFAULT, *, fix
         return additive_schedule(dgraph.host.csr(), d, heads, fixed, dtype)
     if kind is not None:
         features, checksum = kind
-        decision = kinds.decide(features, checksum, (OP, d, heads, dtype, False), cache=cache, tune=tune,
-                                host_graph=dgraph.host.csr, own_host=own_host)
+        asked = dict(cache=cache, tune=tune, host_graph=dgraph.host.csr, own_host=own_host)
+        question = (OP, d, heads, dtype, False)
+        # a static graph's (kinds.SHAPE_ONLY_PLANS), else, where none verified, the kind's own
+        decision = ((static and kinds.decide(features, checksum, question, static=True, **asked))
+                    or kinds.decide(features, checksum, question, **asked))
         if decision is None:
             return _cost_model_of_kind(features, checksum, dgraph.host.csr, d, heads, dtype, own_host)
         return _native(decision)

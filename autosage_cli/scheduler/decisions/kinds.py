@@ -71,6 +71,21 @@ def reads_host_graph(record: dict) -> bool:
     return family_of(schedule.family).reads_host_graph(schedule)
 
 
+# Launch layouts (Family.plan) whose launches depend on the graph's shape alone, not on its
+# contents: what a static graph (a captured mini-batch step's) may run, since one captured launch
+# serves every batch of its capacity.
+SHAPE_ONLY_PLANS = frozenset({"rows", "edges"})
+
+
+def shape_only(record: dict) -> bool:
+    """Whether a native candidate (a probe record or a decision) launches by the graph's shape."""
+    from .plans import schedule_of_decision
+
+    name = record.get("name") or record.get("schedule")
+    schedule = schedule_of_decision({"schedule": name, "params": record.get("params")})
+    return family_of(schedule.family).plan in SHAPE_ONLY_PLANS
+
+
 def _timed(records: list[dict]) -> list[SimpleNamespace]:
     """The records that ran and were verified (status ok, a time), as select.decide reads them."""
     return [SimpleNamespace(**r) for r in records if r.get("status") == "ok" and r.get("ms") is not None]
@@ -94,16 +109,21 @@ def carry_decision(candidates: list[dict], vendor: list[dict], guardrail: float)
     return select.decide(natives, vendors, guardrail).to_dict()
 
 
-def native_decision(candidates: list[dict], guardrail: float = select.DEFAULT_GUARDRAIL) -> dict | None:
+def native_decision(candidates: list[dict], guardrail: float = select.DEFAULT_GUARDRAIL,
+                    static: bool = False) -> dict | None:
     """The decision when a vendor plan cannot run (a captured CUDA graph: CuPy refuses cuSPARSE calls
     during stream capture): the best verified native candidate whose plan builds no host work
-    lists, or None when none was verified."""
+    lists (with `static`, also launching by the graph's shape alone: SHAPE_ONLY_PLANS), or None
+    when none was verified."""
     natives = _on_device(_timed(candidates))
+    if static:
+        natives = [r for r in natives if shape_only(vars(r))]
     if not natives:
         return None
     decision = select.decide(natives, [], guardrail).to_dict()
     decision["reason"] = (f"native {decision['schedule']}: the fastest verified native plan, for a "
-                          f"captured step (CUDA-graph capture cannot record CuPy's cuSPARSE calls)")
+                          + ("static graph (a captured mini-batch step: its launches by the graph's shape)"
+                             if static else "captured step (CUDA-graph capture cannot record CuPy's cuSPARSE calls)"))
     return decision
 
 
@@ -115,11 +135,16 @@ class Kind:
     carry: dict                 # the decision for other graphs of the kind
     entry_id: str = ""
     native: dict | None = None  # the decision where no vendor plan may run (native_decision)
+    static: dict | None = None  # ... nor one whose launches depend on the graph's contents
 
-    def decision_for(self, checksum: int, capturable: bool = False) -> dict | None:
-        """The graph's decision; with `capturable`, a native one (None: the kind has none)."""
+    def decision_for(self, checksum: int, capturable: bool = False, static: bool = False) -> dict | None:
+        """The graph's decision; with `capturable`, a native one; with `static` (a static graph's),
+        a native one that launches by the graph's shape (None: the kind has none)."""
         chosen = self.decision if checksum == self.checksum else self.carry
-        if capturable and chosen["backend"] != "native":
+        native = chosen.get("backend") == "native"
+        if static:
+            return chosen if native and shape_only(chosen) else self.static
+        if capturable and not native:
             return self.native
         return chosen
 
@@ -156,9 +181,10 @@ class KindTable:
             recorded = entry.get("kind")
             scope = scope_of(entry) if isinstance(recorded, dict) else None
             if scope is not None:
+                candidates = entry.get("candidates") or []
                 self.add(scope, Kind(recorded["features"], recorded.get("checksum"), entry["decision"],
-                                     recorded["carry"], entry["id"],
-                                     native_decision(entry.get("candidates") or [])))
+                                     recorded["carry"], entry["id"], native_decision(candidates),
+                                     native_decision(candidates, static=True)))
 
     def clear(self) -> None:
         with self._lock:
@@ -227,7 +253,8 @@ def _store(cache) -> cache_mod.DecisionCache:
 
 
 def decide(features: dict, checksum: int, question: tuple, *, cache=None, tune: bool = True,
-           host_graph=None, say=None, capturable: bool = False, own_host: bool = True) -> dict | None:
+           host_graph=None, say=None, capturable: bool = False, own_host: bool = True,
+           static: bool = False) -> dict | None:
     """The decision (a Decision dict) for a graph of `features` and `checksum` on `question` =
     (op, k, heads, dtype, weighted): the kind's, or, for a new kind, its own from a tune of
     `host_graph()` (the graph's CSRGraph, built only then), recorded with the kind. None when tuning
@@ -253,12 +280,12 @@ def decide(features: dict, checksum: int, question: tuple, *, cache=None, tune: 
             store.annotate(result.key_id, {"kind": {"features": features, "checksum": checksum,
                                                     "weighted": bool(weighted), "carry": carry}})
         return Kind(features, checksum, result.decision.to_dict(), carry, result.key_id or "",
-                    native_decision(result.candidates))
+                    native_decision(result.candidates), native_decision(result.candidates, static=True))
 
     # a graph whose host CSR is another's (a graph of every listing: its coalesced graph's) was not
     # the graph probed even when the tune ran on that CSR: it gets the kind's decision for other
     # graphs, whose plan needs no host pass (a host work list of the other CSR would be wrong)
-    return lookup(scope, features, checksum if own_host else None, tuned, capturable)
+    return lookup(scope, features, checksum if own_host else None, tuned, capturable, static)
 
 
 def replayable(graph, store: cache_mod.DecisionCache):
@@ -285,7 +312,8 @@ def replayable(graph, store: cache_mod.DecisionCache):
     return dataclasses.replace(graph, source={**graph.source, "path": relative, "beside_cache": True})
 
 
-def lookup(scope: tuple, features: dict, checksum: int, make, capturable: bool = False) -> dict | None:
+def lookup(scope: tuple, features: dict, checksum: int, make, capturable: bool = False,
+           static: bool = False) -> dict | None:
     """The decision of the kind of `features` in `scope` for the graph of `checksum` (see
     Kind.decision_for); `make()` decides a new kind (a Kind) the first time one is seen."""
     with TABLE._lock:
@@ -294,4 +322,4 @@ def lookup(scope: tuple, features: dict, checksum: int, make, capturable: bool =
         kind = make()
         with TABLE._lock:
             TABLE.add(scope, kind)
-    return kind.decision_for(checksum, capturable)
+    return kind.decision_for(checksum, capturable, static)

@@ -147,7 +147,8 @@ class CapturedBatchStep:
         if slot is None:
             slot = self._slots[key] = _Slot(StaticShape(key[1], key[2], x.device), x, inputs)
             while len(self._slots) > self.keep:
-                self._slots.popitem(last=False)
+                _, evicted = self._slots.popitem(last=False)
+                self._raise_if_flagged(evicted, wait=True)   # its last replays' report goes with it
         self._slots.move_to_end(key)
         return slot
 

@@ -31,7 +31,7 @@ from ..backends.packed import float_bits
 from ..dtypes import DTYPES
 from ..errors import AutosageError
 from ..kernels import epilogues as epilogue_ops
-from . import host
+from . import host, static_graph
 from .graph import Graph
 
 _ALIGN = 16  # bytes: the widest vector load a kernel may use
@@ -91,6 +91,7 @@ def release_pool() -> None:
 
 # The torch dtype of each value type, from its row (dtypes.DTYPES: torch_name).
 VALUE_TYPES = {getattr(torch, t.torch_name): t.name for t in DTYPES.values()}
+_TORCH_TYPES = {name: t for t, name in VALUE_TYPES.items()}
 
 
 def dtype_name(t: torch.Tensor) -> str:
@@ -183,27 +184,14 @@ def plan(graph: Graph, op: str, k: int, device: torch.device, *, heads: int = 1,
         from ..backends.base import unsynchronized_prepare
 
         dgraph = device_graph(graph, weighted, device)
-        if graph._static is not None and weighted:
-            _values_by_torch(graph, dgraph, device, dtype)
+        if graph._static is not None and weighted and dtype != "float32":
+            # converted by torch: in a captured step the memory must come from the capture's pool
+            dgraph.derived.setdefault(("values", dtype), _cupy(static_graph.weights_as(
+                graph, graph.gpu[("dgraph", "weighted", device.index, "tensors")][2], _TORCH_TYPES[dtype])))
         with _on_torch_stream(device), unsynchronized_prepare():
             found = graph.gpu[key] = _prepare(graph, dgraph, (op, k, heads, dtype, weighted), scale,
                                               capturable)
     return found
-
-
-_TORCH_TYPES = {name: t for t, name in VALUE_TYPES.items()}
-
-
-def _values_by_torch(graph: Graph, dgraph, device: torch.device, dtype: str) -> None:
-    """A static graph's weights in the plan's value type, converted by torch (a plan would convert
-    them with CuPy when it packs, allocating from CuPy's pool: inside a captured step's CUDA graph
-    the memory must come from the capture's)."""
-    key = ("values", dtype)
-    if dtype == "float32" or key in dgraph.derived:
-        return
-    converted = graph.gpu[("dgraph", "weighted", device.index, "tensors")][2].to(_TORCH_TYPES[dtype])
-    graph.gpu[("dgraph", "weighted", device.index, "tensors", dtype)] = converted   # the view's memory
-    dgraph.derived[key] = _cupy(converted)
 
 
 def _own_host(graph: Graph) -> bool:
@@ -234,9 +222,8 @@ def _prepare(graph: Graph, dgraph, question: tuple, scale, capturable: bool = Fa
                  own_host=_own_host(graph))
     decision = kinds.decide(graph.kind_features(), graph.structure_stats()["checksum"], question,
                             static=static, **asked)
-    if decision is None and static:
-        # no verified candidate launches by the shape alone: eager steps run the kind's native
-        # decision, which a capture then refuses (_plan_of_decision)
+    if decision is None and static:   # none verified launches by the shape alone: eager steps run
+        # the kind's native decision, which a capture then refuses (_plan_of_decision)
         decision = kinds.decide(graph.kind_features(), graph.structure_stats()["checksum"], question, **asked)
     if decision is None and capturable:
         raise AutosageError(f"{op} at width {k} on {graph.describe()} has no verified native plan to "
@@ -244,14 +231,6 @@ def _prepare(graph: Graph, dgraph, question: tuple, scale, capturable: bool = Fa
     if decision is None:
         return api.untuned_vendor_plan(dgraph, op, k, heads, scale, dtype)
     return _plan_of_decision(dgraph, decision, k, heads, scale, dtype, op, static)
-
-
-def _refuse_in_capture(static: bool, what: str, launches_by_shape: bool) -> None:
-    """A static graph's plan recorded in a capture is replayed on every batch of its capacity: one
-    whose launches depend on the graph's contents (work lists, a partition) would be wrong there."""
-    if static and not launches_by_shape and torch.cuda.is_current_stream_capturing():
-        raise AutosageError(f"{what} launches by the graph's contents, which a captured mini-batch step "
-                            f"replays on other batches: no verified plan of its kind launches by the shape alone")
 
 
 # The latest plan made of each carried-over decision (by what it runs): the next graph of the kind
@@ -264,8 +243,9 @@ def _plan_of_decision(dgraph, decision, k: int, heads: int, scale, dtype: str, o
     from ..scheduler.decisions import kinds
     from ..scheduler.decisions.plans import plan_for
 
-    _refuse_in_capture(static, f"{op} plan {decision.get('schedule')}",
-                       decision.get("backend") == "native" and kinds.shape_only(decision))
+    if static:
+        static_graph.refuse_in_capture(f"{op} plan {decision.get('schedule')}",
+                                       decision.get("backend") == "native" and kinds.shape_only(decision))
 
     # the op too: a fused SpMM (spmm-bias-relu) runs SpMM's schedule names with other kernels
     key = (op, decision.get("backend"), decision.get("schedule"), k, heads, scale, dtype)
@@ -396,8 +376,9 @@ def additive_plan(graph: Graph, d: int, heads: int, negative_slope: float, devic
             schedule = additive.schedule_for(dgraph, d, heads, dtype, fixed=fixed, kind=kind,
                                              cache=graph.cache, tune=graph.tune, own_host=_own_host(graph),
                                              static=graph._static is not None)
-            _refuse_in_capture(graph._static is not None, f"attention-additive plan {schedule.name}",
-                               family_of(schedule.family).plan in kinds.SHAPE_ONLY_PLANS)
+            if graph._static is not None:
+                static_graph.refuse_in_capture(f"attention-additive plan {schedule.name}",
+                                               family_of(schedule.family).plan in kinds.SHAPE_ONLY_PLANS)
             graph.gpu[key] = additive.prepare_additive_plan(dgraph, schedule, d, heads, negative_slope, dtype)
     return graph.gpu[key]
 

@@ -116,3 +116,21 @@ def gcn_graph(g: Graph, target: Graph, fill: float) -> Graph:
     degree = values.new_zeros(target.n_rows).index_add(0, target.row, values)
     inv_sqrt = degree.pow(-0.5).masked_fill(degree == 0, 0.0)
     return target.with_weights(inv_sqrt[target.row] * values * inv_sqrt[target.col])
+
+
+def weights_as(g: Graph, weights: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """A static graph's device weights in a plan's value type, converted by torch once (a plan
+    would convert them with CuPy, allocating from CuPy's pool: inside a captured step the memory
+    must come from the capture's)."""
+    key = ("static weights", weights.data_ptr(), dtype)
+    if key not in g.gpu:
+        g.gpu[key] = weights.to(dtype)
+    return g.gpu[key]
+
+
+def refuse_in_capture(what: str, launches_by_shape: bool) -> None:
+    """A static graph's plan recorded in a capture is replayed on every batch of its capacity: one
+    whose launches depend on the graph's contents (work lists, a partition) would be wrong there."""
+    if not launches_by_shape and torch.cuda.is_current_stream_capturing():
+        raise AutosageError(f"{what} launches by the graph's contents, which a captured mini-batch step "
+                            f"replays on other batches: no verified plan of its kind launches by the shape alone")

@@ -12,6 +12,10 @@
 #            (the first fills the kernel cache) and the second profiled (cProfile: top 70
 #            cumulative, top 25 own time) into $OUT/profile-N.txt, then a third unprofiled with
 #            -X importtime (importtime-N.txt) and its wall time: where a warm-miss tune's time goes
+#   MB_GRAPH, MB_ARGS, MB_CAP  for the minibatch step: the captured mini-batch step's GPU tests, then
+#            `autosage bench --suite minibatch --dataset MB_GRAPH MB_ARGS` (results in $OUT/mb-MB_GRAPH)
+#            within MB_CAP seconds (default products-like, 420 s)
+#   suite0, suite1  steps: the GPU suite's even or odd test files (scripts/gpu_suite_part.sh)
 #   RESULTS  results directory of the run (default results/h200-run); its decision cache is
 #            RESULTS/decisions.json
 set -uo pipefail
@@ -76,6 +80,13 @@ for step in ${STEPS:-tests first_run bench}; do
                echo "unprofiled miss: $(awk "BEGIN{print $(date +%s.%N) - $t0}") s wall" | tee -a "$OUT/profile-$n.txt"; done ;;
     exp)   # an experiment script (EXP: a shell command; it writes what it keeps under $OUT)
            timeout "$(cap ${EXP_CAP:-300})" bash -c "${EXP:-true}" 2>&1 | tee "$OUT/exp.log" | tail -n 60 ;;
+    minibatch) mb="$OUT/mb-${MB_GRAPH:-products-like}"; mkdir -p "$mb"
+           timeout "$(cap 150)" python3 -m pytest -q -m gpu -p no:cacheprovider -o addopts="" -rfE \
+               tests/test_batch_capture_gpu.py 2>&1 | tee "$OUT/test-batch-capture.log" | tail -n 20
+           timeout "$(cap ${MB_CAP:-420})" autosage bench --suite minibatch --dataset "${MB_GRAPH:-products-like}" \
+               ${MB_ARGS:-} --out "$mb" --cache "$mb/decisions.json" 2>"$mb/stderr.log" | tail -n 30
+           tail -n 12 "$mb/stderr.log" ;;
+    suite0|suite1) SUITE_CAP=$(cap 300) scripts/gpu_suite_part.sh "$OUT" "${step#suite}" ;;
     bench) mkdir -p "$RESULTS"
            timeout "$(cap 600)" autosage bench ${BENCH:-} --out "$RESULTS" --cache "$RESULTS/decisions.json" \
                2>"$OUT/bench.stderr" | tail -n 60; tail -n 15 "$OUT/bench.stderr"

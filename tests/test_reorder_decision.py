@@ -167,3 +167,22 @@ def test_the_gpu_order_measurer_tunes_both_orders_and_checks_the_permuted_result
     t = measure(graph, reorder.permute(graph, perm), perm, "spmm", 16)
     assert t.verified and t.rel_error < 1e-5 and t.before_ms > 0 and t.after_ms > 0
     assert len(cache.entries()) == 2           # one tuned decision per order
+
+
+def test_a_method_predicted_over_its_time_budget_is_not_computed(tmp_path, monkeypatch):
+    """METIS on a graph of 124M nonzeros takes minutes, where a reordering saves seconds: a method
+    whose predicted cost (ORDER_S_PER_NNZ times the nonzeros) is over MAX_ORDER_S is reported
+    not run, and the others are decided as before."""
+    from autosage_cli.graphs import reorder as reorder_mod
+
+    budget, computed = rd.MAX_ORDER_S, []
+    real = reorder_mod.order
+    monkeypatch.setattr(reorder_mod, "order", lambda g, m, **kw: computed.append(m) or real(g, m, **kw))
+    monkeypatch.setattr(rd, "MAX_ORDER_S", 0.5 * rd.ORDER_S_PER_NNZ["rcm"] * SHUFFLED.nnz)
+    d = _decide(SHUFFLED, tmp_path, FakeOrders(), methods=("rcm", "hubcluster"), expected_calls=10**5)
+    rcm = next(c for c in d.candidates if c.method == "rcm")
+    assert rcm.verdict.startswith("not run: predicted to take") and f"on {SHUFFLED.nnz} nonzeros" in rcm.verdict
+    assert computed == ["hubcluster"] and rcm.times is None
+    # products-like's size: METIS is predicted over the budget, labelprop is never predicted
+    assert rd.ORDER_S_PER_NNZ["metis"] * 123_705_588 > budget > rd.ORDER_S_PER_NNZ["rcm"] * 1e6
+    assert "labelprop" not in rd.ORDER_S_PER_NNZ

@@ -9,7 +9,8 @@ one graph, whether to renumber its vertices (graphs.reorder) and with which meth
      measured 1.74x at K=16 and 1.85x at K=64; RCM's drop of 0.06 (0.333 -> 0.312) measured
      1.15x / 1.09x. A graph that is already local (locality <= LOCAL_ENOUGH) or whose B fits in
      L2 is answered without computing any order.
-  2. Confirm. Each candidate's locality comes from its permutation alone (reorder.
+  2. Confirm. A method predicted to take more than MAX_ORDER_S to compute (ORDER_S_PER_NNZ:
+     METIS on a graph of millions of nonzeros) is not run. Each candidate's locality comes from its permutation alone (reorder.
      relabelled_locality); the candidates estimated at >= ESTIMATE_MIN (best first, at most
      MAX_MEASURED) are relabelled (12.7 s each on 124M nonzeros, so only these) and measured: the tuned plan on each order, the reordered result checked against the original
      one permuted (`measure_orders`, a callable; scheduler.reorder_measure is the GPU one, CPU
@@ -49,6 +50,13 @@ ESTIMATE_MIN = 1.05                 # below this estimated speed-up an order is 
 MAX_MEASURED = 2
 LOCAL_ENOUGH = 0.10                 # products-like's natural order: 0.070; shuffled: 0.333
 DEFAULT_CALLS = 100
+# What computing an order costs, per stored nonzero, for the methods whose cost grows past what a
+# decision can wait for: METIS took 1.1 us at 2M nonzeros and 1.8 us at 8M (growing with size) on
+# a 2-core x86 host, i.e. minutes on a 124M-nonzero graph, where a reordering saves seconds over
+# a training run; RCM took 12 s on 124M (SciPy, the H200's host). The others (labelprop,
+# hubcluster, degree, hubsort on the GPU or vectorised) are not predicted: always run.
+ORDER_S_PER_NNZ = {"metis": 1.8e-6, "rcm": 1.0e-7}
+MAX_ORDER_S = 10.0                  # a method predicted to take longer is not computed
 
 
 def cache_op(op: str) -> str:
@@ -266,6 +274,9 @@ def _decide(graph, k, measure_orders, op, dtype, calls, methods, l2_bytes, featu
     candidates, orders = [], {}
     for method in methods:
         missing = reorder_mod.available(method)
+        predicted = ORDER_S_PER_NNZ.get(method, 0.0) * graph.nnz
+        if predicted > MAX_ORDER_S:
+            missing = f"predicted to take {predicted:.0f} s on {graph.nnz} nonzeros (over {MAX_ORDER_S:.0f} s)"
         if missing:
             candidates.append(Candidate(method, 0.0, 0.0, before, 1.0, verdict=f"not run: {missing}"))
             continue

@@ -43,6 +43,7 @@ from ..errors import AutosageError
 from . import cuda
 from .capture import _cause, check_optimizer, training_step
 from .captured_build import capacity, release_generators
+from .graph import check_edge_index
 from .static_graph import StaticShape, batch_graph
 
 WARMUP = 2     # eager steps per capacity before its capture
@@ -111,11 +112,7 @@ class CapturedBatchStep:
     # ------------------------------------------------------------------------------ checks
     @staticmethod
     def _check(edge_index, x, inputs) -> None:
-        if not isinstance(edge_index, torch.Tensor) or edge_index.dim() != 2 or edge_index.shape[0] != 2:
-            raise AutosageError(f"edge_index: expected a (2, E) tensor, got "
-                                f"{tuple(getattr(edge_index, 'shape', ())) or type(edge_index).__name__}")
-        if edge_index.dtype.is_floating_point or edge_index.dtype == torch.bool:
-            raise AutosageError(f"edge_index: expected integer ids, got {edge_index.dtype}")
+        check_edge_index(edge_index)
         if not isinstance(x, torch.Tensor) or x.dim() < 1 or x.shape[0] < 1:
             raise AutosageError("x: expected a tensor with one row per batch node (at least one)")
         for name, t in (("edge_index", edge_index), *((f"input {i}", t) for i, t in enumerate(inputs))):

@@ -55,6 +55,15 @@ def _listed_stats(stats: dict | None) -> dict | None:
     return None if stats is None else {**stats, "checksum": stats["checksum"] ^ _LISTED}
 
 
+def check_edge_index(edge_index) -> None:
+    """A PyG edge_index: a (2, E) tensor of integer ids (one-line errors otherwise)."""
+    if not isinstance(edge_index, torch.Tensor) or edge_index.dim() != 2 or edge_index.shape[0] != 2:
+        raise AutosageError(f"edge_index: expected a (2, E) tensor, got "
+                            f"{tuple(getattr(edge_index, 'shape', ())) or type(edge_index).__name__}")
+    if edge_index.dtype.is_floating_point or edge_index.dtype == torch.bool:
+        raise AutosageError(f"edge_index: expected integer ids, got {edge_index.dtype}")
+
+
 class Graph:
     """A canonical sparse graph with its transpose, edge-order maps and tuned plans.
 
@@ -131,11 +140,7 @@ class Graph:
         """From a PyG `edge_index` (2, E) of source -> target edges; `num_nodes` defaults to the
         largest id + 1. `size = (n_src, n_dst)` (PyG's convention) makes a bipartite graph: n_dst
         rows (targets) by n_src columns (sources), as a sampler's layer hands it over."""
-        if not isinstance(edge_index, torch.Tensor) or edge_index.dim() != 2 or edge_index.shape[0] != 2:
-            raise AutosageError(f"edge_index: expected a (2, E) tensor, got "
-                                f"{tuple(getattr(edge_index, 'shape', ())) or type(edge_index).__name__}")
-        if edge_index.dtype.is_floating_point or edge_index.dtype == torch.bool:
-            raise AutosageError(f"edge_index: expected integer ids, got {edge_index.dtype}")
+        check_edge_index(edge_index)
         if size is not None:
             n_src, n_dst = (int(s) for s in size)
             return cls.from_coo(edge_index[1], edge_index[0], edge_weight, (n_dst, n_src), **options)

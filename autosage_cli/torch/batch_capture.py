@@ -41,7 +41,7 @@ import torch
 
 from ..errors import AutosageError
 from . import cuda
-from .capture import _cause, check_optimizer, training_step
+from .capture import _cause, check_optimizer, on_side_stream, training_step
 from .captured_build import capacity, release_generators
 from .graph import check_edge_index
 from .static_graph import StaticShape, batch_graph
@@ -162,14 +162,8 @@ class CapturedBatchStep:
             _, out = self._body(slot)
             self.eager_steps += 1
             return out
-        stream = self._side_stream(slot)
-        current = torch.cuda.current_stream(slot.x.device)
-        stream.wait_stream(current)
-        try:
-            with torch.cuda.stream(stream), cuda.capturable_plans():
-                _, out = self._body(slot)
-        finally:
-            current.wait_stream(stream)
+        with on_side_stream(self._side_stream(slot), slot.x.device), cuda.capturable_plans():
+            _, out = self._body(slot)
         self.eager_steps += 1
         return out
 
@@ -211,7 +205,7 @@ class CapturedBatchStep:
             self._raise_if_flagged(slot, wait=False)
         slot = self._slot(edge_index, x, inputs)
         slot.fill(edge_index, x, inputs)
-        if x.device.type != "cuda":
+        if x.device.type != "cuda" and slot.reason is None:
             slot.reason = self.reason = f"steps on {x.device} run eagerly (a CUDA graph needs a GPU)"
         if slot.cuda_graph is None and (slot.calls < self.warmup or slot.reason is not None
                                         or not self._capture(slot)):

@@ -126,6 +126,19 @@ def _cause(exc: BaseException) -> str:
 
 
 # ------------------------------------------------------------------------------------ the step
+@contextlib.contextmanager
+def on_side_stream(stream, device):
+    """Work inside runs on `stream`, after what the current stream has queued; the current stream
+    then sees it (or what a failed step did). PyTorch's rule for warm-up steps before a capture."""
+    current = torch.cuda.current_stream(device)
+    stream.wait_stream(current)
+    try:
+        with torch.cuda.stream(stream):
+            yield
+    finally:
+        current.wait_stream(stream)
+
+
 def training_step(loss_fn, optimizer, graph, inputs: tuple):
     """One training step, what a capture records: zero the gradients (to None, so a capture's
     backward allocates them from its pool), loss_fn(graph, *inputs), backward, the optimizer's
@@ -190,15 +203,8 @@ class _Captured(abc.ABC):
             self._after_replay()
         return self.outputs
 
-    @contextlib.contextmanager
     def _on_side_stream(self):
-        current = torch.cuda.current_stream(self.device)
-        self._stream.wait_stream(current)
-        try:
-            with torch.cuda.stream(self._stream):
-                yield
-        finally:    # the caller's stream sees the step's work (or what a failed step did)
-            current.wait_stream(self._stream)
+        return on_side_stream(self._stream, self.device)
 
     def _remember(self, seen: dict) -> None:
         """Every Graph the step ran on (and the transposes its backward ran on), weakly."""

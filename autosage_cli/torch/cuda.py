@@ -91,7 +91,6 @@ def release_pool() -> None:
 
 # The torch dtype of each value type, from its row (dtypes.DTYPES: torch_name).
 VALUE_TYPES = {getattr(torch, t.torch_name): t.name for t in DTYPES.values()}
-_TORCH_TYPES = {name: t for t, name in VALUE_TYPES.items()}
 
 
 def dtype_name(t: torch.Tensor) -> str:
@@ -186,8 +185,9 @@ def plan(graph: Graph, op: str, k: int, device: torch.device, *, heads: int = 1,
         dgraph = device_graph(graph, weighted, device)
         if graph._static is not None and weighted and dtype != "float32":
             # converted by torch: in a captured step the memory must come from the capture's pool
+            weights = graph.gpu[("dgraph", "weighted", device.index, "tensors")][2]
             dgraph.derived.setdefault(("values", dtype), _cupy(static_graph.weights_as(
-                graph, graph.gpu[("dgraph", "weighted", device.index, "tensors")][2], _TORCH_TYPES[dtype])))
+                graph, weights, getattr(torch, DTYPES[dtype].torch_name))))
         with _on_torch_stream(device), unsynchronized_prepare():
             found = graph.gpu[key] = _prepare(graph, dgraph, (op, k, heads, dtype, weighted), scale,
                                               capturable)
@@ -218,13 +218,9 @@ def _prepare(graph: Graph, dgraph, question: tuple, scale, capturable: bool = Fa
                                 f"cannot capture: fix a native schedule (Graph(schedules=...))")
         return made
     static = graph._static is not None
-    asked = dict(cache=graph.cache, tune=graph.tune, host_graph=dgraph.host.csr, capturable=capturable,
-                 own_host=_own_host(graph))
     decision = kinds.decide(graph.kind_features(), graph.structure_stats()["checksum"], question,
-                            static=static, **asked)
-    if decision is None and static:   # none verified launches by the shape alone: eager steps run
-        # the kind's native decision, which a capture then refuses (_plan_of_decision)
-        decision = kinds.decide(graph.kind_features(), graph.structure_stats()["checksum"], question, **asked)
+                            cache=graph.cache, tune=graph.tune, host_graph=dgraph.host.csr,
+                            capturable=capturable, own_host=_own_host(graph), static=static)
     if decision is None and capturable:
         raise AutosageError(f"{op} at width {k} on {graph.describe()} has no verified native plan to "
                             f"capture (tuning off, or no native candidate passed verification)")

@@ -101,11 +101,8 @@ def schedule_for(dgraph, d: int, heads: int, dtype: str = dtypes.DEFAULT, *, fix
         return additive_schedule(dgraph.host.csr(), d, heads, fixed, dtype)
     if kind is not None:
         features, checksum = kind
-        asked = dict(cache=cache, tune=tune, host_graph=dgraph.host.csr, own_host=own_host)
-        question = (OP, d, heads, dtype, False)
-        # a static graph's (kinds.SHAPE_ONLY_PLANS), else, where none verified, the kind's own
-        decision = ((static and kinds.decide(features, checksum, question, static=True, **asked))
-                    or kinds.decide(features, checksum, question, **asked))
+        decision = kinds.decide(features, checksum, (OP, d, heads, dtype, False), cache=cache, tune=tune,
+                                host_graph=dgraph.host.csr, own_host=own_host, static=static)
         if decision is None:
             return _cost_model_of_kind(features, checksum, dgraph.host.csr, d, heads, dtype, own_host)
         return _native(decision)

@@ -315,11 +315,16 @@ def replayable(graph, store: cache_mod.DecisionCache):
 def lookup(scope: tuple, features: dict, checksum: int, make, capturable: bool = False,
            static: bool = False) -> dict | None:
     """The decision of the kind of `features` in `scope` for the graph of `checksum` (see
-    Kind.decision_for); `make()` decides a new kind (a Kind) the first time one is seen."""
+    Kind.decision_for; for a static graph, the kind's own where it has no static one); `make()` decides a new kind (a Kind) the first time one is seen."""
     with TABLE._lock:
         kind = TABLE.find(scope, features)
     if kind is None:
         kind = make()
         with TABLE._lock:
             TABLE.add(scope, kind)
-    return kind.decision_for(checksum, capturable, static)
+    chosen = kind.decision_for(checksum, capturable, static)
+    if chosen is None and static:
+        # no verified plan of the kind launches by the shape alone: the kind's own, which eager
+        # steps run and a capture refuses (torch/static_graph.refuse_in_capture)
+        chosen = kind.decision_for(checksum, capturable)
+    return chosen

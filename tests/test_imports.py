@@ -331,3 +331,57 @@ def test_every_module_imports_where_cupy_cannot_be_imported():
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
+
+
+# Libraries the bare install (`make install` in a fresh venv) does not bring, and test helpers
+# that import them: a test file may import these at module level only after skipping without them.
+OPTIONAL_LIBRARIES = {"torch": "torch", "torch_geometric": "torch_geometric", "ogb": "ogb",
+                      "nvmath": "nvmath", "torch_helpers": "torch", f"{PACKAGE}.torch": "torch"}
+
+
+def _guarded_library(stmt: ast.stmt) -> str | None:
+    """The library a module-level `x = pytest.importorskip("lib", ...)` skips without, if it is one."""
+    value = getattr(stmt, "value", None)
+    if isinstance(stmt, (ast.Assign, ast.Expr)) and isinstance(value, ast.Call):
+        func = value.func
+        if isinstance(func, ast.Attribute) and func.attr == "importorskip" and value.args:
+            first = value.args[0]
+            return first.value if isinstance(first, ast.Constant) else None
+    return None
+
+
+def unguarded_optional_imports(path: Path) -> list[str]:
+    """Module-level imports of an optional library in a test file before any importorskip of it
+    (pytest collects every file, also with -m "not gpu", so one such import fails a bare `make test`)."""
+    guarded, found = set(), []
+    for stmt in ast.parse(path.read_text()).body:
+        if (lib := _guarded_library(stmt)) is not None:
+            guarded.add(lib)
+        names = ([a.name for a in stmt.names] if isinstance(stmt, ast.Import)
+                 else [stmt.module or ""] if isinstance(stmt, ast.ImportFrom) and not stmt.level else [])
+        for name in names:
+            needs = next((lib for prefix, lib in OPTIONAL_LIBRARIES.items()
+                          if name == prefix or name.startswith(prefix + ".")), None)
+            if needs is not None and needs not in guarded:
+                found.append(f"{path.name}:{stmt.lineno}: imports {name} without skipping when {needs} "
+                             f"is missing")
+    return found
+
+
+def test_unguarded_optional_imports_finds_an_import_before_its_skip(tmp_path):
+    bad = tmp_path / "test_bad.py"
+    bad.write_text("import pytest\nimport torch\ntorch = pytest.importorskip('torch')\n"
+                   "from torch_helpers import leaf\nimport torch_geometric\n")
+    assert [line.split(":")[1] for line in unguarded_optional_imports(bad)] == ["2", "5"]
+    good = tmp_path / "test_good.py"
+    good.write_text("import pytest\ntorch = pytest.importorskip('torch')\nimport torch.nn\n"
+                    f"from {PACKAGE}.torch import Graph\n\ndef f():\n    import torch_geometric\n")
+    assert unguarded_optional_imports(good) == []
+
+
+def test_every_test_file_collects_without_the_optional_libraries():
+    """The README's `make test` on a bare install: every test file, GPU ones too (collected before
+    their marker deselects them), imports its optional libraries only after skipping without them."""
+    found = [line for path in sorted((ROOT / "tests").glob("*.py")) if path.name != "torch_helpers.py"
+             for line in unguarded_optional_imports(path)]
+    assert not found, "\n".join(found)

@@ -96,6 +96,21 @@ def test_the_self_loop_graph_has_a_fixed_size_and_moves_the_batchs_loops_into_th
     assert int(keep.sum()) == int((g.row != g.col).sum())
 
 
+def test_its_host_csr_is_the_pattern_without_its_repeats():
+    """What a new kind is tuned on (a host CSR holds no duplicates): the batch's edges and the
+    padding's loops, each pair once; a reweighted graph (GCN's) reads the same pattern."""
+    edge_index = _batch()
+    shape, g = _static(edge_index, N_BATCH)
+    csr = g.host_csr()
+    pairs = torch.stack([g.row, g.col]).unique(dim=1)
+    assert csr.nnz == pairs.shape[1] < g.nnz
+    assert csr.shape == g.shape
+    rows = torch.repeat_interleave(torch.arange(g.n_rows), torch.as_tensor(csr.indptr).diff().long())
+    assert torch.equal(torch.stack([rows, torch.as_tensor(csr.indices).long()]), pairs)
+    weighted = g.with_weights(torch.rand(g.nnz, dtype=torch.float64))
+    assert weighted.host_csr().nnz == csr.nnz
+
+
 def test_an_id_out_of_range_is_flagged_and_its_edge_dropped():
     edge_index = _batch(3)
     edge_index[0, 5] = N_BATCH            # one past the batch's nodes

@@ -40,6 +40,10 @@ def host_csr(g, weighted: bool = True) -> CSRGraph:
         if coalesced is not None:
             return coalesced.host_csr(weighted=False)
         which = "coalesced"
+    elif g._static is not None:
+        # a static graph keeps every listing (and its padding's self-loops side by side): the
+        # tuner and the decision cache read its pattern without duplicates, as for any such graph
+        which = "coalesced"
     if which not in g._host:
         _HOST_COPIES[0] += 1
         rowptr, col = g.rowptr.cpu().numpy(), g.col.cpu().numpy()

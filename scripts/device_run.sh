@@ -93,6 +93,9 @@ for step in ${STEPS:-tests first_run bench}; do
            tar czf "$OUT/results.tgz" "$RESULTS" ;;
   esac
 done
-# The device tool returns at most 8 files from $OUT: pack everything into one archive.
-(cd "$OUT" && tar czf /tmp/all.tgz --exclude='*.prof' . && rm -rf ./* && mv /tmp/all.tgz all.tgz)
+# The device tool returns at most 8 files from $OUT, 16 MiB each: pack everything into one archive,
+# but files over 4 MiB (a decision cache's saved batches) only by name and size (big-files.txt).
+(cd "$OUT" && find . -type f -size +4M ! -name '*.prof' -printf '%s %p\n' >big-files.txt
+ find . -type f -size -4097k ! -name '*.prof' >/tmp/packed.txt
+ tar czf /tmp/all.tgz -T /tmp/packed.txt && rm -rf ./* && mv /tmp/all.tgz all.tgz)
 echo "done after $(( $(date +%s) - start )) s"

@@ -81,6 +81,11 @@ def test_captured_batches_train_as_eager_steps_on_a_graph_per_batch(cache, model
         ref_opt.step()
         assert rel_err(loss, ref_loss) < loss_tol, (i, float(loss), float(ref_loss))
         for (name, p), q in zip(net.named_parameters(), ref.parameters()):
+            if name.endswith("lin_key.bias"):
+                # a key bias adds <q_i, b> to every score of row i, which its softmax cancels: its
+                # gradient is zero but for rounding, and Adam scales rounding to whole steps
+                assert bool(torch.isfinite(p).all()) and rel_err(p, q) < 0.5, (i, name)
+                continue
             assert rel_err(p, q) < weight_tol, (i, name)
     step.check()
     assert step.reason is None, step.reason

@@ -84,7 +84,8 @@ def test_captured_batches_train_as_eager_steps_on_a_graph_per_batch(cache, model
             if name.endswith("lin_key.bias"):
                 # a key bias adds <q_i, b> to every score of row i, which its softmax cancels: its
                 # gradient is zero but for rounding, and Adam scales rounding to whole steps
-                assert bool(torch.isfinite(p).all()) and rel_err(p, q) < 0.5, (i, name)
+                # (up to about lr per element and step, in each run's own direction)
+                assert float((p - q).abs().max()) <= 2.5 * LR * (i + 1), (i, name)
                 continue
             assert rel_err(p, q) < weight_tol, (i, name)
     step.check()

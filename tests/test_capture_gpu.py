@@ -113,7 +113,12 @@ def test_captured_training_equals_eager(edges, cache, model, dtype):
                 # lr per element and step, in its own direction; bound that, not a relative error
                 assert float((p - q).abs().max()) <= 2.5 * LR * (i + 1), (i, name)
             else:
-                assert rel_err(p, q) < tol, (i, name)
+                # an element whose gradient is within the runs' agreement (tol) of zero may have
+                # either sign in either run, and Adam steps it by lr whatever its size: bound those
+                # as above, the rest relatively
+                noisy = q.grad.abs() < tol * q.grad.abs().max()
+                assert float((p - q).abs().masked_fill(~noisy, 0).max()) <= 2.5 * LR * (i + 1), (i, name)
+                assert rel_err(p.masked_fill(noisy, 0), q.masked_fill(noisy, 0)) < tol, (i, name)
         if last is not None:                        # a replay read this step's inputs
             assert rel_err(out, last) > 10 * tol, i
         last = out.detach().clone()

@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch", reason="torch is not installed: the autosag
 
 import autosage_cli.torch as at  # noqa: E402
 from autosage_cli.errors import AutosageError  # noqa: E402
-from autosage_cli.torch.batch_capture import CapturedBatchStep, node_capacity  # noqa: E402
+from autosage_cli.torch.batch_capture import CapturedBatchStep, fits, needs, opened  # noqa: E402
 from autosage_cli.torch.captured_build import capacity  # noqa: E402
 from autosage_cli.torch.static_graph import StaticShape, batch_graph  # noqa: E402
 
@@ -31,7 +31,7 @@ def _batch(seed: int = 0, n: int = N_BATCH, edges: int = 1500):
 
 
 def _static(edge_index, n: int):
-    shape = StaticShape(capacity(edge_index.shape[1]), node_capacity(n), torch.device("cpu"))
+    shape = StaticShape(*map(opened, needs(edge_index.shape[1], n)), torch.device("cpu"))
     src = torch.full((shape.edges,), 123456789)     # stale slots: anything, masked by the sizes
     dst = torch.full((shape.edges,), -5)
     src[:edge_index.shape[1]], dst[:edge_index.shape[1]] = edge_index
@@ -49,7 +49,7 @@ def test_the_padding_stays_among_the_padding_nodes():
     edge_index = _batch()
     shape, g = _static(edge_index, N_BATCH)
     assert g.shape == (shape.nodes, shape.nodes) and g.nnz == shape.edges
-    assert shape.nodes >= N_BATCH + N_BATCH // 16 + 1
+    assert shape.nodes >= N_BATCH + N_BATCH // 64 + 1
     real = (g.row < N_BATCH) & (g.col < N_BATCH)
     padding = (g.row >= N_BATCH) & (g.col >= N_BATCH)
     assert bool((real | padding).all())                      # no edge between the two
@@ -127,14 +127,34 @@ def test_an_id_out_of_range_is_flagged_and_its_edge_dropped():
     (10, 0, "does not fit a static graph"),
 ])
 def test_a_batch_that_does_not_fit_is_refused(edges, nodes, message):
-    shape = StaticShape(capacity(1000), node_capacity(100), torch.device("cpu"))
+    shape = StaticShape(capacity(1000), opened(needs(1, 100)[1]), torch.device("cpu"))
     with pytest.raises(AutosageError, match=message):
         shape.set_batch(edges, nodes)
 
 
 def test_the_capacity_leaves_room_for_padding_nodes():
     for n in (1, 15, 16, 1000, 1023, 1024, 312_345):
-        assert node_capacity(n) >= n + n // 16 + 1
+        edges, nodes = needs(0, n)
+        assert edges == 1 and nodes >= n + n // 64 + 1
+        room = opened(nodes)
+        assert room % 64 == 0 and fits(nodes, room) and nodes < room <= nodes * 1.04 + 64
+
+
+def test_a_capacity_serves_batches_a_few_percent_apart_and_no_more():
+    assert fits(1000, 1000) and fits(1000, 1125) and not fits(1000, 1126) and not fits(1001, 1000)
+    assert fits(10, 74) and not fits(10, 75)          # small batches: a ROUND of slack
+    step = CapturedBatchStep(lambda g, x: x.sum(), torch.optim.SGD([torch.zeros(1, requires_grad=True)]))
+    rooms = []
+    for n in (10_000, 10_200, 9_700, 7_000, 10_150, 10_400, 10_350, 9_000):
+        edge_index = torch.stack([torch.arange(2 * n) % n, torch.arange(2 * n) // 2])
+        slot = step._slot(edge_index, torch.zeros(n, 3), ())
+        rooms.append((slot.shape.edges, slot.shape.nodes))
+    a, b = rooms[0], rooms[3]
+    assert a != b and rooms[:3] == [a] * 3 and rooms[4] == a     # within 3%: the first capacity
+    assert rooms[5] not in (a, b) and rooms[5][1] > a[1]          # 4% above it: one of its own
+    assert rooms[6] == rooms[5]          # past the first capacity, inside the second: reused
+    assert rooms[7] not in rooms[:7]     # the others would waste more than 1/8 of its needs
+    assert len(step._slots) == 2 and list(step._slots)[0][2] == rooms[5][1]   # LRU: 7000s, then the first, let go
 
 
 def test_kinds_are_lent_from_the_first_graph_of_a_role():

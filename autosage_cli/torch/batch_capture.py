@@ -10,12 +10,16 @@ costs (a replay), not a Graph build, its plans and hundreds of launches.
     for batch in loader:                      # batch.edge_index over the batch's nodes
         loss = step(batch.edge_index, x[batch.n_id], y[batch.n_id[:batch_size]])
 
-How: a batch of n nodes and E edges is padded to a capacity (the next step of a quarter-octave
-ladder above E, and above n plus a sixteenth for the padding nodes) and its Graph is a static graph
+How: a batch of n nodes and E edges is padded to a capacity (room for E edges, and for n nodes plus
+a sixty-fourth for the padding nodes) and its Graph is a static graph
 (torch/static_graph.py): built on the device by a fixed sequence of ops from buffers of the
 capacity, with the padding edges on padding nodes only. The loss_fn sees x padded with zero rows
 to the capacity (rows past n are padding: use the seeds' rows, the first ones, as a sampler orders
-them) and the graph of the capacity. Per capacity (`keep` of them, the most recently used), the
+them) and the graph of the capacity. Capacities are sized by the batches themselves, not by a
+fixed ladder: every row of a capacity goes through the model's dense layers, so padding costs a
+step what it adds in rows. A batch takes the smallest kept capacity it fits that wastes at most
+SLACK; when none does, it opens one HEADROOM above its own needs, which its sampler's later
+batches (a few percent apart) fit. Per capacity (`keep` of them, the most recently used), the
 first `warmup` calls run the step eagerly on a side stream (real training steps: they tune a new
 kind, build every plan and let the optimizer make its state); the next call captures the step,
 graph build and all, and replays it; later calls copy the batch into the buffers and replay.
@@ -42,17 +46,35 @@ import torch
 from ..errors import AutosageError
 from . import cuda
 from .capture import _cause, check_optimizer, on_side_stream, training_step
-from .captured_build import capacity, release_generators
+from .captured_build import release_generators
 from .graph import check_edge_index
 from .static_graph import StaticShape, batch_graph
 
 WARMUP = 2     # eager steps per capacity before its capture
 KEEP = 2       # captured capacities kept (each holds its graph's memory)
+# A sampler's batches differ by a few percent in nodes and edges: a capacity opened HEADROOM above
+# one batch holds most of the next ones, and a batch reuses one that wastes at most SLACK of its
+# needs (past that, a capacity of its own pays back its capture within a few steps).
+HEADROOM = 1 / 32
+SLACK = 1 / 8
+ROUND = 64     # capacities are multiples of this (sizes a few rows apart share one)
 
 
-def node_capacity(n: int) -> int:
-    """Room for n batch nodes and at least n/16 padding nodes (one at least)."""
-    return capacity(n + n // 16 + 1)
+def needs(n_edges: int, n_nodes: int) -> tuple[int, int]:
+    """(edges, nodes) a batch needs: its edges, and its nodes plus at least n/64 padding nodes
+    (one at least), over which the padding edges are spread so that no padding row is a hub."""
+    return max(n_edges, 1), n_nodes + n_nodes // 64 + 1
+
+
+def opened(need: int) -> int:
+    """The capacity a batch needing `need` opens: HEADROOM above it, rounded up to ROUND."""
+    return -(-int(need * (1 + HEADROOM)) // ROUND) * ROUND
+
+
+def fits(need: int, room: int) -> bool:
+    """Whether a capacity of `room` holds `need` without wasting more than SLACK of it (a ROUND
+    of slack at least, for small batches)."""
+    return need <= room <= max(need * (1 + SLACK), need + ROUND)
 
 
 class _Slot:
@@ -138,16 +160,21 @@ class CapturedBatchStep:
 
     # ------------------------------------------------------------------------------ the step
     def _slot(self, edge_index, x, inputs) -> _Slot:
-        key = (x.device, capacity(int(edge_index.shape[1])), node_capacity(int(x.shape[0])),
-               tuple(x.shape[1:]), x.dtype, tuple((tuple(t.shape), t.dtype) for t in inputs))
-        slot = self._slots.get(key)
-        if slot is None:
-            slot = self._slots[key] = _Slot(StaticShape(key[1], key[2], x.device), x, inputs)
+        """The kept capacity that fits the batch with the least waste, or a new one."""
+        need_edges, need_nodes = needs(int(edge_index.shape[1]), int(x.shape[0]))
+        kind = (x.device, tuple(x.shape[1:]), x.dtype, tuple((tuple(t.shape), t.dtype) for t in inputs))
+        fitting = [key for key in self._slots if key[0] == kind
+                   and fits(need_edges, key[1]) and fits(need_nodes, key[2])]
+        if fitting:
+            key = min(fitting, key=lambda k: (k[2], k[1]))
+        else:
+            key = (kind, opened(need_edges), opened(need_nodes))
+            self._slots[key] = _Slot(StaticShape(key[1], key[2], x.device), x, inputs)
             while len(self._slots) > self.keep:
                 _, evicted = self._slots.popitem(last=False)
                 self._raise_if_flagged(evicted, wait=True)   # its last replays' report goes with it
         self._slots.move_to_end(key)
-        return slot
+        return self._slots[key]
 
     def _body(self, slot: _Slot):
         """The step itself: build the batch's graph, loss, backward, optimizer step."""

@@ -58,12 +58,13 @@ KEEP = 2       # captured capacities kept (each holds its graph's memory)
 HEADROOM = 1 / 32
 SLACK = 1 / 8
 ROUND = 64     # capacities are multiples of this (sizes a few rows apart share one)
+PADDING_SHARE = 64   # one padding node per this many batch nodes (one at least)
 
 
 def needs(n_edges: int, n_nodes: int) -> tuple[int, int]:
-    """(edges, nodes) a batch needs: its edges, and its nodes plus at least n/64 padding nodes
-    (one at least), over which the padding edges are spread so that no padding row is a hub."""
-    return max(n_edges, 1), n_nodes + n_nodes // 64 + 1
+    """(edges, nodes) a batch needs: its edges, and its nodes plus PADDING_SHARE's padding nodes,
+    over which the padding edges are spread so that no padding row is a hub."""
+    return max(n_edges, 1), n_nodes + n_nodes // PADDING_SHARE + 1
 
 
 def opened(need: int) -> int:

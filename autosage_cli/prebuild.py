@@ -2,7 +2,7 @@
 compiling them. Standard library only: setup.py loads this file by path inside pip's isolated
 build environment, where neither NumPy nor CuPy nor autosage's other modules can be imported.
 
-What is built comes from `cuda/prebuilt.json` (the listing, written by kernels/listing.py from the
+What is built comes from `cuda/prebuilt.json` (the listing, written by ops/listing.py from the
 schedule registry and the helper groups; a CPU test keeps it current): modules, each a kernel file
 with the name expressions instantiated in it and the options NVRTC gets for them. One nvcc call per
 module compiles the text NVRTC would compile (`module_text`) with every expression instantiated,

@@ -1,4 +1,4 @@
-"""Install-time cubins (prebuild.py, kernels/listing.py, kernels/cubins.py) on the CPU: the listing is current,
+"""Install-time cubins (prebuild.py, ops/listing.py, kernels/cubins.py) on the CPU: the listing is current,
 nvcc's kernels are matched to every name expression, stale or foreign builds are refused, and the
 build module stays importable by setup.py (standard library only)."""
 from __future__ import annotations
@@ -13,14 +13,15 @@ import pytest
 
 from autosage_cli.cuda_sources import CUDA_DIR, sources_hash
 from autosage_cli import prebuild
-from autosage_cli.kernels import compile as kcompile, cubins, listing
+from autosage_cli.kernels import compile as kcompile, cubins
+from autosage_cli.ops import listing
 
 needs_nvcc = pytest.mark.skipif(prebuild.tools() is None, reason="nvcc or c++filt is not on PATH")
 
 
 def test_the_listing_in_cuda_is_current():
     """cuda/prebuilt.json lists what the registry and the helper groups hold now (refresh it with
-    `python -m autosage_cli.kernels.listing`)."""
+    `python -m autosage_cli.ops.listing`)."""
     assert (CUDA_DIR / prebuild.LISTING).read_text() == listing.listing_text()
 
 
@@ -31,6 +32,22 @@ def test_the_listing_has_every_helper_group_and_each_dtype_of_a_schedule_file():
     two_byte = next(m for m in listing.listing()["modules"] if m["name"] == "spmm_split/bfloat16")
     assert "-DAUTOSAGE_2BYTE_TYPES=1" in two_byte["options"]
     assert not any(o.startswith("-I") for o in two_byte["options"])
+
+
+def test_the_listing_has_the_layers_variant_kernels_apart_with_their_options():
+    modules = {m["name"]: m for m in listing.listing()["modules"]}
+    bias = modules["spmm_subwarp/bfloat16/spmm-bias"]
+    assert bias["file"] == "spmm_subwarp.cu" and "-DAUTOSAGE_SPMM_EPILOGUE=1" in bias["options"]
+    assert all("Epilogue<autosage::Identity, true>" in e for e in bias["expressions"])
+    assert "-DAUTOSAGE_SPMM_EPILOGUE=1" not in modules["spmm_subwarp/bfloat16"]["options"]
+    additive = modules["attention_fused/float32/attention-additive"]
+    own = {e for e in additive["expressions"] if e.startswith("attention_additive")}
+    assert own and not own & set(modules["attention_fused/float32"]["expressions"])
+    # besides its own kernels only the partials' merges it shares with the plain score's plans
+    assert set(additive["expressions"]) - own <= set(modules["attention_fused/float32"]["expressions"])
+    # the variants' own modules hold 32-bit indices only
+    assert not any("long long" in e for m in modules.values() if m["name"].count("/") == 2
+                   and not m["name"].startswith("util/") for e in m["expressions"])
 
 
 @pytest.mark.parametrize("demangled, expression", [

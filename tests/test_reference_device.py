@@ -48,6 +48,21 @@ def test_the_device_arithmetic_is_the_host_reference(dtype, op, shapes, scale):
     np.testing.assert_allclose(mine, host, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("heads,d,slope", [(3, 4, 0.2), (1, 8, 0.05)])
+def test_the_additive_device_arithmetic_is_the_host_reference(dtype, heads, d, slope):
+    csr = graph()
+    rng = np.random.default_rng(heads)
+    a_dst = rng.uniform(-2, 2, (csr.n_rows, heads)).astype(np.float32)   # float32 in every dtype
+    a_src = rng.uniform(-2, 2, (csr.n_cols, heads)).astype(np.float32)
+    inputs = [a_dst, a_src, stored((csr.n_cols, heads, d), dtype, 5)]
+    host = reference.additive_reference(csr, inputs, slope, dtype)
+    mine = reference_device.additive(host_dgraph(csr), inputs, None, dtype, np, negative_slope=slope)
+    assert mine.shape == host.shape == (csr.n_rows, heads, d) and mine.dtype == np.float64
+    np.testing.assert_allclose(mine, host, rtol=1e-12, atol=1e-12)
+    assert not mine[::7].any() and mine[3].any()   # the empty rows, the hub row
+
+
 def test_a_graph_without_edges_gives_zeros():
     csr = canonical_csr(sp.csr_matrix((5, 4), dtype=np.float32))
     q = stored((5, 2, 3), "float32", 0)

@@ -34,7 +34,11 @@ def _host(op, dgraph, inputs, scale, dtype):
                                                # a warp per (row, head): d below, across and above
                                                # the warp's 32 lanes
                                                ("attention", 1, 2, None), ("attention", 33, 3, None),
-                                               ("attention", 100, 1, None)])
+                                               ("attention", 100, 1, None),
+                                               # the GAT score: one scalar per edge, d across lanes
+                                               ("attention-additive", 8, 8, None),
+                                               ("attention-additive", 33, 3, None),
+                                               ("attention-additive", 1, 2, None)])
 def test_the_device_reference_is_the_host_reference(dgraph, dtype, op, k, heads, scale):
     inputs = ops.make_inputs(op, dgraph, k, heads, seed=3, dtype=dtype)
     got = ops.device_reference(op, dgraph, inputs, scale, dtype)   # None would be the host fallback
@@ -56,13 +60,14 @@ def test_the_host_reference_when_the_device_cannot_hold_it(dgraph, monkeypatch):
     assert reference_device.device_bytes(dgraph, inputs, 10, 3) > 1 << 20
 
 
-def test_the_attention_reference_walks_a_grid_smaller_than_its_warps(dgraph, monkeypatch):
+@pytest.mark.parametrize("op", ["attention", "attention-additive"])
+def test_the_attention_reference_walks_a_grid_smaller_than_its_warps(dgraph, monkeypatch, op):
     """One block of 8 warps strides over all (row, head) pairs: the same bits as a warp each."""
     from autosage_cli.kernels import util
 
-    inputs = ops.make_inputs("attention", dgraph, 40, 3, seed=5, dtype="bfloat16")
-    full = ops.device_reference("attention", dgraph, inputs, None, "bfloat16").get()
+    inputs = ops.make_inputs(op, dgraph, 40, 3, seed=5, dtype="bfloat16")
+    full = ops.device_reference(op, dgraph, inputs, None, "bfloat16").get()
     monkeypatch.setattr(util, "MAX_BLOCKS", 1)
-    strided = ops.device_reference("attention", dgraph, inputs, None, "bfloat16").get()
+    strided = ops.device_reference(op, dgraph, inputs, None, "bfloat16").get()
     np.testing.assert_array_equal(strided, full)
     assert np.abs(full).sum() > 0

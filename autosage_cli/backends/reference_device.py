@@ -12,6 +12,8 @@ same arithmetic in float64 on the GPU, in seconds:
   attention  per head, s_e = scale <Q[i], K[j]>; p = the row softmax of s (the row maximum first);
              O[i] = sum_e p_e V[j]; rows without edges give zeros; A's values unused (helper
              module: a warp per (row, head))
+  additive   per head, s_e = LeakyReLU(a_dst[i] + a_src[j]); then as attention (the GAT score:
+             a_dst, a_src float32; helper module: a warp per (row, head))
 Inputs are read as stored (bfloat16 as its bit patterns, exactly widened) and A's values rounded
 to the type as the plans read them (value_arrays.graph_values), as the host reference does. On the device
 the helper module (kernels/util.py) sums each output in CSR order, in float64; the array-module
@@ -133,17 +135,37 @@ def attention(dgraph, inputs, scale, dtype: str, xp):
                                         scale if scale is not None else 1.0 / math.sqrt(d))
     q, k, v = (_wide(a, dtype, xp) for a in inputs)
     rows, cols = _edges(dgraph, xp)
-    add, maximum = _scatter(xp)
     s = _dots(q, k, rows, cols, xp)
     s *= scale if scale is not None else 1.0 / math.sqrt(q.shape[-1])
-    row_max = xp.full((dgraph.n_rows, q.shape[1]), -xp.inf, dtype=xp.float64)
+    return _aggregate(_row_softmax(s, rows, dgraph.n_rows, xp), v, rows, cols, dgraph.n_rows, xp)
+
+
+def additive(dgraph, inputs, scale, dtype: str, xp, *, negative_slope: float):
+    """The additive (GAT) score's attention at LeakyReLU slope `negative_slope`; `scale` is unused
+    (the score has none)."""
+    if _helper_kernels(xp, inputs):
+        from ..kernels import util
+
+        return util.reference_additive(dgraph.indptr, dgraph.indices, *inputs, negative_slope)
+    a_dst, a_src = (xp.asarray(a, dtype=xp.float64) for a in inputs[:2])
+    v = _wide(inputs[2], dtype, xp)
+    rows, cols = _edges(dgraph, xp)
+    s = a_dst[rows] + a_src[cols]                                   # (nnz, H)
+    s = xp.where(s > 0, s, float(negative_slope) * s)
+    return _aggregate(_row_softmax(s, rows, dgraph.n_rows, xp), v, rows, cols, dgraph.n_rows, xp)
+
+
+def _row_softmax(s, rows, n_rows: int, xp):
+    """The softmax of the edge scores s (nnz, H) over each row's edges, the row maximum first, in place."""
+    add, maximum = _scatter(xp)
+    row_max = xp.full((n_rows,) + tuple(s.shape[1:]), -xp.inf, dtype=xp.float64)
     maximum(row_max, rows, s)
     s -= row_max[rows]
     xp.exp(s, out=s)
     row_sum = xp.zeros_like(row_max)
     add(row_sum, rows, s)
     s /= row_sum[rows]
-    return _aggregate(s, v, rows, cols, dgraph.n_rows, xp)
+    return s
 
 
 def device_bytes(dgraph, inputs, out_elements: int, per_edge: int) -> int:

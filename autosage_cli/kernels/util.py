@@ -324,6 +324,21 @@ def reference_attention(indptr, indices, Q, K, V, scale: float):
     return out
 
 
+def reference_additive(indptr, indices, a_dst, a_src, V, negative_slope: float):
+    """The additive (GAT) attention of (a_dst (n, H), a_src (m, H), V (m, H, d)) on the pattern in
+    float64, (n_rows, H, d): the row softmax of LeakyReLU(a_dst[i, h] + a_src[j, h]) over row i's
+    edges, rows without edges zero; a_dst and a_src float32, V read in its stored type."""
+    import cupy
+
+    n_rows, heads, d = indptr.size - 1, V.shape[1], V.shape[2]
+    out = cupy.empty((n_rows, heads, d), dtype=cupy.float64)
+    # a warp per (row, head) (cuda/util_reference.cu)
+    _launch(f"autosage_reference_additive<{codec(V)}, {index_type(indptr)}>", n_rows * heads * 32,
+            (indptr, indices, a_dst, a_src, V, np.int64(n_rows), np.int32(heads), np.int32(d),
+             np.float64(negative_slope), out))
+    return out
+
+
 # ------------------------------------------------------------------ the vendor attention's softmax
 
 def scale_bias(s, scale: float, bias=None):

@@ -14,10 +14,14 @@ No vendor baseline. Nothing vendor-made computes this score, and the nearest com
 per-edge score kernel, a row softmax and one cuSPARSE SpMM per head) would have to write the
 row statistics the GAT backward reads, which the fused plans write as they go: the torch path
 could not run its decision. So the guardrail of this op is verification against the float64
-reference (`additive_reference`), every candidate before it is timed, and the choice is the
-fastest verified native candidate (scheduler/decisions/select.decide without vendors).
+reference, every candidate before it is timed, and the choice is the fastest verified native
+candidate (scheduler/decisions/select.decide without vendors). The reference runs on the device
+(`_device_reference`, where the inputs are) in every dtype, so its kernel module is one of the
+groups a tune compiles ahead; the host one (`additive_reference`) stays its definition.
 """
 from __future__ import annotations
+
+import math
 
 from .. import dtypes
 from ..backends import native_attention
@@ -32,6 +36,7 @@ from .spec import OpSpec
 NAME = "attention-additive"
 VARIANT = "additive"
 DEFAULT_SLOPE = 0.2            # PyG's GATConv default: what a probe verifies and times
+REFERENCE_GROUPS = ("reference/additive/{c}/{i}",)   # its float64 reference's module (kernels/util.py)
 
 
 def additive_rows(f, prof, k, s, dev, heads=1, elem=FLOAT):
@@ -81,15 +86,25 @@ def _reference(csr, inputs, scale=None, negative_slope: float = DEFAULT_SLOPE, d
     return additive_reference(csr, inputs, negative_slope, dtype)
 
 
+def _device_reference(dgraph, inputs, scale=None, dtype: str = dtypes.DEFAULT):
+    from functools import partial
+
+    from ..backends import reference_device as device   # CuPy, imported when a reference is made
+    return device.reference(partial(device.additive, negative_slope=DEFAULT_SLOPE), dgraph, inputs, scale,
+                            dtype, out_elements=math.prod(inputs[2].shape),
+                            per_edge=3 * int(inputs[2].shape[1]))   # the scores, their two terms
+
+
 SPEC = OpSpec(
     name=NAME, dtypes=tuple(dtypes.DTYPES), operands=("a_dst", "a_src", "V"), multi_head=True,
     reads_values=False, prepare_native=_prepare_native,
     input_shapes=_input_shapes, output_shape=HeadsOutPlan.out_shape, reference=_reference,
-    operand_dtypes=_operand_dtypes,
+    device_reference=_device_reference, operand_dtypes=_operand_dtypes,
     gathers_per_edge=lambda heads: heads,              # V rows (a_src is one scalar per head)
     scores_per_edge=lambda heads: 0,                   # fused: scores never leave the registers
     vendor_names=lambda: [], is_vendor=lambda name: False, prepare_vendor=_no_vendor,
     vendor_stream=lambda n_rows, nnz, k, heads: n_rows * k * heads,
     accumulates=("edges",), warmup_shape=(64, 4), cost_models={"rows": additive_rows},
     schedules_of="attention", variant=VARIANT, variant_kernels=kernel_refs,
+    helper_groups=REFERENCE_GROUPS,
 )

@@ -105,6 +105,22 @@ def test_step_bookkeeping_under_a_fake_clock(monkeypatch, builds_as_probes):
     assert run.floor_ms == 12.0 and run.probes == 10 and builds_as_probes["n"] == 10
 
 
+def test_each_of_our_modes_starts_from_a_decision_cache_of_its_own(tmp_path, monkeypatch):
+    """The captured rows' first step must not find the kinds the graph rows tuned: a cache each."""
+    seen = {}
+
+    def run_ours(model, dims, batches, x, labels, init_state, cache, warmup, mode):
+        seen[mode] = cache
+        return _run("autosage", mode)
+
+    monkeypatch.setattr(minibatch, "run_ours", run_ours)
+    monkeypatch.setattr(minibatch, "run_pyg", lambda *a: _run("pyg", a[1]))
+    cache = str(tmp_path / "decisions.json")
+    list(minibatch.bench_graph("cora", cora_graph(), ["gcn"], steps=2, batch_size=8, fanouts=(2,), cache=cache))
+    assert seen == {"graph": cache, "captured": str(tmp_path / "decisions.captured.json")}
+    assert minibatch.mode_cache(None, "captured") is None
+
+
 def _run(library, mode, times=(), losses=(), status="ok", error="", **kw):
     return minibatch.StepRun(library, mode, list(times), list(losses), 50.0, status, error, **kw)
 

@@ -34,6 +34,7 @@ import math
 import statistics
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -237,11 +238,22 @@ def bench_graph(name: str, graph: Graph, models, *, steps: int = STEPS, batch_si
     for model_name in models:
         torch.manual_seed(seed)
         init_state = build(pyg, model_name, *dims).state_dict()
-        ours = [run_ours(model_name, dims, batches, x, labels, init_state, cache, warmup, mode)
+        ours = [run_ours(model_name, dims, batches, x, labels, init_state, mode_cache(cache, mode), warmup, mode)
                 for mode in OUR_MODES]
         theirs = [run_pyg(model_name, mode, dims, batches, x, labels, init_state, warmup)
                   for mode in PYG_MODES[model_name]]
         yield model_name, statistics.median(sample_ms), ours, theirs
+
+
+def mode_cache(cache, mode: str):
+    """The decision cache file of one of our modes: the first mode's is `cache`, each later mode's
+    a sibling of its own (decisions.json -> decisions.captured.json), so that every mode's first
+    step starts without decisions, as it would for a user of that mode alone, instead of finding
+    the kinds the earlier mode tuned. None stays None (the package's default cache)."""
+    if cache is None or mode == OUR_MODES[0]:
+        return cache
+    path = Path(cache)
+    return str(path.with_name(f"{path.stem}.{mode}{path.suffix}"))
 
 
 def device_bytes(model: str, n_rows: int, nnz: int, n_in: int, n_out: int, steps: int = STEPS,

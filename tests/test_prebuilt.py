@@ -40,6 +40,9 @@ def test_the_listing_has_the_layers_variant_kernels_apart_with_their_options():
     assert bias["file"] == "spmm_subwarp.cu" and "-DAUTOSAGE_SPMM_EPILOGUE=1" in bias["options"]
     assert all("Epilogue<autosage::Identity, true>" in e for e in bias["expressions"])
     assert "-DAUTOSAGE_SPMM_EPILOGUE=1" not in modules["spmm_subwarp/bfloat16"]["options"]
+    # and the epilogue a vendor SpMM's plan launches after cuSPARSE
+    assert modules["spmm_epilogue/bfloat16/spmm-bias"]["expressions"] == [
+        "spmm_epilogue<__nv_bfloat16, autosage::Epilogue<autosage::Identity, true>>"]
     additive = modules["attention_fused/float32/attention-additive"]
     own = {e for e in additive["expressions"] if e.startswith("attention_additive")}
     assert own and not own & set(modules["attention_fused/float32"]["expressions"])

@@ -84,7 +84,9 @@ def _spec(epilogue: epilogues.Epilogue):
         guardrail_vendor_names=vendors(base.guardrail_vendor_names) if base.guardrail_vendor_names else None,
         default_vendor=vendor_name(base.default_vendor, epilogue) if base.default_vendor else None,
         baselines=(), schedules_of=base.name, variant=epilogue.name,
-        variant_kernels=kernel_refs(epilogue))
+        variant_kernels=kernel_refs(epilogue),
+        vendor_kernels=lambda dtype: (KernelRef(epilogues.VENDOR_FILE,
+                                                epilogues.vendor_expression(dtypes.c_type(dtype), epilogue)),))
 
 
 SPECS = tuple(_spec(e) for e in epilogues.FUSED)

@@ -2,7 +2,8 @@
 builds with nvcc (it cannot import the registry inside pip's build environment, so it reads this
 file). Every helper group; per kernel file and dtype every instantiation the registry's schedules
 may launch; and per dtype the kernel variants of the ops the PyTorch layers run on another op's
-schedules (PREBUILT_VARIANT_OPS), each variant a module of its own (its options differ). A CPU test
+schedules (PREBUILT_VARIANT_OPS), with the kernels their vendor plans launch after the vendor's
+call, each variant a module of its own (its options differ). A CPU test
 keeps the file current; refresh it with `python -m autosage_cli.ops.listing` after the schedule
 space, a variant or a helper group changes.
 """
@@ -16,7 +17,7 @@ from ..cuda_sources import CUDA_DIR
 from ..dtypes import DTYPES
 from ..kernels import util
 from ..kernels.compile import module_options, module_sets
-from . import instantiations
+from . import get, instantiations
 
 # The variant ops a layer's first step would otherwise compile with NVRTC (0.4-0.8 s per dtype on
 # the H200 for spmm-bias's fused bias, the GCN and SAGE layers' aggregation; the GAT layer's
@@ -40,7 +41,7 @@ def listing() -> dict:
     for op in PREBUILT_VARIANT_OPS:
         for dtype in DTYPES:
             per_file = {}
-            for ref in instantiations([op], dtype, VARIANT_INDEX):
+            for ref in [*instantiations([op], dtype, VARIANT_INDEX), *get(op).vendor_kernels(dtype)]:
                 per_file.setdefault(ref.source_file, []).append(ref.expression)
             modules += [_module(f"{Path(filename).stem}/{dtype}/{op}", filename, sorted(exprs))
                         for filename, exprs in per_file.items()]

@@ -83,6 +83,9 @@ class OpSpec:
     schedules_of: str | None = None
     variant: str | None = None
     variant_kernels: Callable | None = None
+    # (dtype) -> the KernelRefs of ours its vendor plans launch after the vendor library's call (a
+    # fused SpMM's epilogue as a launch of its own), for the install-time listing (ops/listing.py).
+    vendor_kernels: Callable[[str], tuple] = lambda dtype: ()
 
     def require_dtype(self, dtype: str) -> str:
         return dtypes.require(dtype, self.dtypes, self.name)

@@ -143,7 +143,7 @@ def attention(dgraph, inputs, scale, dtype: str, xp):
 def additive(dgraph, inputs, scale, dtype: str, xp, *, negative_slope: float):
     """The additive (GAT) score's attention at LeakyReLU slope `negative_slope`; `scale` is unused
     (the score has none)."""
-    if _helper_kernels(xp, inputs):
+    if _helper_kernels(xp, inputs) and all(a.dtype == xp.float32 for a in inputs[:2]):   # the kernel reads floats
         from ..kernels import util
 
         return util.reference_additive(dgraph.indptr, dgraph.indices, *inputs, negative_slope)

@@ -19,46 +19,81 @@ import autosage_cli.torch as at
 from autosage_cli.graphs.load import load_graph
 from autosage_cli.torch import training as tr
 
-out = open(sys.argv[1], "w")
-def say(*a):
-    print(*a, file=out, flush=True); print(*a, flush=True)
+GRAPHS = ("cora", "pubmed")
+MODELS = ("gat", "gcn", "sage")
+PROFILED = ("gat", "gcn")        # the models whose steps are profiled, beside being timed
 
-def timed(step, n):
-    torch.cuda.synchronize(); t0 = time.perf_counter()
-    for _ in range(n): step()
-    torch.cuda.synchronize(); return (time.perf_counter() - t0) / n * 1e3
 
-for name in ("cora", "pubmed"):
-    csr = load_graph(f"datasets/{name}.mtx.gz")
-    g = tr.training_graph(csr, "cuda")
-    x, labels = tr.random_data(name, g.n_rows, g.device, 0)
-    inputs = tr.pyg_inputs(g)
-    n_in, n_out = tr.FEATURES.get(name, tr.OTHER_FEATURES)
-    for model_name in ("gat", "gcn", "sage"):
-        torch.manual_seed(0)
-        init = tr.build(pyg, model_name, n_in, n_out).state_dict()
-        ours = tr.build(at, model_name, n_in, n_out).cuda(); ours.load_state_dict(init)
-        theirs = tr.build(pyg, model_name, n_in, n_out).cuda(); theirs.load_state_dict(init)
-        s_ours = tr.eager_step(ours, g, x, labels, 3)
-        s_pyg = tr.eager_step(theirs, inputs["edge-index"], x, labels, 3)
-        for s in (s_ours, s_pyg):
-            for _ in range(10): s()
-        a, b = timed(s_ours, 100), timed(s_pyg, 100)
-        a2, b2 = timed(s_ours, 100), timed(s_pyg, 100)
-        say(f"== {name} {model_name}: ours {a:.3f}/{a2:.3f} ms, PyG edge-index {b:.3f}/{b2:.3f} ms -> {b/a:.2f}x/{b2/a2:.2f}x")
-        if model_name == "sage":
-            continue
-        for label, s in (("ours", s_ours), ("pyg", s_pyg)):
-            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-                for _ in range(10): s()
-                torch.cuda.synchronize()
-            ev = prof.key_averages()
-            kernels = sum(e.count for e in ev if e.device_type.name == "CUDA")
-            say(f"  {label}: {kernels/10:.0f} CUDA kernels per step")
-            say(ev.table(sort_by="self_cpu_time_total", row_limit=25))
-        pr = cProfile.Profile(); pr.enable()
-        for _ in range(50): s_ours()
-        torch.cuda.synchronize(); pr.disable()
-        buf = io.StringIO(); st = pstats.Stats(pr, stream=buf)
-        st.sort_stats("tottime").print_stats(35); st.sort_stats("cumulative").print_stats(45)
-        say(buf.getvalue())
+def timed(step, n: int) -> float:
+    """Mean ms of n steps, between two device synchronisations."""
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        step()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) / n * 1e3
+
+
+def torch_profile(step, steps: int = 10):
+    """(CUDA kernels per step, the self-CPU table) of `steps` steps under the torch profiler."""
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            step()
+        torch.cuda.synchronize()
+    events = prof.key_averages()
+    kernels = sum(e.count for e in events if e.device_type.name == "CUDA")
+    return kernels / steps, events.table(sort_by="self_cpu_time_total", row_limit=25)
+
+
+def python_profile(step, steps: int = 50) -> str:
+    """cProfile of `steps` steps: top own time, then top cumulative."""
+    pr = cProfile.Profile()
+    pr.enable()
+    for _ in range(steps):
+        step()
+    torch.cuda.synchronize()
+    pr.disable()
+    buf = io.StringIO()
+    stats = pstats.Stats(pr, stream=buf)
+    stats.sort_stats("tottime").print_stats(35)
+    stats.sort_stats("cumulative").print_stats(45)
+    return buf.getvalue()
+
+
+def main(path: str) -> None:
+    with open(path, "w") as out:
+        def say(text: str) -> None:
+            print(text, file=out, flush=True)
+            print(text, flush=True)
+
+        for name in GRAPHS:
+            g = tr.training_graph(load_graph(f"datasets/{name}.mtx.gz"), "cuda")
+            x, labels = tr.random_data(name, g.n_rows, g.device, 0)
+            edge_index = tr.pyg_inputs(g)["edge-index"]
+            n_in, n_out = tr.FEATURES.get(name, tr.OTHER_FEATURES)
+            for model_name in MODELS:
+                torch.manual_seed(0)
+                init = tr.build(pyg, model_name, n_in, n_out).state_dict()
+                ours, theirs = (tr.build(lib, model_name, n_in, n_out).cuda() for lib in (at, pyg))
+                ours.load_state_dict(init)
+                theirs.load_state_dict(init)
+                steps = {"ours": tr.eager_step(ours, g, x, labels, 0),
+                         "pyg": tr.eager_step(theirs, edge_index, x, labels, 0)}
+                for step in steps.values():   # plans, tunes and caches happen here
+                    for _ in range(10):
+                        step()
+                a, b = timed(steps["ours"], 100), timed(steps["pyg"], 100)
+                a2, b2 = timed(steps["ours"], 100), timed(steps["pyg"], 100)
+                say(f"== {name} {model_name}: ours {a:.3f}/{a2:.3f} ms, PyG edge-index {b:.3f}/{b2:.3f} ms "
+                    f"-> {b / a:.2f}x/{b2 / a2:.2f}x")
+                if model_name not in PROFILED:
+                    continue
+                for label, step in steps.items():
+                    kernels, table = torch_profile(step)
+                    say(f"  {label}: {kernels:.0f} CUDA kernels per step")
+                    say(table)
+                say(python_profile(steps["ours"]))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

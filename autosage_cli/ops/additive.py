@@ -22,6 +22,7 @@ groups a tune compiles ahead; the host one (`additive_reference`) stays its defi
 from __future__ import annotations
 
 import math
+from functools import partial
 
 from .. import dtypes
 from ..backends import native_attention
@@ -87,8 +88,6 @@ def _reference(csr, inputs, scale=None, negative_slope: float = DEFAULT_SLOPE, d
 
 
 def _device_reference(dgraph, inputs, scale=None, dtype: str = dtypes.DEFAULT):
-    from functools import partial
-
     from ..backends import reference_device as device   # CuPy, imported when a reference is made
     return device.reference(partial(device.additive, negative_slope=DEFAULT_SLOPE), dgraph, inputs, scale,
                             dtype, out_elements=math.prod(inputs[2].shape),

@@ -32,20 +32,23 @@ def listing() -> dict:
     """{"modules": [{name, file, expressions, options}, ...]}: what prebuild builds."""
     modules = [_module(f"util/{name}", ref.source_file, ref.expressions) for name, ref in util.MODULES.items()]
     for dtype, info in DTYPES.items():
-        per_file: dict[str, dict] = {}
-        for index in util.INDEX:
-            for filename, exprs in module_sets(None, info.c_type, index).items():
-                per_file.setdefault(filename, {}).update(dict.fromkeys(exprs))
-        modules += [_module(f"{Path(filename).stem}/{dtype}", filename, exprs)
-                    for filename, exprs in per_file.items()]
+        per_file = _by_file((filename, e) for index in util.INDEX
+                            for filename, exprs in module_sets(None, info.c_type, index).items() for e in exprs)
+        modules += [_module(f"{Path(f).stem}/{dtype}", f, exprs) for f, exprs in per_file.items()]
     for op in PREBUILT_VARIANT_OPS:
         for dtype in DTYPES:
-            per_file = {}
-            for ref in [*instantiations([op], dtype, VARIANT_INDEX), *get(op).vendor_kernels(dtype)]:
-                per_file.setdefault(ref.source_file, []).append(ref.expression)
-            modules += [_module(f"{Path(filename).stem}/{dtype}/{op}", filename, sorted(exprs))
-                        for filename, exprs in per_file.items()]
+            refs = [*instantiations([op], dtype, VARIANT_INDEX), *get(op).vendor_kernels(dtype)]
+            per_file = _by_file((r.source_file, r.expression) for r in refs)
+            modules += [_module(f"{Path(f).stem}/{dtype}/{op}", f, sorted(exprs)) for f, exprs in per_file.items()]
     return {"modules": modules}
+
+
+def _by_file(pairs) -> dict[str, list[str]]:
+    """(file, expression) pairs -> file: its expressions, each once, in first-seen order."""
+    grouped: dict[str, dict] = {}
+    for filename, expression in pairs:
+        grouped.setdefault(filename, {})[expression] = None
+    return {filename: list(exprs) for filename, exprs in grouped.items()}
 
 
 def _module(name: str, filename: str, expressions) -> dict:

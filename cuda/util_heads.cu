@@ -12,8 +12,9 @@
 //   autosage_heads_softmax_grad<I>     dP[e, h] = scale x P[e, h] (dP[e, h] - r[row(e), h]) in place,
 //                                      r = row_dot (n_rows, H) when given, else sum over the row's
 //                                      edges of P dP (per head), computed here
-//   autosage_heads_additive_probs<I>   the GAT score's P (nnz, H) from a_dst, a_src and the forward's
-//                                      row max and sum, and the mask of negative pre-activations
+//   autosage_heads_additive_backward<C, I>   the GAT score's backward but dV: P (nnz, H) rebuilt
+//                                      from a_dst, a_src and the forward's row statistics, d a_dst
+//                                      and d a_src (n, H), in one pass over each row
 //
 // Knobs: C the value codec of X, Y and out (F32, F16, BF16: loads widen, sums are float32, stores
 // round once), I the index type of the CSR arrays. These are correctness-first kernels, coalesced
@@ -104,22 +105,77 @@ __global__ void autosage_heads_softmax_grad(const I* indptr, const float* P, flo
     }
 }
 
-// The additive (GAT) score's probabilities rebuilt from the forward's row statistics, per (edge,
-// head) in out's order: x = a_dst[i, h] + a_src[j, h], s = LeakyReLU(x), P = e^(s - M[i, h]) / L[i, h],
-// and negative = (x <= 0), which the backward's dS -> dx step reads. All float32 (a_dst, a_src and
-// the statistics are float32 whatever V's type), rounded after each step like the torch composition
-// it replaces (two gathers, add, LeakyReLU, two more gathers, sub, exp, div: ~10 launches).
-template <typename I>
-__global__ void autosage_heads_additive_probs(const I* rows, const I* cols, const float* a_dst,
-                                              const float* a_src, const float* row_max, const float* row_sum,
-                                              float slope, long long nnz, int heads, float* P,
-                                              unsigned char* negative) {
-    const long long n = nnz * heads;
-    for (long long q = first_index(); q < n; q += grid_stride()) {
-        const long long e = q / heads, h = q - e * heads, at = (long long)rows[e] * heads + h;
-        const float x = __fadd_rn(a_dst[at], a_src[(long long)cols[e] * heads + h]);
-        const float s = x > 0.0f ? x : __fmul_rn(x, slope);
-        P[q] = __fdiv_rn(expf(__fsub_rn(s, row_max[at])), row_sum[at]);
-        negative[q] = x <= 0.0f;
+// The additive (GAT) score's backward in one pass over each row (what six launches did: the
+// probabilities, dP, dS, the LeakyReLU mask and two index_adds). A warp per row over its (edge,
+// head) pairs, lanes as in autosage_heads_softmax_grad. Per pair, from the forward's row statistics
+// stats[i, h] = (M, L): x = a_dst[i, h] + a_src[j, h], s = LeakyReLU(x), P = e^(s - M) / L (all
+// float32, rounded after each step as the torch composition does); dP = <dO[i, h], V[j, h]> rounded
+// to C; dS = P (dP - r) with r = <dO[i, h], O[i, h]> when `row_dot_from_O`, else the row's sum of
+// P dP (the 2-byte rule: dS then sums to zero per row from the rounded dP itself); dx = dS where
+// x > 0, else slope dS. Writes P when P is not null (dV = Pᵀ dO is the caller's), d_dst[i, h] = the
+// row's sum of dx (lane order: deterministic) and adds every dx into d_src[j, h] (atomics, into
+// zeros the caller made). With d_dst and d_src null only P is written.
+template <class C>
+__device__ __forceinline__ float heads_dot(const typename C::T* x, const typename C::T* y, int d) {
+    float acc = 0.0f;
+    for (int k = 0; k < d; ++k) acc = fmaf(C::load(x[k]), C::load(y[k]), acc);
+    return acc;
+}
+
+template <class C, typename I>
+__global__ void autosage_heads_additive_backward(const I* indptr, const I* cols, const float* a_dst,
+                                                 const float* a_src, const float2* stats,
+                                                 const typename C::T* V, const typename C::T* O,
+                                                 const typename C::T* dO, long long n_rows, int heads, int d,
+                                                 float slope, int row_dot_from_O, float* P, float* d_dst,
+                                                 float* d_src) {
+    const int lane = threadIdx.x & 31;
+    const long long warps = grid_stride() >> 5;
+    const bool grads = d_dst != nullptr || d_src != nullptr;
+    for (long long i = first_index() >> 5; i < n_rows; i += warps) {
+        const long long begin = indptr[i], end = indptr[i + 1];
+        for (int h0 = 0; h0 < heads; h0 += 32) {
+            const int hc = min(32, heads - h0), per = 32 / hc;
+            const bool active = lane < per * hc;
+            const long long h = h0 + lane % hc, first = begin + lane / hc, at = i * heads + h;
+            const float2 ml = stats[at];
+            const float ad = a_dst[at];
+            const typename C::T* dOi = dO + at * d;
+            float r = 0.0f;
+            if (grads && row_dot_from_O) {
+                r = heads_dot<C>(dOi, O + at * d, d);
+            } else if (grads) {
+                float acc = 0.0f;
+                if (active)
+                    for (long long e = first; e < end; e += per) {
+                        const long long j = cols[e];
+                        const float x = __fadd_rn(ad, a_src[j * heads + h]);
+                        const float s = x > 0.0f ? x : __fmul_rn(x, slope);
+                        const float p = __fdiv_rn(expf(__fsub_rn(s, ml.x)), ml.y);
+                        acc = fmaf(p, C::load(C::store(heads_dot<C>(dOi, V + (j * heads + h) * d, d))), acc);
+                    }
+                for (int q = 0; q < per; ++q) r += __shfl_sync(0xffffffffu, acc, lane % hc + q * hc);
+            }
+            float row_dx = 0.0f;
+            if (active)
+                for (long long e = first; e < end; e += per) {
+                    const long long j = cols[e];
+                    const float x = __fadd_rn(ad, a_src[j * heads + h]);
+                    const float s = x > 0.0f ? x : __fmul_rn(x, slope);
+                    const float p = __fdiv_rn(expf(__fsub_rn(s, ml.x)), ml.y);
+                    if (P) P[e * heads + h] = p;
+                    if (!grads) continue;
+                    const float dp = C::load(C::store(heads_dot<C>(dOi, V + (j * heads + h) * d, d)));
+                    const float ds = __fmul_rn(p, __fsub_rn(dp, r));
+                    const float dx = x > 0.0f ? ds : __fmul_rn(ds, slope);
+                    row_dx += dx;
+                    if (d_src) atomicAdd(d_src + j * heads + h, dx);
+                }
+            if (d_dst) {
+                float sum = 0.0f;
+                for (int q = 0; q < per; ++q) sum += __shfl_sync(0xffffffffu, row_dx, lane % hc + q * hc);
+                if (lane < hc) d_dst[at] = sum;
+            }
+        }
     }
 }

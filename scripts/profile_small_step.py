@@ -1,11 +1,14 @@
 """Where an eager small-graph training step's time goes, ours against PyG: on cora and pubmed (the
 shipped graphs), GAT, GCN and SAGE as the training suite builds them (same weights and data), PyG on
-its edge_index. Per model: two means of 100 steps each, then for GAT and GCN the torch profiler's
-CUDA kernel count per step and self-CPU table for both libraries, and a cProfile of 50 of our steps.
+each of its modes (edge_index, sparse CSR). Per model: two means of 100 steps each, the plans our
+step ran (backend, schedule, whether it launches packed) and how many of its launches went through
+CuPy, then the torch profiler's CUDA kernel count per step and self-CPU table for ours and PyG's
+fastest mode, and a cProfile of 50 of our steps.
 
   python3 scripts/profile_small_step.py OUT.txt      (on a GPU, from the repository root)
 """
 import cProfile
+import gc
 import io
 import pstats
 import sys
@@ -21,7 +24,7 @@ from autosage_cli.torch import training as tr
 
 GRAPHS = ("cora", "pubmed")
 MODELS = ("gat", "gcn", "sage")
-PROFILED = ("gat", "gcn")        # the models whose steps are profiled, beside being timed
+PROFILED = MODELS               # the models whose steps are profiled, beside being timed
 
 
 def timed(step, n: int) -> float:
@@ -60,6 +63,44 @@ def python_profile(step, steps: int = 50) -> str:
     return buf.getvalue()
 
 
+def plans_report() -> str:
+    """Every prepared plan of every live Graph: op, width, backend, schedule, packed or not."""
+    from autosage_cli.torch.graph import Graph
+
+    lines = []
+    for graph in (o for o in gc.get_objects() if isinstance(o, Graph)):
+        for key, plan in graph.gpu.items():
+            if isinstance(key, tuple) and key and key[0] == "plan":
+                packs = getattr(plan, "packed", None)
+                try:
+                    packed = packs is not None and (packs() if packs.__code__.co_argcount == 1 else packs(False)) is not None
+                except Exception as exc:   # a diagnostic: say why, go on
+                    packed = f"? {exc}"
+                lines.append(f"    {graph.describe()}: {key[1:]} -> {getattr(plan, 'backend', '?')} "
+                             f"{getattr(plan, 'schedule', '?')} packed={packed}")
+    return "\n".join(sorted(set(lines)))
+
+
+def cupy_launches(step, steps: int = 10) -> float:
+    """How many times per step our ops entered CuPy's stream context (a launch not packed)."""
+    from autosage_cli.torch import cuda
+
+    count = [0]
+    original = cuda._on_torch_stream.__enter__
+
+    def counted(self):
+        count[0] += 1
+        return original(self)
+    cuda._on_torch_stream.__enter__ = counted
+    try:
+        for _ in range(steps):
+            step()
+        torch.cuda.synchronize()
+    finally:
+        cuda._on_torch_stream.__enter__ = original
+    return count[0] / steps
+
+
 def main(path: str) -> None:
     with open(path, "w") as out:
         def say(text: str) -> None:
@@ -69,27 +110,37 @@ def main(path: str) -> None:
         for name in GRAPHS:
             g = tr.training_graph(load_graph(f"datasets/{name}.mtx.gz"), "cuda")
             x, labels = tr.random_data(name, g.n_rows, g.device, 0)
-            edge_index = tr.pyg_inputs(g)["edge-index"]
+            pyg_inputs = tr.pyg_inputs(g)
             n_in, n_out = tr.FEATURES.get(name, tr.OTHER_FEATURES)
             for model_name in MODELS:
                 torch.manual_seed(0)
                 init = tr.build(pyg, model_name, n_in, n_out).state_dict()
-                ours, theirs = (tr.build(lib, model_name, n_in, n_out).cuda() for lib in (at, pyg))
+                ours = tr.build(at, model_name, n_in, n_out).cuda()
                 ours.load_state_dict(init)
-                theirs.load_state_dict(init)
-                steps = {"ours": tr.eager_step(ours, g, x, labels, 0),
-                         "pyg": tr.eager_step(theirs, edge_index, x, labels, 0)}
-                for step in steps.values():   # plans, tunes and caches happen here
-                    for _ in range(10):
-                        step()
-                a, b = timed(steps["ours"], 100), timed(steps["pyg"], 100)
-                a2, b2 = timed(steps["ours"], 100), timed(steps["pyg"], 100)
-                say(f"== {name} {model_name}: ours {a:.3f}/{a2:.3f} ms, PyG edge-index {b:.3f}/{b2:.3f} ms "
-                    f"-> {b / a:.2f}x/{b2 / a2:.2f}x")
+                steps = {"ours": tr.eager_step(ours, g, x, labels, 0)}
+                for mode in tr.PYG_MODES[model_name]:   # as the training suite builds PyG per mode
+                    theirs = tr.build(pyg, model_name, n_in, n_out, pyg_mode=mode).cuda()
+                    theirs.load_state_dict(init)
+                    steps[f"pyg {mode}"] = tr.eager_step(theirs, pyg_inputs[mode], x, labels, 0)
+                for label, step in list(steps.items()):   # plans, tunes and caches happen here
+                    try:
+                        for _ in range(10):
+                            step()
+                    except Exception as exc:   # a PyG mode that does not run: say so, time the others
+                        say(f"  {label} does not run: {type(exc).__name__}: {str(exc)[:200]}")
+                        del steps[label]
+                times = {label: (timed(step, 100), timed(step, 100)) for label, step in steps.items()}
+                a, a2 = times["ours"]
+                say(f"== {name} {model_name}: ours {a:.3f}/{a2:.3f} ms; " + "; ".join(
+                    f"{label} {b:.3f}/{b2:.3f} ms -> {b / a:.2f}x/{b2 / a2:.2f}x"
+                    for label, (b, b2) in times.items() if label != "ours"))
+                say(plans_report())
+                say(f"  ours: {cupy_launches(steps['ours']):.0f} launches through CuPy per step")
                 if model_name not in PROFILED:
                     continue
-                for label, step in steps.items():
-                    kernels, table = torch_profile(step)
+                fastest = min((label for label in times if label != "ours"), key=lambda label: times[label][1])
+                for label in ("ours", fastest):
+                    kernels, table = torch_profile(steps[label])
                     say(f"  {label}: {kernels:.0f} CUDA kernels per step")
                     say(table)
                 say(python_profile(steps["ours"]))

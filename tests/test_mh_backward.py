@@ -98,7 +98,8 @@ def test_softmax_grad_subtracts_each_rows_weighted_mean(graph, heads):
 @pytest.mark.parametrize("heads", HEADS)
 def test_additive_probs_rebuild_the_forwards_softmax(graph, heads):
     a_dst, a_src = _rand(N, heads, seed=21), _rand(N, heads, seed=22)
-    _, row_max, row_sum = kernels.additive_attention(graph, a_dst, a_src, _rand(N, heads, 2, seed=23), 0.2)
+    stats = kernels.additive_attention(graph, a_dst, a_src, _rand(N, heads, 2, seed=23), 0.2)[1]
+    row_max, row_sum = stats.unbind(-1)
     P, negative = kernels.additive_probs(graph, a_dst, a_src, row_max, row_sum, 0.2)
     x = a_dst[graph.row] + a_src[graph.col]
     torch.testing.assert_close(P, kernels.edge_softmax(graph, torch.where(x > 0, x, 0.2 * x)), rtol=1e-12, atol=1e-12)

@@ -95,17 +95,27 @@ def test_softmax_grad_matches_the_reference_and_sums_to_zero_per_row(graphs, hea
 
 
 @pytest.mark.parametrize("name", list(TYPES))
-@pytest.mark.parametrize("heads", [1, 3, 8, 40])
-def test_additive_probs_match_the_reference(graphs, name, heads):
+@pytest.mark.parametrize("heads, d", [(1, 8), (3, 33), (8, 8), (40, 8)])
+def test_the_fused_additive_backward_matches_the_reference(graphs, name, heads, d):
+    """One launch for P, d a_dst and d a_src (atomics into d a_src) against the CPU composition in
+    the same type, from the same inputs, forward output and statistics (so both round dP to the
+    type alike); without score gradients only P."""
     g_gpu, g_ref = graphs
-    (a_dst, a_src, V), (a_dst_ref, a_src_ref, V_ref) = _inputs([(N, heads), (N, heads), (N, heads, 8)],
-                                                               TYPES[name], seed=heads)
-    stats = kernels.additive_attention(g_gpu, a_dst, a_src, V, 0.2)[1:]
-    stats_ref = kernels.additive_attention(g_ref, a_dst_ref, a_src_ref, V_ref, 0.2)[1:]
-    P, negative = kernels.additive_probs(g_gpu, a_dst, a_src, *stats, 0.2)
-    P_ref, negative_ref = kernels.additive_probs(g_ref, a_dst_ref, a_src_ref, *stats_ref, 0.2)
-    assert P.dtype == torch.float32 and rel_err(P, P_ref) <= TOL
-    assert torch.equal(negative.cpu(), negative_ref)   # the sign of a rounded sum is the exact one's
+    shapes = [(N, heads), (N, heads), (N, heads, d), (N, heads, d)]
+    gpu, _ = _inputs(shapes, TYPES[name], seed=heads + d)
+    a_dst, a_src, V, dO = gpu
+    O, stats = kernels.additive_attention(g_gpu, a_dst, a_src, V, 0.2)
+    P, d_dst, d_src = kernels.additive_score_grads(g_gpu, a_dst, a_src, stats, V, O, dO, 0.2, True)
+    on_cpu = (t.cpu() for t in (a_dst, a_src, stats, V, O, dO))
+    P_ref, d_dst_ref, d_src_ref = kernels.additive_score_grads(g_ref, *on_cpu, 0.2, True)
+    assert P.dtype == d_dst.dtype == d_src.dtype == torch.float32
+    assert P.shape == (g_ref.nnz, heads) and d_dst.shape == d_src.shape == (N, heads)
+    assert rel_err(P, P_ref) <= TOL
+    assert rel_err(d_dst, d_dst_ref) <= TOL and rel_err(d_src, d_src_ref) <= TOL
+    empty = g_ref.rowptr.diff() == 0
+    assert (d_dst.cpu()[empty] == 0).all()
+    only_p = kernels.additive_score_grads(g_gpu, a_dst, a_src, stats, V, O, dO, 0.2, False)
+    assert only_p[1] is None and only_p[2] is None and torch.equal(only_p[0], P)
 
 
 def test_a_graph_without_edges():

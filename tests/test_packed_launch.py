@@ -64,7 +64,23 @@ def test_fixed_arguments_and_per_call_pointers_land_in_their_slots(launches):
 def test_a_raw_kernel_launches_its_function():
     class Raw:
         kernel = FakeFunction()
-    assert packed.PackedLaunch(Raw(), (1, 1, 1), (32, 1, 1), ()).function.ptr == 0xF00
+    assert packed.PackedLaunch(Raw(), (1, 1, 1), (32, 1, 1), ()).function == 0xF00
+
+
+def test_a_launch_now_takes_ints_as_addresses_and_scalars_as_their_bytes(launches):
+    from autosage_cli.kernels import launch
+
+    launch.launch_now(FakeFunction(), (3, 1, 1), (64, 1, 1), 7,
+                      (0xABC, 0, np.float32(-2.0), np.int64(5), np.int32(9), 1 << 63, FakeArray(0xD0D)))
+    (seen,) = launches
+    raw = seen["raw"]
+    assert seen["fn"] == 0xF00 and seen["grid"] == (3, 1, 1) and seen["stream"] == 7
+    assert int.from_bytes(raw[0], "little") == 0xABC and int.from_bytes(raw[1], "little") == 0
+    assert np.frombuffer(raw[2][:4], np.float32)[0] == -2.0 and np.frombuffer(raw[3], np.int64)[0] == 5
+    assert np.frombuffer(raw[4][:4], np.int32)[0] == 9 and int.from_bytes(raw[5], "little") == 1 << 63
+    assert int.from_bytes(raw[6], "little") == 0xD0D
+    with pytest.raises(TypeError):
+        launch.launch_now(FakeFunction(), (1, 1, 1), (1, 1, 1), 0, (-1,))
 
 
 @pytest.mark.parametrize("arg", [3, 2.5, "x", np.complex128(1j)], ids=["int", "float", "str", "16-byte"])

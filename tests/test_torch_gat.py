@@ -50,7 +50,7 @@ def test_row_statistics_are_the_softmax_max_and_sum(edges):
 
     g = at.Graph.from_edge_index(edges, N)
     a_dst, a_src, V = _leaf(N, 3, seed=1), _leaf(N, 3, seed=2), _leaf(N, 3, 4, seed=3)
-    _, row_max, row_sum = kernels.additive_attention(g, a_dst.detach(), a_src.detach(), V.detach(), 0.2)
+    row_max, row_sum = kernels.additive_attention(g, a_dst.detach(), a_src.detach(), V.detach(), 0.2)[1].unbind(-1)
     scores = torch.nn.functional.leaky_relu(a_dst.detach().T[:, :, None] + a_src.detach().T[:, None, :], 0.2)
     mask = dense_adjacency(edges, N) != 0
     dense_max = scores.masked_fill(~mask, float("-inf")).amax(-1).T            # (N, H)

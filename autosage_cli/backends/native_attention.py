@@ -190,14 +190,28 @@ class AdditiveScore:
 
 
 class FusedAdditivePlan(AdditiveScore, FusedAttentionPlan):
-    """Layout "rows" with the additive score (attention_additive_rows)."""
+    """Layout "rows" with the additive score (attention_additive_rows). Every (row, head) group
+    writes its statistics, a row without edges too (-inf, 0): a caller need not fill them first."""
+    writes_every_row = True
+
+    def _args(self, a_dst, a_src, V, out, stats_arg) -> tuple:
+        g = self.graph
+        return (g.indptr, g.indices, a_dst, a_src, V, out, np.int64(g.n_rows), np.int32(self.heads),
+                np.int32(self.k), np.float32(self.negative_slope), stats_arg)
 
     def run(self, inputs: tuple, out, stats=None) -> None:
         a_dst, a_src, V, stats_arg = self.operands(inputs, out, stats)
-        g = self.graph
-        self.fn(self.grid, self.block, (g.indptr, g.indices, a_dst, a_src, V, out, np.int64(g.n_rows),
-                                        np.int32(self.heads), np.int32(self.k),
-                                        np.float32(self.negative_slope), stats_arg))
+        self.fn(self.grid, self.block, self._args(a_dst, a_src, V, out, stats_arg))
+
+    def packed(self):
+        """run as a PackedLaunch taking the pointers of a_dst, a_src, V, out and stats per call
+        (backends.packed: the caller vouches for them), or None where it cannot be packed."""
+        if "_packed" not in self.__dict__:
+            from .packed import Slot, pack_all
+
+            names = ("a_dst", "a_src", "V", "out", "stats")
+            self._packed = pack_all([(self.fn, self.grid, self.block, self._args(*(Slot(n) for n in names)))])
+        return self._packed
 
 
 class SplitAdditivePlan(AdditiveScore, SplitAttentionPlan):

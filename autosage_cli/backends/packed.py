@@ -1,25 +1,21 @@
 """Kernel launches with their arguments packed once, for the torch path's per-call floor.
 
-CuPy's `kernel(grid, block, args)` converts every argument on every call (a NumPy scalar to its
-bytes, an array to its pointer): about 16 us of host time for an SpMM launch of a dozen arguments
-on the H200's host, more than the kernel itself on a small graph. A `PackedLaunch` converts them
-once into 8-byte slots (every argument the native kernels take is a pointer or a scalar of at most
-8 bytes) and an array of pointers to the slots, cuLaunchKernel's `kernelParams`; a call writes the
-per-call operands' pointers (the `Slot`s: B, out, per-call values, an epilogue's bias) into their
-slots, and an epilogue's scale and alpha as their bits, and launches through the driver. The
-driver copies the parameters when the launch is made (a captured launch too), so the slots are
-free for the next call as soon as `launch` returns.
+A `PackedLaunch` converts a plan's launch arguments once into the 8-byte slots of kernels/launch.py
+(every argument the native kernels take is a pointer or a scalar of at most 8 bytes); a call writes
+the per-call operands' pointers (the `Slot`s: B, out, per-call values, an epilogue's bias) into
+their slots, and an epilogue's scale and alpha as their bits, and launches through the driver.
 
 The caller vouches for the operands (the torch path's checks: type, contiguity, 16-byte alignment,
 shape): a packed launch checks nothing, which is what makes it cheap.
 """
 from __future__ import annotations
 
-import ctypes
 import threading
 from dataclasses import dataclass
 
 import numpy as np
+
+from ..kernels.launch import function_pointer, launch, parameters, slot_value
 
 
 _LOCK = threading.Lock()
@@ -45,47 +41,23 @@ class PackedLaunch:
     is not packed)."""
 
     def __init__(self, kernel, grid: tuple, block: tuple, args: tuple):
-        self.function = getattr(kernel, "kernel", kernel)   # a RawKernel's Function on this device
+        self.function = function_pointer(kernel)
         self.grid, self.block = tuple(int(v) for v in grid), tuple(int(v) for v in block)
         self._keep = args
-        self._slots = (ctypes.c_uint64 * max(1, len(args)))()
-        base = ctypes.addressof(self._slots)
-        self._params = (ctypes.c_void_p * max(1, len(args)))(*(base + 8 * i for i in range(len(args))))
-        self.per_call: list[tuple[int, str]] = []
-        for i, arg in enumerate(args):
-            if isinstance(arg, Slot):
-                self.per_call.append((i, arg.name))
-            else:
-                self._slots[i] = _bits(arg)
+        self.per_call: list[tuple[int, str]] = [(i, a.name) for i, a in enumerate(args) if isinstance(a, Slot)]
+        self._slots, self._params = parameters([0 if isinstance(a, Slot) else slot_value(a) for a in args])
 
     def launch(self, stream: int, pointers: dict) -> None:
-        from cupy_backends.cuda.api import driver
-
         with _LOCK:   # the slots are shared: one launch writes and launches at a time
             for i, name in self.per_call:
                 self._slots[i] = pointers[name]
-            driver.launchKernel(self.function.ptr, *self.grid, *self.block, 0, stream,
-                                ctypes.addressof(self._params), 0)
-
-
-def _bits(arg) -> int:
-    """The 8-byte slot value of a fixed argument (little-endian, as the device reads it)."""
-    if isinstance(arg, np.generic):
-        raw = arg.tobytes()
-        if len(raw) > 8:
-            raise TypeError(f"a {arg.dtype} argument does not fit an 8-byte slot")
-        return int.from_bytes(raw, "little")
-    data = getattr(arg, "data", None)
-    ptr = getattr(data, "ptr", None)
-    if isinstance(ptr, int):
-        return ptr
-    raise TypeError(f"cannot pack a kernel argument of type {type(arg).__name__}")
+            launch(self.function, self.grid, self.block, stream, self._params)
 
 
 def pack_all(launches) -> list[PackedLaunch] | None:
     """PackedLaunches of (kernel, grid, block, args) tuples, or None when one cannot be packed
     (the plan keeps its CuPy launch then)."""
     try:
-        return [PackedLaunch(*launch) for launch in launches]
+        return [PackedLaunch(*spec) for spec in launches]
     except TypeError:
         return None

@@ -35,6 +35,7 @@ from ..cuda_sources import kernel_source
 
 from ..dtypes import DTYPES, info as dtype_info, of_storage, to_storage
 from .compile import KernelRef, get_module_functions
+from .launch import launch_now
 
 # The file of each group's purpose (a group's name starts with its purpose). A module compiles every
 # plain (non-template) kernel of its file whatever its name expressions ask, so each family of
@@ -74,14 +75,15 @@ def _groups() -> dict[str, tuple[str, ...]]:
         groups[f"edges/{i}"] = (f"autosage_edge_rows<{i}>", f"autosage_diagonal_sums<{i}>")
         groups[f"softmax/{i}"] = (f"autosage_scatter_max<{i}>", f"autosage_sub_row_exp<{i}>",
                                   f"autosage_scatter_add<{i}>")
-        groups[f"heads/{i}"] = (f"autosage_heads_softmax_grad<{i}>", f"autosage_heads_additive_probs<{i}>")
+        groups[f"heads/{i}"] = (f"autosage_heads_softmax_grad<{i}>",)
         for c in CODECS:
             groups[f"gather/{c}/{i}"] = (f"autosage_gather_rows<{c}, {i}>",)
             if c != F32:
                 groups[f"softmax/{c}/{i}"] = (f"autosage_divide_rows<{c}, {i}>",)
             for op in REFERENCE_OPS:
                 groups[f"reference/{op}/{c}/{i}"] = (f"autosage_reference_{op}<{c}, {i}>",)
-            groups[f"heads/{c}/{i}"] = (f"autosage_heads_sddmm<{c}, {i}>", f"autosage_heads_spmm<{c}, {i}>")
+            groups[f"heads/{c}/{i}"] = (f"autosage_heads_sddmm<{c}, {i}>", f"autosage_heads_spmm<{c}, {i}>",
+                                        f"autosage_heads_additive_backward<{c}, {i}>")
     return groups
 
 
@@ -141,11 +143,17 @@ def index_type(arr) -> str:
     return "long long" if np.dtype(arr.dtype) == np.int64 else "int"
 
 
-def _launch(expression: str, n: int, args: tuple, threads: int = THREADS) -> None:
+def _launch(expression: str, n: int, args: tuple, threads: int = THREADS, stream: int | None = None) -> None:
+    """Launch over `n` threads (grid-stride: at most MAX_BLOCKS blocks) on CuPy's current stream,
+    or with `stream` (a raw CUDA stream handle: the torch path's) through the driver, `args` then
+    being device addresses (ints) and NumPy scalars, unconverted by CuPy (kernels/launch.py)."""
     if n <= 0:
         return
     blocks = max(1, min(-(-int(n) // threads), MAX_BLOCKS))
-    _fn(expression)((blocks,), (threads,), args)
+    if stream is None:
+        _fn(expression)((blocks,), (threads,), args)
+    else:
+        launch_now(_fn(expression), (blocks, 1, 1), (threads, 1, 1), stream, args)
 
 
 def _contiguous(name: str, arr) -> None:

@@ -58,19 +58,12 @@ def attention_backward(g: Graph, saved: tuple, dO, scale: float, needs: tuple):
 
 
 def additive_backward(g: Graph, saved: tuple, dO, slope: float, needs: tuple):
-    """(d a_dst, d a_src, dV), None where not needed; probabilities rebuilt from a_dst, a_src and the
-    forward's row statistics (see the module docstring). With x = a_dst[i] + a_src[j] and
-    s = LeakyReLU(x): dx = dS (1 where x > 0, else slope); d a_dst = row sums of dx, d a_src =
-    column sums."""
-    a_dst, a_src, V, O, row_max, row_sum = saved
-    dev = V.device
-    probs, negative = kernels.additive_probs(g, a_dst, a_src, row_max, row_sum, slope)   # (nnz, H) each
-    d_V, d_x = softmax_backward(g, probs, V, O, dO, needs[2], needs[0] or needs[1])
-    del probs
-    if d_x is None:
-        return None, None, d_V
-    d_x.addcmul_(d_x, negative, value=slope - 1.0)                  # dS -> dx, in place
-    d_dst = d_x.new_zeros(a_dst.shape).index_add_(0, g.on("row", dev), d_x) if needs[0] else None
-    d_src = d_x.new_zeros(a_src.shape).index_add_(0, g.on("col", dev), d_x) if needs[1] else None
-    return (None if d_dst is None else d_dst.to(a_dst.dtype),
-            None if d_src is None else d_src.to(a_src.dtype), d_V)
+    """(d a_dst, d a_src, dV), None where not needed: the score's gradients and the probabilities
+    in one pass (kernels.additive_score_grads, P rebuilt from the forward's row statistics), then
+    dV = Pᵀ dO."""
+    a_dst, a_src, V, O, stats = saved
+    probs, d_dst, d_src = kernels.additive_score_grads(g, a_dst, a_src, stats, V, O, dO, slope,
+                                                       needs[0] or needs[1])
+    d_V = heads_spmm_t(g, probs, dO) if needs[2] else None
+    return (None if d_dst is None or not needs[0] else d_dst.to(a_dst.dtype),
+            None if d_src is None or not needs[1] else d_src.to(a_src.dtype), d_V)

@@ -6,7 +6,8 @@
   attention(graph, Q, K, V, scale)   fused SDDMM -> row softmax -> SpMM, H heads   (n_rows, H, d)
   additive_attention(graph, a_dst, a_src, V, slope)   the same with the GAT score
                               LeakyReLU(a_dst[i,h] + a_src[j,h]) (fused kernel, no per-edge dot);
-                              returns (O, row max, row sum): the softmax statistics backward uses
+                              returns (O, stats): stats (n_rows, H, 2) the row max and sum that
+                              backward rebuilds the softmax from
   edge_softmax(graph, S)      softmax of S (nnz, H) over each row's edges
   heads_sddmm(graph, X, Y, scale, rounded)   out[e, h] = scale <X[i, h], Y[j, h]> for X, Y (n, H, d):
                               every head in one pass; (nnz, H) in widened(X)'s type, each dot
@@ -15,9 +16,9 @@
                               p(e) = perm[e] or e; P (nnz, H) rounded to X's type; (n_rows, H, d)
   softmax_grad(graph, P, dP, row_dot, scale)   dS = scale P (dP - r[i]) in place into dP, with
                               r = row_dot (n_rows, H) or, for None, each row's sum of P dP
-  additive_probs(graph, a_dst, a_src, row_max, row_sum, slope)   (P, negative): the GAT score's
-                              probabilities rebuilt from the forward's row statistics, and where
-                              a_dst[i] + a_src[j] <= 0 (nnz, H each)
+  additive_score_grads(graph, a_dst, a_src, stats, V, O, dO, slope, need_scores)   (P, d a_dst,
+                              d a_src): the GAT score's backward but dV, P rebuilt from the
+                              forward's row statistics
 
 The last four are the attention backward's building blocks (backward.py): on
 CUDA, kernels of cuda/util_heads.cu (autosage_cli.torch.cuda_heads), not tuned plans.
@@ -117,13 +118,37 @@ def softmax_grad(graph: Graph, P: torch.Tensor, dP: torch.Tensor, row_dot: torch
 
 
 def additive_probs(graph: Graph, a_dst, a_src, row_max, row_sum, slope: float):
-    if _is_cuda(a_dst):
-        from . import cuda_heads
-
-        return cuda_heads.additive_probs(graph, a_dst, a_src, row_max, row_sum, slope)
+    """(P, negative) of the GAT score off CUDA (the reference additive_score_grads composes)."""
     pre = additive_scores(graph, a_dst, a_src)
     negative = pre <= 0
     return softmax_from_stats(graph, torch.nn.functional.leaky_relu_(pre, slope), row_max, row_sum), negative
+
+
+def additive_score_grads(graph: Graph, a_dst, a_src, stats, V, O, dO, slope: float, need_scores: bool):
+    """(P, d a_dst, d a_src) of O = softmax(LeakyReLU(a_dst[i] + a_src[j])) V: the probabilities
+    (nnz, H) rebuilt from the forward's row statistics `stats` (n_rows, H, 2: max, sum), and when
+    `need_scores` the gradients of the two per-node terms (None both otherwise), in the widened
+    type (float32 for 2-byte inputs). With dP = <dO_i, V_j>, dS = P (dP - r_i), dx = dS where
+    a_dst[i] + a_src[j] > 0, else slope dS: d a_dst = row sums of dx, d a_src = column sums. r_i is
+    <dO_i, O_i>, or for 2-byte types each row's sum of P dP from the rounded dP (so dS sums to zero
+    over each row as the exact gradient does: <dO_i, O_i> would leave the rounding of dP in every
+    row sum, and d a_dst, a row sum of dS, lost a digit to it in bfloat16). CUDA: one launch
+    (cuda_heads); else this composition."""
+    if _is_cuda(V):
+        from . import cuda_heads
+
+        return cuda_heads.additive_score_grads(graph, a_dst, a_src, stats, V, O, dO, slope, need_scores)
+    probs, negative = additive_probs(graph, a_dst, a_src, stats[..., 0], stats[..., 1], slope)
+    if not need_scores:
+        return probs, None, None
+    d_x = heads_sddmm(graph, dO, V)                                # dP (nnz, H)
+    row_dot = None if dO.dtype in TWO_BYTE else (widened(dO) * widened(O)).sum(-1)
+    d_x = softmax_grad(graph, probs, d_x, row_dot)
+    d_x.addcmul_(d_x, negative, value=slope - 1.0)                # dS -> dx, in place
+    dev = V.device
+    d_dst = d_x.new_zeros(a_dst.shape).index_add_(0, graph.on("row", dev), d_x)
+    d_src = d_x.new_zeros(a_src.shape).index_add_(0, graph.on("col", dev), d_x)
+    return probs, d_dst, d_src
 
 
 def edge_softmax(graph: Graph, scores: torch.Tensor) -> torch.Tensor:
@@ -151,9 +176,9 @@ def softmax_from_stats(graph: Graph, scores: torch.Tensor, row_max, row_sum) -> 
 
 def attention(graph: Graph, Q, K, V, scale: float) -> torch.Tensor:
     if _is_cuda(Q):
-        from . import cuda
+        from . import cuda_attention
 
-        return cuda.attention(graph, Q, K, V, scale)
+        return cuda_attention.attention(graph, Q, K, V, scale)
     dev = Q.device
     row, col = graph.on("row", dev), graph.on("col", dev)
     scores = (widened(Q).index_select(0, row) * widened(K).index_select(0, col)).sum(-1) * scale
@@ -168,16 +193,17 @@ def additive_scores(graph: Graph, a_dst, a_src) -> torch.Tensor:
 
 
 def additive_attention(graph: Graph, a_dst, a_src, V, negative_slope: float):
-    """(O, row max, row sum): O[i,h] = sum_j softmax_j(s_ij) V[j,h] with s_ij = LeakyReLU(a_dst[i,h]
-    + a_src[j,h]), and the softmax statistics of every (row, head). CUDA: the fused kernel (d up to
-    MAX_FEATURES per head; wider heads run the torch composition below on the GPU)."""
+    """(O, stats): O[i,h] = sum_j softmax_j(s_ij) V[j,h] with s_ij = LeakyReLU(a_dst[i,h] + a_src[j,h]),
+    and the softmax statistics of every (row, head), stats (n_rows, H, 2) = (row max, row sum of
+    e^(s - max)). CUDA: the fused kernel (d up to MAX_FEATURES per head; wider heads run the torch
+    composition below on the GPU)."""
     if _is_cuda(V) and V.shape[2] <= MAX_FEATURES:
-        from . import cuda
+        from . import cuda_attention
 
-        return cuda.additive_attention(graph, a_dst, a_src, V, negative_slope)
+        return cuda_attention.additive_attention(graph, a_dst, a_src, V, negative_slope)
     scores = torch.nn.functional.leaky_relu_(additive_scores(graph, a_dst, a_src), negative_slope)
     probs, row_max, row_sum = softmax_with_stats(graph, scores)
-    return _aggregate(graph, probs, widened(V)).to(V.dtype), row_max, row_sum
+    return _aggregate(graph, probs, widened(V)).to(V.dtype), torch.stack([row_max, row_sum], -1)
 
 
 def _softmax_aggregate(graph: Graph, scores: torch.Tensor, V: torch.Tensor) -> torch.Tensor:

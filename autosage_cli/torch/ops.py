@@ -213,10 +213,8 @@ def _stats_dtype(a_dst: Tensor, a_src: Tensor) -> torch.dtype:
 
 def _additive_attention(graph: int, a_dst: Tensor, a_src: Tensor, V: Tensor,
                         negative_slope: float) -> tuple[Tensor, Tensor]:
-    O, row_max, row_sum = kernels.additive_attention(_on(graph), a_dst, a_src, V,
-                                                     negative_slope)
-    # one stats tensor: an op's outputs may not alias each other (CUDA's max and sum are views)
-    return O, torch.stack([row_max, row_sum], -1).to(_stats_dtype(a_dst, a_src))
+    O, stats = kernels.additive_attention(_on(graph), a_dst, a_src, V, negative_slope)
+    return O, stats.to(_stats_dtype(a_dst, a_src))
 
 
 additive_attention_op = torch.library.custom_op("autosage::additive_attention", _additive_attention,
@@ -232,8 +230,7 @@ def _(graph, a_dst, a_src, V, negative_slope):
 def _additive_attention_backward_impl(graph: int, a_dst: Tensor, a_src: Tensor, V: Tensor, O: Tensor,
                                       stats: Tensor, dO: Tensor, negative_slope: float, need_dst: bool,
                                       need_src: bool, need_v: bool) -> tuple[Tensor, Tensor, Tensor]:
-    saved = (a_dst, a_src, V, O, stats[..., 0], stats[..., 1])
-    grads = backward.additive_backward(_on(graph), saved, dO.contiguous(), negative_slope,
+    grads = backward.additive_backward(_on(graph), (a_dst, a_src, V, O, stats), dO.contiguous(), negative_slope,
                                        (need_dst, need_src, need_v))
     return tuple(_grad_or_empty(d, like) for d, like in zip(grads, (a_dst, a_src, V)))
 

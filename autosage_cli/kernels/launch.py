@@ -1,0 +1,63 @@
+"""A kernel launch through the driver, its arguments in 8-byte slots: the torch path's per-call
+floor. CuPy's `kernel(grid, block, args)` converts every argument on every call (about 16 us of
+host time for a dozen arguments on the H200's host), and a CuPy array per operand costs a view of
+its own; here every argument the helper and native kernels take is a pointer or a scalar of at
+most 8 bytes, so a call fills one slot per argument and hands the driver their addresses
+(`kernelParams`). The driver copies the parameters when the launch is made (a captured launch
+too), so the slots are free as soon as `launch` returns.
+
+The caller vouches for its arguments (types, contiguity, alignment, shapes): nothing is checked.
+"""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+
+def slot_value(arg, ints_are_addresses: bool = False) -> int:
+    """The 8-byte slot of one argument (little-endian, as the device reads it): a NumPy scalar its
+    bytes, a CuPy array its pointer, and with `ints_are_addresses` an int a device address (0:
+    null); otherwise an int is refused (TypeError), as its C type is not known."""
+    if ints_are_addresses and isinstance(arg, int) and not isinstance(arg, bool):
+        if not 0 <= arg < 1 << 64:
+            raise TypeError(f"{arg} is not a device address")
+        return arg
+    if isinstance(arg, np.generic):
+        raw = arg.tobytes()
+        if len(raw) > 8:
+            raise TypeError(f"a {arg.dtype} argument does not fit an 8-byte slot")
+        return int.from_bytes(raw, "little")
+    data = getattr(arg, "data", None)
+    ptr = getattr(data, "ptr", None)
+    if isinstance(ptr, int):
+        return ptr
+    raise TypeError(f"cannot pack a kernel argument of type {type(arg).__name__}")
+
+
+def parameters(values) -> tuple:
+    """(slots, kernelParams) of slot values: the slots and an array of their addresses, which
+    must stay alive until the launch is made."""
+    n = max(1, len(values))
+    slots = (ctypes.c_uint64 * n)(*values)
+    base = ctypes.addressof(slots)
+    return slots, (ctypes.c_void_p * n)(*(base + 8 * i for i in range(len(values))))
+
+
+def function_pointer(kernel) -> int:
+    """The CUfunction of a CuPy RawKernel (its Function on the current device) or Function."""
+    return getattr(kernel, "kernel", kernel).ptr
+
+
+def launch(function: int, grid: tuple, block: tuple, stream: int, params) -> None:
+    """cuLaunchKernel of `function` with `params` (a kernelParams array) on `stream`."""
+    from cupy_backends.cuda.api import driver
+
+    driver.launchKernel(function, *grid, *block, 0, stream, ctypes.addressof(params), 0)
+
+
+def launch_now(kernel, grid: tuple, block: tuple, stream: int, args) -> None:
+    """Launch `kernel` on `stream` with `args`: device addresses (ints), NumPy scalars, CuPy arrays."""
+    slots, params = parameters([slot_value(a, ints_are_addresses=True) for a in args])
+    launch(function_pointer(kernel), grid, block, stream, params)
+    del slots

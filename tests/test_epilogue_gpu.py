@@ -205,7 +205,8 @@ def test_a_captured_gcn_step_with_the_fused_bias_relu_equals_eager(edges, tmp_pa
 
     cache = str(tmp_path / "d.json")
     torch.manual_seed(0)
-    net = Net([at.GCNConv(IN, 64, act="relu"), at.GCNConv(64, CLASSES)], activated=(True,))
+    # a narrowing first layer: its x W runs first, so the bias and ReLU go into its SpMM's store
+    net = Net([at.GCNConv(IN, 16, act="relu"), at.GCNConv(16, CLASSES)], activated=(True,))
     net = net.to(device="cuda", dtype=dtype)
     ref = copy.deepcopy(net)
     opt = lambda m: torch.optim.Adam(m.parameters(), lr=0.01, capturable=True)   # noqa: E731

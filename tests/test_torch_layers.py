@@ -136,3 +136,23 @@ def test_layers_train_in_float32(data):
 def test_unsupported_options_are_refused(make, message):
     with pytest.raises(AutosageError, match=message):
         make()
+
+
+@pytest.mark.parametrize("edge_weight", [False, True])
+def test_a_widening_gcn_aggregates_its_input_first(data, monkeypatch, edge_weight):
+    """in < out: the SpMM moves the input's 13 columns, not the output's 20, and with an input
+    needing no gradient the backward runs no SpMM at all (only the GEMM's)."""
+    from autosage_cli.torch import kernels
+
+    edges, x = data
+    ours, theirs = _pair("GCNConv", IN, 20)
+    widths = []
+    real = kernels.spmm
+    monkeypatch.setattr(kernels, "spmm", lambda g, values, B, *a, **k: widths.append(B.shape[1]) or
+                        real(g, values, B, *a, **k))
+    w = torch.rand(edges.shape[1], dtype=torch.float64) if edge_weight else None
+    out = ours(x, edges, w)
+    torch.testing.assert_close(out, theirs(x, edges, w), rtol=1e-10, atol=1e-10)
+    assert widths == [IN]
+    out.sum().backward()
+    assert widths == [IN] and ours.lin.weight.grad is not None and ours.bias.grad is not None

@@ -26,8 +26,10 @@ NOT_VENDORS = ("native", "autosage", "torch", "pyg")   # backends that are not a
 TRAINING_PREFIX = "train-"        # ops of the training suite (epochs, not kernels)
 MINIBATCH_PREFIX = "minibatch-"   # ops of the mini-batch suite (steps on sampled subgraphs)
 # training rows of a mode of their own beside the eager ones (schedule column): a captured CUDA
-# graph per step (ours), torch.compile (both libraries). The targets judge the eager rows.
-TRAINING_MODES = ("captured", "compiled")
+# graph per step (ours), torch.compile in its default and reduce-overhead modes (both libraries;
+# torch/training.py's COMPILE_MODES runs them). The targets judge the eager rows.
+COMPILED_MODES = ("compiled", "reduce-overhead")
+TRAINING_MODES = ("captured", *COMPILED_MODES)
 # (op, model, our epoch speed-up over PyG's to reach) of the training suite
 TRAINING_TARGETS = (("train-gcn", "GCN", 1.3), ("train-sage", "GraphSAGE", 1.3), ("train-gat", "GAT", 5.0))
 LOSS_TOLERANCE = 1e-3

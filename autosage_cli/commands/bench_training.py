@@ -5,10 +5,11 @@ autosage's layers against the same models in PyG, side by side in one process
 Rows: one per (graph, model, library, mode); op `train-gcn`, `train-sage` or `train-gat`, k the
 hidden width (64 = 8 heads x 8 for GAT), heads, backend `autosage` or `pyg`, schedule the mode:
 ours `graph` (eager), `captured` (the whole step one CUDA graph, autosage_cli.torch.capture) and
-`compiled` (torch.compile, fullgraph); PyG's best eager mode (`sparse-csr` or `edge-index`) and
-`compiled` (torch.compile of that mode; a `skipped` row with the reason when it fails). Our eager
-row's baseline is PyG's eager run, the captured and compiled rows' the fastest PyG row
-(best_vendor `pyg` or `pyg-compiled`). ms_median/p20/p80 the epoch time over
+`compiled` (torch.compile, fullgraph) and `reduce-overhead` (torch.compile in that mode: its graphs
+replayed as CUDA graphs); PyG's best eager mode (`sparse-csr` or `edge-index`), `compiled` and
+`reduce-overhead` (torch.compile of that mode; a `skipped` row with the reason when it fails). Our
+eager row's baseline is PyG's eager run, the other rows' the fastest PyG row (best_vendor `pyg`,
+`pyg-compiled` or `pyg-reduce-overhead`). ms_median/p20/p80 the epoch time over
 the timed epochs, prepare_ms the wall time of the warm-up epochs (tuning, kernel builds, PyG's
 caches). Ours carries the baseline's median (best_vendor, best_vendor_ms,
 speedup_vs_best_vendor) and, as rel_error, the relative difference of the two last losses.
@@ -31,6 +32,7 @@ from .. import dtypes as dtype_table
 from ..bench import report
 from ..bench.rows import AMORTISE_EPOCHS, Row, speedup
 from ..bench.suites import TRAINING as SUITE, parse_reorder, resolve_graph
+from ..bench.targets import COMPILED_MODES
 from ..capability import require_gpu
 from ..environment import environment, now_iso
 from ..errors import AutosageError
@@ -126,7 +128,7 @@ def _rows_of(spec, graph, model: str, theirs: list, ours: list, stamp: dict,
              dtype: str = "float32") -> list[Row]:
     """PyG's rows (its best eager mode, then `compiled`), then ours (one per mode). Our eager row's
     baseline is PyG's eager run; the captured and compiled rows' is the fastest PyG run of any mode
-    (best_vendor `pyg` or `pyg-compiled`). rel_error: the last loss against PyG's eager one."""
+    (best_vendor `pyg`, `pyg-compiled`, `pyg-reduce-overhead`). rel_error: the last loss against PyG's eager one."""
     from ..torch.training import width
 
     k, heads = width(model)
@@ -141,7 +143,7 @@ def _rows_of(spec, graph, model: str, theirs: list, ours: list, stamp: dict,
     for mine in our_rows:
         baseline = eager if mine.schedule == "graph" else fastest
         if _timed(baseline):
-            mine.best_vendor = "pyg-compiled" if baseline.schedule == "compiled" else "pyg"
+            mine.best_vendor = f"pyg-{baseline.schedule}" if baseline.schedule in COMPILED_MODES else "pyg"
             mine.best_vendor_ms = baseline.ms_median
             mine.speedup_vs_best_vendor = speedup(baseline.ms_median, mine.ms_median)
         if _timed(eager) and math.isfinite(mine.loss_last) and eager.loss_last:
@@ -304,5 +306,5 @@ def _progress_line(rows: list[Row]) -> str:
                 f"last loss {mine.loss_last:.5f} vs {pyg.loss_last:.5f} (rel {mine.rel_error:.1e})")
     others = [f"{'ours' if r.backend == 'autosage' else 'PyG'} {r.schedule} "
               + (f"{r.ms_median:.1f} ms" if r.status == "ok" else f"{r.status}: {r.error}")
-              for r in rows if r.schedule in ("captured", "compiled")]
+              for r in rows if r.schedule in ("captured", *COMPILED_MODES)]
     return "; ".join([what, *others])

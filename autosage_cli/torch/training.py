@@ -22,8 +22,9 @@ reason; running out of GPU memory also says how much it asked for.
 
 Modes (MODES): ours trains eagerly ("graph"), as one captured CUDA graph per step ("captured":
 autosage_cli.torch.capture, Adam with capturable=True) and under torch.compile(fullgraph=True)
-("compiled"); PyG eagerly in its best mode and under torch.compile in that mode ("compiled", graph
-breaks allowed; the reason is kept when it fails). Each mode starts from the same initial weights.
+("compiled"; "reduce-overhead": that mode of torch.compile, which replays the compiled graphs as
+CUDA graphs); PyG eagerly in its best mode and under torch.compile in that mode, both compile
+modes (graph breaks allowed; the reason is kept when it fails). Each mode starts from the same initial weights.
 """
 from __future__ import annotations
 
@@ -170,8 +171,17 @@ def forget_compiled() -> None:
     torch._dynamo.reset()
 
 
-def compiled_step(model: Net, graph, x, labels, warmup: int, fullgraph: bool = False):
-    """The eager step with the model under torch.compile (compiled in the first, untimed epoch).
+# torch.compile's mode of each compiled row (schedule): the default (Inductor's kernels, the host
+# runs the graph) and "reduce-overhead" (the compiled graphs also replayed as CUDA graphs)
+COMPILE_MODES = {"compiled": None, "reduce-overhead": "reduce-overhead"}
+# the modes that replay CUDA graphs, skipped (with this reason) off the GPU
+CUDA_GRAPH_MODES = {"captured": "captured steps need a CUDA device",
+                    "reduce-overhead": "torch.compile's reduce-overhead mode replays CUDA graphs: it needs a CUDA device"}
+
+
+def compiled_step(model: Net, graph, x, labels, warmup: int, fullgraph: bool = False, mode: str | None = None):
+    """The eager step with the model under torch.compile in `mode` (compiled in the first, untimed
+    epochs; reduce-overhead records its CUDA graphs in the next ones).
     Dynamo is reset first: every model's forward is the same code object, and its cache of
     compiled variants is small. Ours compiles fullgraph after one eager forward, which builds the
     normalised graphs compile cannot trace (their construction has data-dependent shapes)."""
@@ -179,7 +189,7 @@ def compiled_step(model: Net, graph, x, labels, warmup: int, fullgraph: bool = F
     if fullgraph:
         with torch.no_grad():
             model(x, graph)
-    return eager_step(torch.compile(model, fullgraph=fullgraph), graph, x, labels, warmup)
+    return eager_step(torch.compile(model, fullgraph=fullgraph, mode=mode), graph, x, labels, warmup)
 
 
 def train(make_step, model: Net, graph, x, labels, steps: int, warmup: int) -> Run:
@@ -221,9 +231,12 @@ def free_memory() -> None:
         cuda.release_pool()
 
 
-OUR_MODES = {"graph": eager_step, "captured": captured_step,
-             "compiled": lambda *a: compiled_step(*a, fullgraph=True)}
-MODES = tuple(OUR_MODES)     # the suite's modes: eager (PyG's best mode / our "graph"), captured, compiled
+def _compiled(mode: str):
+    return lambda *a: compiled_step(*a, fullgraph=True, mode=COMPILE_MODES[mode])
+
+
+OUR_MODES = {"graph": eager_step, "captured": captured_step, **{m: _compiled(m) for m in COMPILE_MODES}}
+MODES = tuple(OUR_MODES)     # the suite's modes: eager (PyG's best mode / our "graph"), captured, compiled ones
 
 
 def run_ours(model_name: str, dims, graph: Graph, x, labels, init_state, steps: int, warmup: int,
@@ -233,8 +246,8 @@ def run_ours(model_name: str, dims, graph: Graph, x, labels, init_state, steps: 
     device and dtype. `mode`: graph (eager), captured (a CUDA graph; skipped off the GPU) or
     compiled (torch.compile, fullgraph). `reordered`: a torch.reordered.ReorderedGraph whose
     `graph` is `graph`: the model runs wrapped in `Reordered`, x and labels in the user's order."""
-    if mode == "captured" and x.device.type != "cuda":
-        return Run("autosage", mode, status="skipped", error="captured steps need a CUDA device")
+    if mode in CUDA_GRAPH_MODES and x.device.type != "cuda":
+        return Run("autosage", mode, status="skipped", error=CUDA_GRAPH_MODES[mode])
     own = Graph(graph.rowptr, graph.row, graph.col, graph.weight, graph.shape, cache=graph.cache)
     model = build(autosage_layers, model_name, *dims).to(device=x.device, dtype=x.dtype)
     model.load_state_dict(init_state)
@@ -279,21 +292,25 @@ def run_pyg(model_name: str, dims, inputs: dict, x, labels, init_state, steps: i
 
 
 def run_pyg_compiled(model_name: str, dims, inputs: dict, eager: Run, x, labels, init_state,
-                     steps: int, warmup: int) -> Run:
-    """PyG's model under torch.compile (graph breaks allowed, PyG's own way) in the mode its eager
-    run took; skipped, with the reason, where the eager run did not run or compiling fails."""
+                     steps: int, warmup: int, mode: str = "compiled") -> Run:
+    """PyG's model under torch.compile in `mode` (a COMPILE_MODES row; graph breaks allowed, PyG's
+    own way) on the input its eager run took; skipped, with the reason, where the eager run did not
+    run or compiling fails."""
     import torch_geometric.nn as pyg
 
     if eager.status != "ok":
-        return Run("pyg", "compiled", status="skipped", error="PyG ran in no mode eagerly")
+        return Run("pyg", mode, status="skipped", error="PyG ran in no mode eagerly")
+    if mode in CUDA_GRAPH_MODES and x.device.type != "cuda":
+        return Run("pyg", mode, status="skipped", error=CUDA_GRAPH_MODES[mode])
     model = build(pyg, model_name, *dims, pyg_mode=eager.mode).to(device=x.device, dtype=x.dtype)
     model.load_state_dict(init_state)
     try:
-        run = train(compiled_step, model, inputs[eager.mode], x, labels, steps, warmup)
-        run.library, run.mode = "pyg", "compiled"
+        step = lambda *a: compiled_step(*a, mode=COMPILE_MODES[mode])   # noqa: E731
+        run = train(step, model, inputs[eager.mode], x, labels, steps, warmup)
+        run.library, run.mode = "pyg", mode
         return run
     except Exception as exc:    # dynamo and inductor raise many kinds: each is a reason to record
-        return Run("pyg", "compiled", status="skipped", error=f"torch.compile ({eager.mode}): {failure_text(exc)}")
+        return Run("pyg", mode, status="skipped", error=f"torch.compile ({eager.mode}): {failure_text(exc)}")
     finally:
         del model
         forget_compiled()
@@ -350,7 +367,7 @@ def bench_graph(name: str, graph: Graph, models, *, steps: int, warmup: int, see
                 dtype: torch.dtype = torch.float32, modes=MODES, reorderings=()):
     """Yield (model, PyG's Runs, our Runs) for every model on one graph, same data and initial
     weights, everything in `dtype` (the features drawn in float32 and rounded, as the weights are).
-    PyG's: its best eager mode, then (with "compiled" in `modes`) torch.compile of it; ours: one
+    PyG's: its best eager mode, then torch.compile of it in each COMPILE_MODES row in `modes`; ours: one
     Run per mode, in MODES order, then one eager Run per ReorderedGraph of `reorderings` (the same
     features and labels, in the user's order; the Run's reorder_s is the graph's `cost_s`)."""
     import torch_geometric.nn as pyg
@@ -368,8 +385,8 @@ def bench_graph(name: str, graph: Graph, models, *, steps: int, warmup: int, see
             run.reorder, run.reorder_s = rg.method, rg.cost_s
             ours.append(run)
         theirs = [run_pyg(model_name, (n_in, n_out), inputs, *args)]
-        if "compiled" in modes:
-            theirs.append(run_pyg_compiled(model_name, (n_in, n_out), inputs, theirs[0], *args))
+        theirs += [run_pyg_compiled(model_name, (n_in, n_out), inputs, theirs[0], *args, mode=m)
+                   for m in COMPILE_MODES if m in modes]
         yield model_name, theirs, ours
 
 

@@ -33,6 +33,10 @@ TRAINING_MODES = ("captured", *COMPILED_MODES)
 # (op, model, our epoch speed-up over PyG's to reach) of the training suite
 TRAINING_TARGETS = (("train-gcn", "GCN", 1.3), ("train-sage", "GraphSAGE", 1.3), ("train-gat", "GAT", 5.0))
 LOSS_TOLERANCE = 1e-3
+# small graphs (below this many nonzeros: a step is host-bound there): the captured epoch against
+# PyG's fastest mode, and each torch.compile mode of our model against our eager epoch (>= 1: no slower)
+SMALL_GRAPH_NNZ = 1_000_000
+CAPTURED_TARGETS = (("train-gcn", "GCN", 8.0), ("train-sage", "GraphSAGE", 8.0), ("train-gat", "GAT", 4.0))
 # the same for the mini-batch suite (steps 6..50 on sampled subgraphs, PyG's fastest mode), a new
 # batch's step against the same batch stepped again (its Graph and plans built), and the first step
 MINIBATCH_TARGETS = (("minibatch-gcn", "GCN", 1.6), ("minibatch-sage", "GraphSAGE", 1.25),
@@ -289,6 +293,11 @@ def training_targets(rows: list[Row]) -> list[Target]:
     worst row) and the first step (the slowest)."""
     eager = [r for r in rows if r.schedule not in TRAINING_MODES]
     out = _model_targets(eager, TRAINING_TARGETS, "training epoch", "Training")
+    small = [r for r in rows if r.op.startswith("train-") and r.nnz < SMALL_GRAPH_NNZ]
+    captured = [r for r in small if r.backend == "pyg" or r.schedule == "captured"]
+    out += [t for t in _model_targets(captured, CAPTURED_TARGETS, "captured epoch on small graphs", "Captured")
+            if "loss" not in t.name]
+    out += _compile_targets(small)
     # the mini-batch suite's captured step (its own rows, PyG's beside them) is a second set
     captured = [r for r in rows if r.op.startswith(MINIBATCH_PREFIX) and (r.backend == "pyg" or r.schedule == "captured")]
     for label, minibatch in (("Mini-batch", eager), ("Mini-batch captured", captured)):
@@ -306,6 +315,25 @@ def training_targets(rows: list[Row]) -> list[Target]:
             out.append(Target(f"{label} first step (tuning included)", first.first_step_ms, FIRST_STEP_MS,
                               f"slowest: {first.graph} {first.op} {first.dtype}, {first.probes:g} probes in all",
                               True, "ms", True))
+    return out
+
+
+def _compile_targets(rows: list[Row]) -> list[Target]:
+    """Per torch.compile mode: our compiled epoch against our eager one on the same graph, model
+    and type (the worst pair), no slower (>= 1x)."""
+    eager = {(r.graph, r.op, r.dtype): r for r in rows if r.backend == "autosage" and r.schedule == "graph"
+             and r.status == "ok" and not r.reorder}
+    out = []
+    for mode in COMPILED_MODES:
+        pairs = [(eager[key].ms_median / r.ms_median, r) for r in rows
+                 if r.backend == "autosage" and r.schedule == mode and r.status == "ok"
+                 and (key := (r.graph, r.op, r.dtype)) in eager and r.ms_median > 0]
+        if not any(r.backend == "autosage" and r.schedule == mode for r in rows):
+            continue
+        worst = min(pairs, key=lambda p: p[0], default=None)
+        detail = ", ".join(f"{r.graph} {r.op.removeprefix('train-')} {x:.2f}x" for x, r in pairs)
+        out.append(Target(f"torch.compile ({mode}) of our models vs our eager epoch, small graphs",
+                          worst[0] if worst else math.nan, 1.0, detail or "no timed rows", worst is not None))
     return out
 
 

@@ -186,7 +186,15 @@ def compiled_step(model: Net, graph, x, labels, warmup: int, fullgraph: bool = F
     compiled variants is small. Ours compiles fullgraph after one eager forward, which builds the
     normalised graphs compile cannot trace (their construction has data-dependent shapes)."""
     forget_compiled()
-    if fullgraph:
+    if mode == "reduce-overhead":
+        # one eager forward and backward first (its gradients dropped): whatever a model keeps
+        # between steps (our Graph's derived graphs, transposes and plans; PyG's cached adjacency)
+        # is then made outside the CUDA-graph pool, where cudagraph trees would find it a live
+        # allocation no output tracks and refuse to record (on the H200 without it: "Detected 9
+        # tensor(s) in the cudagraph pool not tracked as outputs")
+        F.cross_entropy(model(x, graph), labels).backward()
+        model.zero_grad(set_to_none=True)
+    elif fullgraph:
         with torch.no_grad():
             model(x, graph)
     return eager_step(torch.compile(model, fullgraph=fullgraph, mode=mode), graph, x, labels, warmup)

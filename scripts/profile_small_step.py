@@ -6,10 +6,12 @@ CuPy, then the torch profiler's CUDA kernel count per step and self-CPU table fo
 fastest mode, and a cProfile of 50 of our steps.
 
   python3 scripts/profile_small_step.py OUT.txt      (on a GPU, from the repository root)
+  PROFILE_GRAPHS, PROFILE_MODELS: comma-separated subsets (default cora,pubmed and gat,gcn,sage)
 """
 import cProfile
 import gc
 import io
+import os
 import pstats
 import sys
 import time
@@ -22,8 +24,8 @@ import autosage_cli.torch as at
 from autosage_cli.graphs.load import load_graph
 from autosage_cli.torch import training as tr
 
-GRAPHS = ("cora", "pubmed")
-MODELS = ("gat", "gcn", "sage")
+GRAPHS = tuple(os.environ.get("PROFILE_GRAPHS", "cora,pubmed").split(","))
+MODELS = tuple(os.environ.get("PROFILE_MODELS", "gat,gcn,sage").split(","))
 PROFILED = MODELS               # the models whose steps are profiled, beside being timed
 
 
@@ -45,7 +47,10 @@ def torch_profile(step, steps: int = 10):
         torch.cuda.synchronize()
     events = prof.key_averages()
     kernels = sum(e.count for e in events if e.device_type.name == "CUDA")
-    return kernels / steps, events.table(sort_by="self_cpu_time_total", row_limit=25)
+    # the host table says where the launches' time goes; the device table which kernels bound a
+    # captured replay of the same step (its GPU work is the eager step's)
+    return kernels / steps, (events.table(sort_by="self_cpu_time_total", row_limit=25) + "\n"
+                             + events.table(sort_by="self_device_time_total", row_limit=20))
 
 
 def python_profile(step, steps: int = 50) -> str:

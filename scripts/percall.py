@@ -1,0 +1,78 @@
+"""Host time per call of each autosage op once its plan exists, against one torch op on the same
+tensors: what a host-bound small-graph step pays per launch. On cora (the shipped graph), K=16
+(8 heads x 8 for the attention ops), fp32: each op called N times without synchronising, its
+host time per call the wall time of issuing them (the GPU keeps up: these kernels take a few
+microseconds), then the same through the custom operator (torch.ops.autosage: what torch.compile
+calls), and a forward with its backward (one differentiable call and its gradient).
+
+  python3 scripts/percall.py OUT.txt [CALLS]     (on a GPU, from the repository root)
+"""
+import sys
+import time
+
+import torch
+
+import autosage_cli.torch as at
+from autosage_cli.graphs.load import load_graph
+from autosage_cli.torch import handles, training
+
+CALLS = int(sys.argv[2]) if len(sys.argv) > 2 else 2000
+
+
+def host_us(call, n: int = CALLS) -> float:
+    """Mean host microseconds of one call of `call` (after 50 untimed ones: plans, caches)."""
+    for _ in range(50):
+        call()
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        call()
+    elapsed = time.perf_counter() - t0
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    return elapsed / n * 1e6
+
+
+def main(path: str) -> None:
+    dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")   # CPU: only a smoke run
+    g = training.training_graph(load_graph("datasets/cora.mtx.gz"), dev)
+    n = g.n_rows
+    gen = torch.Generator(device=dev).manual_seed(0)
+    x = torch.randn(n, 16, device=dev, generator=gen)
+    q, k, v = (torch.randn(n, 8, 8, device=dev, generator=gen) for _ in range(3))
+    a_dst, a_src = (torch.randn(n, 8, device=dev, generator=gen) for _ in range(2))
+    h = handles.handle(g)
+    cases = {
+        "torch.relu (reference)": lambda: torch.relu(x),
+        "torch.mm 2708x16 @ 16x16 (reference)": lambda: x @ x[:16],
+        "at.spmm": lambda: at.spmm(g, x),
+        "at.sddmm": lambda: at.sddmm(g, x, x),
+        "at.attention": lambda: at.attention(g, q, k, v),
+        "at.additive_attention": lambda: at.additive_attention(g, a_dst, a_src, v),
+        "torch.ops.autosage.spmm": lambda: torch.ops.autosage.spmm(h, None, x, n),
+        "torch.ops.autosage.additive_attention": lambda: torch.ops.autosage.additive_attention(h, a_dst, a_src, v, 0.2),
+    }
+    xg, vg = x.clone().requires_grad_(), v.clone().requires_grad_()
+    dg, sg = a_dst.clone().requires_grad_(), a_src.clone().requires_grad_()
+    qg, kg = q.clone().requires_grad_(), k.clone().requires_grad_()
+    backward = {
+        "at.spmm forward + backward": lambda: at.spmm(g, xg).sum().backward(),
+        "torch.relu forward + backward (reference)": lambda: torch.relu(xg).sum().backward(),
+        "at.attention forward + backward": lambda: at.attention(g, qg, kg, vg).sum().backward(),
+        "at.additive_attention forward + backward": lambda: at.additive_attention(g, dg, sg, vg).sum().backward(),
+    }
+    with open(path, "w") as out:
+        for label, call in cases.items():
+            with torch.no_grad():
+                line = f"{label:46s} {host_us(call):8.1f} us/call (no grad)"
+            print(line, file=out, flush=True)
+            print(line, flush=True)
+        for label, call in backward.items():
+            line = f"{label:46s} {host_us(call, CALLS // 4):8.1f} us/call (a .sum() and its backward included)"
+            print(line, file=out, flush=True)
+            print(line, flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

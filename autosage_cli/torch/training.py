@@ -36,16 +36,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..backends.torch_sparse import csr_tensor
 from ..errors import AutosageError
-from ..graphs.csr import CSRGraph
 from . import nn as autosage_layers
 from .graph import Graph
+from .training_data import FEATURES, OTHER_FEATURES, pyg_inputs, random_data, training_graph  # noqa: F401  (the suite's names)
 
 MODELS = ("gcn", "sage", "gat")          # the suite's models
 EXTRA_MODELS = ("transformer",)          # run when asked for by name
-FEATURES = {"reddit-like": (602, 41), "products-like": (100, 47)}   # (input features, classes)
-OTHER_FEATURES = (128, 16)
 HIDDEN = 256
 GAT_HEADS, GAT_CHANNELS = 8, 8
 LEARNING_RATE = 0.01
@@ -331,44 +328,9 @@ def require_torch_cuda() -> None:
                             "benchmark needs torch with CUDA")
 
 
-def training_graph(csr: CSRGraph, device, cache=None, perm=None) -> Graph:
-    """The graph as a pattern (every edge weight 1) without self-loops: PyG's GCN adds loops with
-    add_self_loops on a sparse adjacency but add_remaining_self_loops on an edge_index, two
-    functions once a graph has loops of its own. `perm` (perm[new] = old): the graph renumbered,
-    P A Pᵀ, relabelled on the device (the canonical sort of from_coo orders it)."""
-    row = torch.repeat_interleave(torch.arange(csr.n_rows),
-                                  torch.from_numpy(np.diff(csr.indptr).astype(np.int64)))
-    col = torch.from_numpy(csr.indices).long()
-    keep = row != col
-    device = torch.device(device)
-    row, col = row[keep].to(device), col[keep].to(device)
-    if perm is not None:
-        new = torch.empty(csr.n_rows, dtype=torch.long, device=device)
-        new[torch.as_tensor(perm, dtype=torch.long, device=device)] = torch.arange(csr.n_rows, device=device)
-        row, col = new[row], new[col]
-    return Graph.from_coo(row, col, None, csr.shape, cache=cache)
-
-
 def synchronize(device) -> None:
     if torch.device(device).type == "cuda":
         torch.cuda.synchronize(device)
-
-
-def pyg_inputs(graph: Graph, dtype: torch.dtype = torch.float32) -> dict:
-    """PyG's graph input per mode: the adjacency as a torch sparse CSR tensor (rows = targets,
-    PyG's adj_t) with values in `dtype`, and the edge_index (source, target)."""
-    ones = torch.ones(graph.nnz, device=graph.device, dtype=dtype)
-    adj_t = csr_tensor(graph.rowptr, graph.col, ones, graph.shape)   # without torch's beta warnings
-    return {"sparse-csr": adj_t, "edge-index": torch.stack([graph.col, graph.row])}
-
-
-def random_data(name: str, n_rows: int, device, seed: int, dtype: torch.dtype = torch.float32):
-    """(features, labels) of a graph's nodes, random from `seed`: the features drawn in float32
-    and rounded to `dtype`; their width and the class count are the graph's (FEATURES)."""
-    n_in, n_out = FEATURES.get(name, OTHER_FEATURES)
-    gen = torch.Generator(device=device).manual_seed(seed)
-    x = torch.randn(n_rows, n_in, device=device, generator=gen).to(dtype)
-    return x, torch.randint(0, n_out, (n_rows,), device=device, generator=gen)
 
 
 def bench_graph(name: str, graph: Graph, models, *, steps: int, warmup: int, seed: int,

@@ -13,11 +13,11 @@ import pytest
 
 from autosage_cli.kernels import compile as kcompile
 from autosage_cli import ops
-from autosage_cli.kernels import util, util_heads
+from autosage_cli.kernels import util, util_heads, util_labelprop
 from autosage_cli.kernels.compile import KernelRef
 
 WRAPPERS = ("_launch", "_fn", "_count")   # the calls whose first argument is a name expression
-WRAPPER_MODULES = (util, util_heads)      # the modules whose functions launch the helper kernels
+WRAPPER_MODULES = (util, util_heads, util_labelprop)   # the modules whose functions launch the helper kernels
 
 
 def launched_patterns() -> list[re.Pattern]:

@@ -23,6 +23,15 @@ import numpy as np
 
 MAX_ROUNDS = 10         # 7 settled the 10M-edge construction of the docstring; a cap, not a target
 SETTLED = 0.002          # stop once at most this share of the vertices would change label
+# The hash of (vertex, round) that picks the moving vertices (`_moving`; torch.label_propagation
+# and the CUDA kernel's round, cuda/util_labelprop.cu, take these same constants).
+MOVING_MULTIPLIER = 0x9E3779B97F4A7C15
+MOVING_SALT = 0x632BE59BD9B4E019
+
+
+def moving_salt(round_: int) -> int:
+    """The salt of round `round_`'s hash (an unsigned 64-bit value)."""
+    return (round_ * MOVING_SALT + 1) % 2**64
 
 
 def _moving(n: int, round_: int, xp):
@@ -30,8 +39,8 @@ def _moving(n: int, round_: int, xp):
     them (bits 33-34 of the hash not both 0), the same on every array module (no random generator
     state; torch.label_propagation.moving computes the same bits)."""
     ids = xp.arange(n, dtype=xp.uint64)
-    salt = (round_ * 0x632BE59BD9B4E019 + 1) % 2**64
-    mixed = ids * xp.uint64(0x9E3779B97F4A7C15) + xp.uint64(salt)   # wraps modulo 2^64, as meant
+    salt = moving_salt(round_)
+    mixed = ids * xp.uint64(MOVING_MULTIPLIER) + xp.uint64(salt)   # wraps modulo 2^64, as meant
     return ((mixed >> xp.uint64(33)) & xp.uint64(3)) != 0
 
 

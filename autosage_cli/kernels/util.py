@@ -22,7 +22,8 @@ Every call enqueues on CuPy's current stream; the functions returning a number s
                                           float64 results of the ops (the device reference)
   scale_bias, scatter_max, sub_row_exp, scatter_add, normalize_heads, divide_rows
                                           the vendor attention's softmax steps
-  (kernels/util_heads.py: the attention backward's multi-head products, groups heads/...)
+  (kernels/util_heads.py: the attention backward's multi-head products, groups heads/...;
+   kernels/util_labelprop.py: a round of label propagation, groups labelprop/...)
   spin(ns)                                a one-thread wait before a timed launch
 """
 from __future__ import annotations
@@ -42,7 +43,8 @@ from .launch import launch_now
 # groups has a file of its own: a module parses and compiles only its own family's code.
 PURPOSE_FILES = {"core": "util.cu", "values": "util_values.cu", "edges": "util_edges.cu",
                  "gather": "util_edges.cu", "sddmm_vendor": "util_sddmm.cu", "softmax": "util_softmax.cu",
-                 "reference": "util_reference.cu", "heads": "util_heads.cu"}
+                 "reference": "util_reference.cu", "heads": "util_heads.cu",
+                 "labelprop": "util_labelprop.cu"}
 SOURCES = tuple(dict.fromkeys(PURPOSE_FILES.values()))
 THREADS = 256
 MAX_BLOCKS = 1 << 16          # grid-stride loops: more blocks than this add nothing
@@ -76,6 +78,7 @@ def _groups() -> dict[str, tuple[str, ...]]:
         groups[f"softmax/{i}"] = (f"autosage_scatter_max<{i}>", f"autosage_sub_row_exp<{i}>",
                                   f"autosage_scatter_add<{i}>")
         groups[f"heads/{i}"] = (f"autosage_heads_softmax_grad<{i}>",)
+        groups[f"labelprop/{i}"] = (f"autosage_labelprop_warps<{i}>", f"autosage_labelprop_blocks<{i}>")
         for c in CODECS:
             groups[f"gather/{c}/{i}"] = (f"autosage_gather_rows<{c}, {i}>",)
             if c != F32:

@@ -67,10 +67,12 @@ def order(rowptr: torch.Tensor, row: torch.Tensor, col: torch.Tensor, method: st
 
 
 def _labels(rowptr, row, col, n: int) -> torch.Tensor:
-    """Label propagation's labels where the tensors are. The two implementations give the same
+    """Label propagation's labels where the tensors are. The implementations give the same
     labels; each is the faster one on its side: on CPU tensors the host's sorts (NumPy, 23 s on a
     10M-edge construction on 2 cores) beat torch's scatters (~3.5 s a round there), while on a
-    GPU the scatters are a handful of O(nnz) passes a round against two full-width sorts."""
+    GPU label_propagation.propagate runs the kernels of cuda_label_propagation (a vote table per
+    vertex: one pass over the edges a round, against the scatters' O(nnz) passes over a table of
+    every pair, or two full-width sorts)."""
     if rowptr.device.type == "cpu":
         import numpy as np
 

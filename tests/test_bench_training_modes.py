@@ -161,3 +161,26 @@ def test_small_graph_targets_judge_the_captured_and_compiled_rows(monkeypatch, t
         r.nnz = targets.SMALL_GRAPH_NNZ
     names = {t.name for t in targets.training_targets(rows)}
     assert not any("small graphs" in n for n in names)
+
+
+def test_the_reduce_overhead_warm_up_makes_capturable_plans(monkeypatch):
+    """torch records the compiled step's CUDA graphs after this warm-up: the plans it makes must be
+    native (CuPy refuses cuSPARSE inside a capture: the H200 failed four shipped graphs' rows so)."""
+    from autosage_cli.torch import cuda
+
+    seen = []
+
+    class Probe(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.ones(3, 2))
+
+        def forward(self, x, graph):
+            seen.append(cuda._CAPTURABLE[0] > 0)
+            return x @ self.w
+
+    monkeypatch.setattr(torch, "compile", lambda model, **options: model)
+    x, labels = torch.randn(4, 3), torch.tensor([0, 1, 0, 1])
+    step = training.compiled_step(Probe(), None, x, labels, 2, fullgraph=True, mode="reduce-overhead")
+    step()
+    assert seen == [True, False] and cuda._CAPTURABLE[0] == 0

@@ -93,3 +93,39 @@ def test_capturable_plans_reach_autograds_device_thread():
         worker.start()
         worker.join()
     assert seen == [True] and cuda._CAPTURABLE[0] == 0
+
+
+def _vendor_plan_on(g, k: int):
+    """g's SpMM plan at width k replaced by a stand-in cuSPARSE plan (what the tuner picks where
+    cuSPARSE wins), under the key cuda.plan looks up."""
+    from types import SimpleNamespace
+
+    key = ("plan", "spmm", k, 1, None, g.weight is not None, 0, "float32")
+    g.gpu[key] = SimpleNamespace(backend="cusparse", schedule="cusparse.csr_alg2")
+
+
+def test_a_vendor_plan_met_in_a_capture_nobody_prepared_names_the_fix(monkeypatch):
+    """torch.compile's reduce-overhead mode or a user's torch.cuda.graph records after a warm-up
+    that made cuSPARSE plans: one line naming the op and capturable_plans, not CuPy's
+    NotImplementedError."""
+    from autosage_cli.torch import cuda
+
+    g = at.Graph.from_edge_index(torch.tensor([[0, 1, 2], [1, 2, 0]]), 3)
+    _vendor_plan_on(g, 16)
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+    with pytest.raises(AutosageError, match=r"spmm at width 16 .* cusparse\.csr_alg2 .*capturable_plans") as info:
+        cuda.plan(g, "spmm", 16, torch.device("cuda", 0), weighted=True)
+    _one_line(info)
+
+
+def test_a_vendor_plan_runs_where_no_capture_is_recording(monkeypatch):
+    from autosage_cli.torch import cuda
+
+    g = at.Graph.from_edge_index(torch.tensor([[0, 1, 2], [1, 2, 0]]), 3)
+    _vendor_plan_on(g, 16)
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    assert cuda.plan(g, "spmm", 16, torch.device("cuda", 0), weighted=True).backend == "cusparse"
+
+
+def test_capturable_plans_is_public():
+    assert at.capturable_plans is capture.cuda.capturable_plans and "capturable_plans" in at.__all__

@@ -8,6 +8,8 @@ torch tensors, the `Graph` handle they run on, and PyG-style layers (`GCNConv`, 
     layer = at.GCNConv(602, 256).cuda()
     step = at.capture_training_step(loss_fn, optimizer, g, x, y)   # a whole step in a CUDA graph
     step = at.capture_batch_step(loss_fn, optimizer)    # ... one per batch size, for sampled batches
+    with at.capturable_plans():             # a warm-up before a capture of your own (torch.cuda.graph,
+        model(x, g).sum().backward()        # torch.compile(mode="reduce-overhead")): native plans only
 
 Importing this package imports torch; `import autosage_cli` never does, and installing autosage
 does not require torch. Submodules: graph (Graph), functions (ops and autograd), kernels (device
@@ -36,6 +38,7 @@ except ModuleNotFoundError as _missing:
 from ..scheduler.decisions.kinds import probe_count
 from .batch_capture import CapturedBatchStep, capture_batch_step
 from .capture import capture_inference, capture_training_step
+from .cuda import capturable_plans
 from .functions import additive_attention, attention, sddmm, spmm
 from .graph import Graph, host_copies
 from .nn import GATConv, GCNConv, SAGEConv, TransformerConv
@@ -43,4 +46,4 @@ from .reordered import Reordered, ReorderedGraph, reorder
 
 __all__ = ["Graph", "spmm", "sddmm", "attention", "additive_attention", "GCNConv", "SAGEConv",
            "TransformerConv", "GATConv", "probe_count", "host_copies", "capture_training_step",
-           "capture_inference", "capture_batch_step", "CapturedBatchStep", "reorder", "Reordered", "ReorderedGraph"]
+           "capture_inference", "capture_batch_step", "capturable_plans", "CapturedBatchStep", "reorder", "Reordered", "ReorderedGraph"]

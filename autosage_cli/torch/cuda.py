@@ -191,6 +191,14 @@ def plan(graph: Graph, op: str, k: int, device: torch.device, *, heads: int = 1,
         with _on_torch_stream(device), unsynchronized_prepare():
             found = graph.gpu[key] = _prepare(graph, dgraph, (op, k, heads, dtype, weighted), scale,
                                               capturable)
+    if found.backend != "native" and torch.cuda.is_current_stream_capturing():
+        # a capture nobody prepared the plans for (torch.compile's reduce-overhead mode, a user's
+        # torch.cuda.graph): CuPy would refuse the cuSPARSE call with a NotImplementedError that
+        # names neither the op nor the way out
+        raise AutosageError(f"{op} at width {k} on {graph.describe()} runs {found.schedule} (cuSPARSE), "
+                            "which a CUDA graph cannot capture: run the warm-up before the capture "
+                            "inside `with autosage_cli.torch.capturable_plans():` (its plans are then "
+                            "native), or capture with autosage_cli.torch.capture_training_step")
     return found
 
 

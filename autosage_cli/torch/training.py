@@ -189,7 +189,14 @@ def compiled_step(model: Net, graph, x, labels, warmup: int, fullgraph: bool = F
         # is then made outside the CUDA-graph pool, where cudagraph trees would find it a live
         # allocation no output tracks and refuse to record (on the H200 without it: "Detected 9
         # tensor(s) in the cudagraph pool not tracked as outputs")
-        F.cross_entropy(model(x, graph), labels).backward()
+        # Inside capturable_plans, as a user of this mode would (the package docstring): where the
+        # tuner chose cuSPARSE the plan is the kind's fastest verified native one, since CuPy
+        # refuses cuSPARSE calls while torch records (on the H200 without it: "calling cuSPARSE
+        # API during stream capture is currently unsupported" on four of the shipped graphs).
+        from .cuda import capturable_plans
+
+        with capturable_plans():
+            F.cross_entropy(model(x, graph), labels).backward()
         model.zero_grad(set_to_none=True)
     elif fullgraph:
         with torch.no_grad():

@@ -122,6 +122,14 @@ __device__ __forceinline__ float heads_dot(const typename C::T* x, const typenam
     return acc;
 }
 
+// An edge's probability from its score terms and its row's statistics ml = (M, L), rounded after
+// each step as the torch composition does; x, the pre-activation, for the LeakyReLU's mask.
+__device__ __forceinline__ float heads_additive_prob(float ad, float as, float slope, float2 ml, float& x) {
+    x = __fadd_rn(ad, as);
+    const float s = x > 0.0f ? x : __fmul_rn(x, slope);
+    return __fdiv_rn(expf(__fsub_rn(s, ml.x)), ml.y);
+}
+
 template <class C, typename I>
 __global__ void autosage_heads_additive_backward(const I* indptr, const I* cols, const float* a_dst,
                                                  const float* a_src, const float2* stats,
@@ -149,9 +157,8 @@ __global__ void autosage_heads_additive_backward(const I* indptr, const I* cols,
                 if (active)
                     for (long long e = first; e < end; e += per) {
                         const long long j = cols[e];
-                        const float x = __fadd_rn(ad, a_src[j * heads + h]);
-                        const float s = x > 0.0f ? x : __fmul_rn(x, slope);
-                        const float p = __fdiv_rn(expf(__fsub_rn(s, ml.x)), ml.y);
+                        float x;
+                        const float p = heads_additive_prob(ad, a_src[j * heads + h], slope, ml, x);
                         acc = fmaf(p, C::load(C::store(heads_dot<C>(dOi, V + (j * heads + h) * d, d))), acc);
                     }
                 for (int q = 0; q < per; ++q) r += __shfl_sync(0xffffffffu, acc, lane % hc + q * hc);
@@ -160,9 +167,8 @@ __global__ void autosage_heads_additive_backward(const I* indptr, const I* cols,
             if (active)
                 for (long long e = first; e < end; e += per) {
                     const long long j = cols[e];
-                    const float x = __fadd_rn(ad, a_src[j * heads + h]);
-                    const float s = x > 0.0f ? x : __fmul_rn(x, slope);
-                    const float p = __fdiv_rn(expf(__fsub_rn(s, ml.x)), ml.y);
+                    float x;
+                    const float p = heads_additive_prob(ad, a_src[j * heads + h], slope, ml, x);
                     if (P) P[e * heads + h] = p;
                     if (!grads) continue;
                     const float dp = C::load(C::store(heads_dot<C>(dOi, V + (j * heads + h) * d, d)));

@@ -100,14 +100,16 @@ def _vendor_plan_on(g, k: int):
     cuSPARSE wins), under the key cuda.plan looks up."""
     from types import SimpleNamespace
 
-    key = ("plan", "spmm", k, 1, None, g.weight is not None, 0, "float32")
+    from autosage_cli.torch import cuda
+
+    key = cuda.plan_key("spmm", k, torch.device("cuda", 0), 1, None, g.weight is not None, "float32")
     g.gpu[key] = SimpleNamespace(backend="cusparse", schedule="cusparse.csr_alg2")
 
 
 def test_a_vendor_plan_met_in_a_capture_nobody_prepared_names_the_fix(monkeypatch):
     """torch.compile's reduce-overhead mode or a user's torch.cuda.graph records after a warm-up
-    that made cuSPARSE plans: one line naming the op and capturable_plans, not CuPy's
-    NotImplementedError."""
+    that made cuSPARSE plans: one line naming the op and capturable_plans, not CuPy's own
+    refusal."""
     from autosage_cli.torch import cuda
 
     g = at.Graph.from_edge_index(torch.tensor([[0, 1, 2], [1, 2, 0]]), 3)

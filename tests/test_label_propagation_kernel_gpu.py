@@ -18,6 +18,7 @@ import scipy.sparse as sp
 from autosage_cli.graphs import label_propagation as host_lp, reorder
 from autosage_cli.graphs.csr import canonical_csr
 from autosage_cli.graphs.synthetic import generate
+from graph_shapes import hurtful_shapes
 
 pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
@@ -57,15 +58,7 @@ def hubs_graph(seed: int = 0):
 
 
 def small_graphs():
-    rng = np.random.default_rng(3)
-    dense = sp.random(40, 40, density=0.15, random_state=rng, format="csr")
-    looped = (dense + sp.eye(40, format="csr")).tocsr()
-    hub = sp.lil_matrix((30, 30))
-    hub[4, :] = 1.0
-    hub[:, 7] = 2.0
-    return {"random-40": canonical_csr(dense), "loops-40": canonical_csr(looped),
-            "hub-30": canonical_csr(hub.tocsr()), "one": canonical_csr(sp.csr_matrix(np.ones((1, 1)))),
-            "loops-only": canonical_csr(sp.eye(6, format="csr"))}
+    return {**hurtful_shapes(), "loops-only": canonical_csr(sp.eye(6, format="csr"))}
 
 
 BUILDERS = {

@@ -16,6 +16,7 @@ from autosage_cli.features import locality  # noqa: E402
 from autosage_cli.graphs import generated, label_propagation as host_lp, reorder  # noqa: E402
 from autosage_cli.graphs.csr import canonical_csr  # noqa: E402
 from autosage_cli.graphs.synthetic import generate  # noqa: E402
+from graph_shapes import hurtful_shapes  # noqa: E402
 from autosage_cli.torch import label_propagation as tlp, relabel  # noqa: E402
 
 BLOCKS = {"n": 6000, "nnz": 90_000, "q50": 12, "q90": 30, "q99": 60, "max": 200,
@@ -32,17 +33,10 @@ def _loc(g):
 
 
 def _small_graphs():
-    """Shapes that hurt: empty rows, self-loops, one long row, n = 1, no edges, weights."""
-    rng = np.random.default_rng(3)
-    dense = sp.random(40, 40, density=0.15, random_state=rng, format="csr")
-    dense.data = rng.uniform(0.5, 1.5, dense.nnz)
-    looped = (dense + sp.eye(40, format="csr")).tocsr()
-    hub = sp.lil_matrix((30, 30))
-    hub[4, :] = 1.0
-    hub[:, 7] = 2.0
-    return {"random": canonical_csr(dense), "loops": canonical_csr(looped),
-            "hub": canonical_csr(hub.tocsr()), "one": canonical_csr(sp.csr_matrix(np.ones((1, 1)))),
-            "no-edges": canonical_csr(sp.csr_matrix((5, 5))), "blocks": SHUFFLED}
+    """Shapes that hurt (graph_shapes: empty rows, self-loops, one long row, n = 1, weights), no
+    edges, and shuffled blocks."""
+    return {**hurtful_shapes(weighted=True), "no-edges": canonical_csr(sp.csr_matrix((5, 5))),
+            "blocks": SHUFFLED}
 
 
 SMALL = _small_graphs()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..graphs.label_propagation import MOVING_MULTIPLIER, moving_salt
 from .compile import get_module_functions
 from .util import MODULES, _launch
 
@@ -36,15 +37,16 @@ def global_slots(votes):
     return slots + 1
 
 
-def labelprop_round(p: dict, n: int, n_large: int, multiplier: int, salt: int, index: str, stream: int) -> None:
+def labelprop_round(p: dict, n: int, n_large: int, round_: int, index: str, stream: int) -> None:
     """One round: next[v] for every v < n from labels, counters[0] += the vertices whose vote
     differs from their label, counters[1] += tables that overflowed (0 unless sizes are wrong).
     `p`: rowptr, cols, rowptr_t, rows_t, labels, next, counters (uint64 x 2, summed into), large
     (int32, the n_large vertices of more than WARP_MAX_VOTES votes), offsets (int64, n_large + 1:
     large[i]'s global slots are offsets[i] .. offsets[i + 1], none when equal), table_keys,
-    table_counts (int32, the global slots). `multiplier`, `salt`: the moving hash's
-    (graphs.label_propagation.moving_salt); `index`: "int" or "long long", the row pointers' type."""
-    hashing = (np.uint64(multiplier % (1 << 64)), np.uint64(salt % (1 << 64)))
+    table_counts (int32, the global slots). `round_` picks the moving vertices' hash (graphs.
+    label_propagation's MOVING_MULTIPLIER and moving_salt); `index`: "int" or "long long", the row
+    pointers' type."""
+    hashing = (np.uint64(MOVING_MULTIPLIER), np.uint64(moving_salt(round_)))
     _launch(f"autosage_labelprop_warps<{index}>", n * 32,
             (p["rowptr"], p["cols"], p["rowptr_t"], p["rows_t"], p["labels"], np.int64(n),
              np.int64(WARP_MAX_VOTES), *hashing, p["next"], p["counters"]),

@@ -169,6 +169,11 @@ def capturable_plans():
         _CAPTURABLE[0] -= 1
 
 
+def plan_key(op: str, k: int, device: torch.device, heads: int, scale, weighted: bool, dtype: str) -> tuple:
+    """The key of a prepared plan in `graph.gpu`."""
+    return ("plan", op, k, heads, scale, weighted, device.index, dtype)
+
+
 def plan(graph: Graph, op: str, k: int, device: torch.device, *, heads: int = 1, scale=None,
          weighted: bool = False, dtype: str = "float32"):
     """The prepared plan for (op, k, heads, scale, dtype) on `graph`, made once: a fixed schedule
@@ -176,7 +181,7 @@ def plan(graph: Graph, op: str, k: int, device: torch.device, *, heads: int = 1,
     no copy of the graph for a kind already decided), tuning a new kind once. Inside
     `capturable_plans`, a native plan."""
     weighted = weighted and graph.weight is not None
-    key = ("plan", op, k, heads, scale, weighted, device.index, dtype)
+    key = plan_key(op, k, device, heads, scale, weighted, dtype)
     found = graph.gpu.get(key)
     capturable = _CAPTURABLE[0] > 0
     if found is None or (capturable and found.backend != "native"):
@@ -193,8 +198,8 @@ def plan(graph: Graph, op: str, k: int, device: torch.device, *, heads: int = 1,
                                               capturable)
     if found.backend != "native" and torch.cuda.is_current_stream_capturing():
         # a capture nobody prepared the plans for (torch.compile's reduce-overhead mode, a user's
-        # torch.cuda.graph): CuPy would refuse the cuSPARSE call with a NotImplementedError that
-        # names neither the op nor the way out
+        # torch.cuda.graph): CuPy's own refusal of the cuSPARSE call names neither the op nor the
+        # way out
         raise AutosageError(f"{op} at width {k} on {graph.describe()} runs {found.schedule} (cuSPARSE), "
                             "which a CUDA graph cannot capture: run the warm-up before the capture "
                             "inside `with autosage_cli.torch.capturable_plans():` (its plans are then "

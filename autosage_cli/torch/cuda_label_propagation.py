@@ -34,7 +34,7 @@ from typing import Callable, NamedTuple
 
 import torch
 
-from ..graphs.label_propagation import MAX_ROUNDS, MOVING_MULTIPLIER, SETTLED, moving_salt
+from ..graphs.label_propagation import MAX_ROUNDS, SETTLED
 from ..kernels import util_labelprop as kernel
 
 INT32_MAX = 2**31 - 1
@@ -160,10 +160,8 @@ class KernelRound:
         self.counters.zero_()
         with _on_torch_stream(self.device):
             kernel.labelprop_round({**self.p, "labels": labels.data_ptr(), "next": following.data_ptr()},
-                                   self.n, self.n_large, MOVING_MULTIPLIER, moving_salt(round_), self.index,
-                                   _stream(self.device).ptr)
-        changed, overflowed = self.counters.tolist()
-        return changed, overflowed
+                                   self.n, self.n_large, round_, self.index, _stream(self.device).ptr)
+        return tuple(self.counters.tolist())
 
 
 def propagate(row: torch.Tensor, col: torch.Tensor, n: int, max_rounds: int = MAX_ROUNDS,

@@ -30,13 +30,11 @@ import warnings
 
 import torch
 
-from ..graphs.label_propagation import MAX_ROUNDS, MOVING_MULTIPLIER, MOVING_SALT, SETTLED
+from ..graphs.label_propagation import MAX_ROUNDS, MOVING_MULTIPLIER, SETTLED, moving_salt
 
 # Hash multipliers, one per retry level (odd, < 2^23, so that a 40-bit key times one stays below
 # 2^63: no signed overflow, on any device).
 MULTIPLIERS = (0x5BD1E9, 0x27D4EB, 0x165667, 0x4CF5AD, 0x6A09E7, 0x3C6EF3, 0x1B8735, 0x7F4A7D)
-HALF_MULTIPLIER = MOVING_MULTIPLIER        # graphs.label_propagation._moving's constants
-HALF_SALT = MOVING_SALT
 
 
 def moving(n: int, round_: int, device) -> torch.Tensor:
@@ -44,8 +42,8 @@ def moving(n: int, round_: int, device) -> torch.Tensor:
     bits 33-34 of (id·M + salt) mod 2^64 depend only on the low 35 bits of each term, and those
     come from a 17-bit and an 18-bit piece of M (each product below 2^49)."""
     low = (1 << 35) - 1
-    m = HALF_MULTIPLIER & low
-    salt = ((round_ * HALF_SALT + 1) % 2**64) & low
+    m = MOVING_MULTIPLIER & low
+    salt = moving_salt(round_) & low
     ids = torch.arange(n, dtype=torch.int64, device=device)
     low_piece, high_piece = m & ((1 << 17) - 1), m >> 17
     product = ids * low_piece + ((ids * high_piece) & ((1 << 18) - 1)) * (1 << 17)

@@ -38,6 +38,7 @@ import torch.nn.functional as F
 
 from ..errors import AutosageError
 from . import nn as autosage_layers
+from .cuda import capturable_plans
 from .graph import Graph
 from .training_data import FEATURES, OTHER_FEATURES, pyg_inputs, random_data, training_graph  # noqa: F401  (the suite's names)
 
@@ -193,8 +194,6 @@ def compiled_step(model: Net, graph, x, labels, warmup: int, fullgraph: bool = F
         # tuner chose cuSPARSE the plan is the kind's fastest verified native one, since CuPy
         # refuses cuSPARSE calls while torch records (on the H200 without it: "calling cuSPARSE
         # API during stream capture is currently unsupported" on four of the shipped graphs).
-        from .cuda import capturable_plans
-
         with capturable_plans():
             F.cross_entropy(model(x, graph), labels).backward()
         model.zero_grad(set_to_none=True)

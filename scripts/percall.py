@@ -3,10 +3,15 @@ tensors: what a host-bound small-graph step pays per launch. On cora (the shippe
 (8 heads x 8 for the attention ops), fp32: each op called N times without synchronising, its
 host time per call the wall time of issuing them (the GPU keeps up: these kernels take a few
 microseconds), then the same through the custom operator (torch.ops.autosage: what torch.compile
-calls), and a forward with its backward (one differentiable call and its gradient).
+calls), and a forward with its backward (one differentiable call and its gradient). Then where a
+backward's host time goes: a no-op Python autograd.Function's forward and backward (the engine's
+own cost of a Python node), each backward implementation called directly, and a cProfile of them.
 
   python3 scripts/percall.py OUT.txt [CALLS]     (on a GPU, from the repository root)
 """
+import cProfile
+import io
+import pstats
 import sys
 import time
 
@@ -14,7 +19,8 @@ import torch
 
 import autosage_cli.torch as at
 from autosage_cli.graphs.load import load_graph
-from autosage_cli.torch import handles, training
+from autosage_cli.torch import backward as bw
+from autosage_cli.torch import handles, kernels, ops, training
 
 CALLS = int(sys.argv[2]) if len(sys.argv) > 2 else 2000
 
@@ -62,6 +68,29 @@ def main(path: str) -> None:
         "at.attention forward + backward": lambda: at.attention(g, qg, kg, vg).sum().backward(),
         "at.additive_attention forward + backward": lambda: at.additive_attention(g, dg, sg, vg).sum().backward(),
     }
+    class Identity(torch.autograd.Function):     # the engine's cost of one Python node
+        @staticmethod
+        def forward(ctx, t):
+            return t.view_as(t)
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad
+
+    backward["no-op autograd.Function forward + backward"] = lambda: Identity.apply(xg).sum().backward()
+    O, stats = ops._additive_attention(g, a_dst, a_src, v, 0.2)
+    dO = torch.randn_like(O)
+    probs = kernels.additive_score_grads(g, a_dst, a_src, stats, v, O, dO, 0.2, False)[0]
+    direct = {   # the backward implementations, called as the autograd nodes call them
+        "spmm backward (ops._spmm_t)": lambda: ops._spmm_t(g, None, x, n),
+        "additive backward (ops._additive_attention_backward_impl)":
+            lambda: ops._additive_attention_backward_impl(g, a_dst, a_src, v, O, stats, dO, 0.2, True, True, True),
+        "  its score grads (kernels.additive_score_grads)":
+            lambda: kernels.additive_score_grads(g, a_dst, a_src, stats, v, O, dO, 0.2, True),
+        "  its dV (backward.heads_spmm_t)": lambda: bw.heads_spmm_t(g, probs, dO),
+        "attention backward (ops._attention_backward_impl)":
+            lambda: ops._attention_backward_impl(g, q, k, v, O, dO, 0.35, True, True, True),
+    }
     with open(path, "w") as out:
         for label, call in cases.items():
             with torch.no_grad():
@@ -72,6 +101,20 @@ def main(path: str) -> None:
             line = f"{label:46s} {host_us(call, CALLS // 4):8.1f} us/call (a .sum() and its backward included)"
             print(line, file=out, flush=True)
             print(line, flush=True)
+        with torch.no_grad():
+            for label, call in direct.items():
+                line = f"{label:46s} {host_us(call, CALLS // 4):8.1f} us/call (no grad)"
+                print(line, file=out, flush=True)
+                print(line, flush=True)
+            profiler = cProfile.Profile()
+            profiler.enable()
+            for _ in range(200):
+                for call in direct.values():
+                    call()
+            profiler.disable()
+        text = io.StringIO()
+        pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(30)
+        print(text.getvalue(), file=out, flush=True)
 
 
 if __name__ == "__main__":

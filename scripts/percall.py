@@ -101,6 +101,30 @@ def main(path: str) -> None:
             line = f"{label:46s} {host_us(call, CALLS // 4):8.1f} us/call (a .sum() and its backward included)"
             print(line, file=out, flush=True)
             print(line, flush=True)
+        # The engine's share: the same forward and backward with the backward on this thread
+        # (autograd's device threads off), and the time spent inside our backward function
+        with torch.autograd.set_multithreading_enabled(False):
+            for label in ("at.spmm forward + backward", "torch.relu forward + backward (reference)",
+                          "at.additive_attention forward + backward"):
+                line = f"{label + ', this thread':46s} {host_us(backward[label], CALLS // 4):8.1f} us/call"
+                print(line, file=out, flush=True)
+                print(line, flush=True)
+        for label, function in (("at.spmm forward + backward", ops._EagerSpMM),
+                                ("at.additive_attention forward + backward", ops._EagerAdditive)):
+            inside, original = [], function.backward
+
+            def timed_backward(ctx, *grads, original=original, inside=inside):
+                t0 = time.perf_counter()
+                result = original(ctx, *grads)
+                inside.append(time.perf_counter() - t0)
+                return result
+            function.backward = staticmethod(timed_backward)
+            total = host_us(backward[label], CALLS // 4)
+            function.backward = staticmethod(original)
+            line = (f"{label:46s} {total:8.1f} us/call, of which inside its backward function "
+                    f"{sum(inside) / len(inside) * 1e6:.1f} us")
+            print(line, file=out, flush=True)
+            print(line, flush=True)
         with torch.no_grad():
             for label, call in direct.items():
                 line = f"{label:46s} {host_us(call, CALLS // 4):8.1f} us/call (no grad)"

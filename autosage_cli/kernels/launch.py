@@ -11,18 +11,31 @@ The caller vouches for its arguments (types, contiguity, alignment, shapes): not
 from __future__ import annotations
 
 import ctypes
+import threading
 
 import numpy as np
+
+_MASKS = {np.int64: (1 << 64) - 1, np.uint64: (1 << 64) - 1, np.int32: (1 << 32) - 1,
+          np.uint32: (1 << 32) - 1, np.int16: (1 << 16) - 1, np.uint16: (1 << 16) - 1,
+          np.int8: (1 << 8) - 1, np.uint8: (1 << 8) - 1}   # an integer scalar's two's-complement bytes
 
 
 def slot_value(arg, ints_are_addresses: bool = False) -> int:
     """The 8-byte slot of one argument (little-endian, as the device reads it): a NumPy scalar its
     bytes, a CuPy array its pointer, and with `ints_are_addresses` an int a device address (0:
-    null); otherwise an int is refused (TypeError), as its C type is not known."""
-    if ints_are_addresses and isinstance(arg, int) and not isinstance(arg, bool):
+    null); otherwise an int is refused (TypeError), as its C type is not known. The common types
+    by their type alone (a dict lookup, no bytes object): this runs for every argument of every
+    launch of the torch path."""
+    kind = type(arg)
+    if kind is int and ints_are_addresses:
         if not 0 <= arg < 1 << 64:
             raise TypeError(f"{arg} is not a device address")
         return arg
+    mask = _MASKS.get(kind)
+    if mask is not None:
+        return int(arg) & mask
+    if kind is np.float32:
+        return int(arg.view(np.uint32))
     if isinstance(arg, np.generic):
         raw = arg.tobytes()
         if len(raw) > 8:
@@ -32,7 +45,7 @@ def slot_value(arg, ints_are_addresses: bool = False) -> int:
     ptr = getattr(data, "ptr", None)
     if isinstance(ptr, int):
         return ptr
-    raise TypeError(f"cannot pack a kernel argument of type {type(arg).__name__}")
+    raise TypeError(f"cannot pack a kernel argument of type {kind.__name__}")
 
 
 def parameters(values) -> tuple:
@@ -49,15 +62,34 @@ def function_pointer(kernel) -> int:
     return getattr(kernel, "kernel", kernel).ptr
 
 
+_driver = None
+
+
 def launch(function: int, grid: tuple, block: tuple, stream: int, params) -> None:
     """cuLaunchKernel of `function` with `params` (a kernelParams array) on `stream`."""
-    from cupy_backends.cuda.api import driver
+    global _driver
+    if _driver is None:
+        from cupy_backends.cuda.api import driver as _driver
+    _driver.launchKernel(function, *grid, *block, 0, stream, ctypes.addressof(params), 0)
 
-    driver.launchKernel(function, *grid, *block, 0, stream, ctypes.addressof(params), 0)
+
+# One parameter block per argument count, reused by every launch_now: the driver has copied the
+# arguments when cuLaunchKernel returns, so the next launch may overwrite them (the lock keeps
+# two threads, a forward's and autograd's device thread, from writing one block at once).
+_SCRATCH: dict = {}
+_SCRATCH_LOCK = threading.Lock()
 
 
 def launch_now(kernel, grid: tuple, block: tuple, stream: int, args) -> None:
-    """Launch `kernel` on `stream` with `args`: device addresses (ints), NumPy scalars, CuPy arrays."""
-    slots, params = parameters([slot_value(a, ints_are_addresses=True) for a in args])
-    launch(function_pointer(kernel), grid, block, stream, params)
-    del slots
+    """Launch `kernel` (a CuPy kernel, or its CUfunction as an int) on `stream` with `args`:
+    device addresses (ints), NumPy scalars, CuPy arrays."""
+    values = [slot_value(a, ints_are_addresses=True) for a in args]
+    function = kernel if type(kernel) is int else function_pointer(kernel)
+    with _SCRATCH_LOCK:
+        block_of = _SCRATCH.get(len(values))
+        if block_of is None:
+            block_of = _SCRATCH[len(values)] = parameters([0] * len(values))
+        slots, params = block_of
+        if values:
+            slots[:] = values
+        launch(function, grid, block, stream, params)

@@ -36,7 +36,7 @@ from ..cuda_sources import kernel_source
 
 from ..dtypes import DTYPES, info as dtype_info, of_storage, to_storage
 from .compile import KernelRef, get_module_functions
-from .launch import launch_now
+from .launch import function_pointer, launch_now
 
 # The file of each group's purpose (a group's name starts with its purpose). A module compiles every
 # plain (non-template) kernel of its file whatever its name expressions ask, so each family of
@@ -132,6 +132,21 @@ def _fn(expression: str):
     return get_module_functions(MODULES[_GROUP_OF[expression]])[expression]
 
 
+_POINTERS: dict = {}   # (expression, device) -> CUfunction: the torch path's launches look nothing else up
+
+
+def _function_pointer(expression: str) -> int:
+    """The CUfunction of an expression's kernel on the calling thread's current device (its
+    group's module built on first use)."""
+    from cupy.cuda import runtime
+
+    key = (expression, runtime.getDevice())
+    found = _POINTERS.get(key)
+    if found is None:
+        found = _POINTERS[key] = function_pointer(_fn(expression))
+    return found
+
+
 def codec(arr) -> str:
     """The codec of an array's element type: its value type's (dtypes.of_storage), or F64."""
     if np.dtype(arr.dtype) == np.float64:
@@ -156,7 +171,7 @@ def _launch(expression: str, n: int, args: tuple, threads: int = THREADS, stream
     if stream is None:
         _fn(expression)((blocks,), (threads,), args)
     else:
-        launch_now(_fn(expression), (blocks, 1, 1), (threads, 1, 1), stream, args)
+        launch_now(_function_pointer(expression), (blocks, 1, 1), (threads, 1, 1), stream, args)
 
 
 def _contiguous(name: str, arr) -> None:

@@ -272,11 +272,17 @@ def _packed_launches(p, device: torch.device, *args):
     plan through CuPy. Packed on torch's stream: a first pack may convert the graph's values to the
     plan's type (CuPy work, which a launch on torch's stream must find done; a side stream is not
     ordered after CuPy's own)."""
+    made = getattr(p, "__dict__", {}).get("_torch_packs", {}).get(args)
+    if made is not None:     # packed before: no CuPy context to enter (a few us a call, more on
+        return made          # autograd's device thread)
     pack = getattr(p, "packed", None)
     if pack is None:
         return None
     with _on_torch_stream(device):
-        return pack(*args)
+        made = pack(*args)
+    if made is not None:
+        p.__dict__.setdefault("_torch_packs", {})[args] = made
+    return made
 
 
 def _launch_packed(launches, device: torch.device, pointers: dict) -> bool:

@@ -22,12 +22,15 @@ _INDEX = {torch.int32: "int", torch.int64: "long long"}
 
 def _indices(graph: Graph, device: torch.device, *names: str) -> tuple[dict, str, list]:
     """({name: address}, index type, tensors) of the Graph's index tensors `names` on `device`, in
-    the first one's type. A tensor converted here may be freed once the launch is enqueued: torch's
-    allocator reuses memory in stream order."""
-    tensors = [graph.on(name, device) for name in names]
-    kind = tensors[0].dtype
-    tensors = [t if t.dtype == kind and t.is_contiguous() else t.to(kind).contiguous() for t in tensors]
-    return {name: t.data_ptr() for name, t in zip(names, tensors)}, _INDEX[kind], tensors
+    the first one's type (a converted copy kept with the graph's device state, `graph.gpu`)."""
+    key = ("heads-indices", device.index, names)
+    found = graph.gpu.get(key)
+    if found is None:    # made once per graph: the Graph's index tensors do not change
+        tensors = [graph.on(name, device) for name in names]
+        kind = tensors[0].dtype
+        tensors = [t if t.dtype == kind and t.is_contiguous() else t.to(kind).contiguous() for t in tensors]
+        found = graph.gpu[key] = ({name: t.data_ptr() for name, t in zip(names, tensors)}, _INDEX[kind], tensors)
+    return dict(found[0]), found[1], found[2]
 
 
 def _address(t: torch.Tensor | None) -> int:
@@ -35,7 +38,14 @@ def _address(t: torch.Tensor | None) -> int:
 
 
 def _launch(device: torch.device, fn, *args) -> None:
-    """fn(*args, stream) with CuPy on the device (the helper module's context) and torch's stream."""
+    """fn(*args, stream) on torch's current stream of `device`. The driver launches into the
+    calling thread's current device, which is the tensors' in every call torch makes (autograd's
+    device thread included), so CuPy's device and stream contexts (a few microseconds each, more on
+    autograd's thread) are entered only when another device is current."""
+    index = torch._C._cuda_getDevice()
+    if device.index in (None, index):
+        fn(*args, torch._C._cuda_getCurrentRawStream(index))
+        return
     with _on_torch_stream(device):
         fn(*args, _stream(device).ptr)
 

@@ -78,6 +78,28 @@ def main(path: str) -> None:
             return grad
 
     backward["no-op autograd.Function forward + backward"] = lambda: Identity.apply(xg).sum().backward()
+    # one GAT layer's attention (8 heads x 8): the layer's one node against the composition it replaced
+    from autosage_cli.torch.gat_attention import gat_attention
+
+    hg = v.clone().requires_grad_()
+    att_s, att_d = (torch.randn(1, 8, 8, device=dev, generator=gen).requires_grad_() for _ in range(2))
+    loops = at.nn.with_self_loops(g)[0]
+
+    def composition():
+        a_s, a_d = (hg * att_s).sum(-1), (hg * att_d).sum(-1)
+        return at.additive_attention(loops, a_d, a_s, hg, 0.2)
+    backward["GAT attention, score terms composed, fwd + bwd"] = lambda: composition().sum().backward()
+    backward["GAT attention, gat_attention, fwd + bwd"] = (
+        lambda: gat_attention(loops, hg, None, att_s, att_d, 0.2).sum().backward())
+    # whole layers against PyG's (edge_index), 16 -> 16 features
+    import torch_geometric.nn as pyg
+
+    edge_index = torch.stack([g.col, g.row])
+    for name, ours_layer, theirs_layer in (("SAGEConv", at.SAGEConv(16, 16), pyg.SAGEConv(16, 16)),
+                                           ("GATConv 8x2", at.GATConv(16, 2, heads=8), pyg.GATConv(16, 2, heads=8))):
+        ours_layer, theirs_layer = ours_layer.to(dev), theirs_layer.to(dev)
+        backward[f"{name} (ours) fwd + bwd"] = lambda m=ours_layer: m(xg, g).sum().backward()
+        backward[f"{name} (PyG, edge_index) fwd + bwd"] = lambda m=theirs_layer: m(xg, edge_index).sum().backward()
     O, stats = ops._additive_attention(g, a_dst, a_src, v, 0.2)
     dO = torch.randn_like(O)
     probs = kernels.additive_score_grads(g, a_dst, a_src, stats, v, O, dO, 0.2, False)[0]

@@ -145,6 +145,49 @@ def test_gat_matches_pyg(edges, out, options):
             torch.testing.assert_close(p.grad, theirs_params[name].grad, rtol=1e-10, atol=1e-10, msg=name)
 
 
+def _backward_nodes(t: torch.Tensor) -> list[str]:
+    """The names of every autograd node t's gradient passes through."""
+    seen, todo, names = set(), [t.grad_fn], []
+    while todo:
+        node = todo.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        names.append(type(node).__name__)
+        todo += [next_fn for next_fn, _ in node.next_functions]
+    return names
+
+
+@pytest.mark.parametrize("bipartite", [False, True])
+def test_gat_layer_attention_is_one_autograd_node(edges, bipartite):
+    """The score terms, the softmax and the weighted sum are one node (gat_attention): no products
+    and sums of their own, and x's gradient reaches the linear map once; under a dispatch mode (as
+    torch.compile traces) the layer takes the custom operator instead, with the same output."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Calls(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.names = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.names.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    x = torch.randn(N, IN, dtype=F64, requires_grad=True)
+    layer = (at.GATConv((IN, IN), 4, heads=2) if bipartite else at.GATConv(IN, 4, heads=2)).double()
+    g = at.Graph.from_edge_index(edges, N)
+    out = layer((x, x) if bipartite else x, g)
+    names = _backward_nodes(out)
+    assert names.count("_GATAttentionBackward") == 1, names
+    assert not any(n.startswith(("MulBackward", "SumBackward")) for n in names), names
+    assert names.count("MmBackward0") == (2 if bipartite else 1), names
+    with Calls() as calls:
+        traced = layer((x, x) if bipartite else x, g)
+    assert any(n.startswith("autosage.additive_attention") for n in calls.names), calls.names
+    torch.testing.assert_close(traced, out, rtol=1e-12, atol=1e-12)
+
+
 def test_gat_trains_in_float32(edges):
     x = torch.randn(N, IN, generator=torch.Generator().manual_seed(1))
     labels = torch.randint(0, 3, (N,), generator=torch.Generator().manual_seed(2))

@@ -26,7 +26,8 @@ from torch import nn
 from ..errors import AutosageError
 from ..kernels import epilogues
 from . import ops_epilogue
-from .functions import SpMMFunction, additive_attention, attention, spmm
+from .functions import SpMMFunction, attention, spmm
+from .gat_attention import gat_attention
 from .graph import Graph
 from .norm import gcn_graph, gcn_values, mean_graph, with_self_loops
 
@@ -322,12 +323,12 @@ class GATConv(nn.Module):
         H, C = self.heads, self.out_channels
         if hasattr(self, "lin"):
             h_src = self.lin(x_src).view(-1, H, C)
-            h_dst = h_src if x_dst is x_src else self.lin(x_dst).view(-1, H, C)
+            h_dst = None if x_dst is x_src else self.lin(x_dst).view(-1, H, C)   # None: the sources
         else:
             h_src, h_dst = self.lin_src(x_src).view(-1, H, C), self.lin_dst(x_dst).view(-1, H, C)
-        a_src = (h_src * self.att_src).sum(dim=-1)       # (n_src, H): the source's term of every score
-        a_dst = (h_dst * self.att_dst).sum(dim=-1)       # (n_dst, H): the target's term
-        out = additive_attention(g, a_dst, a_src, h_src, self.negative_slope)
+        # per head, the source's term <h_src, att_src> and the target's <h_dst, att_dst> of every
+        # score, then the softmax-weighted sum: one autograd node (gat_attention)
+        out = gat_attention(g, h_src, h_dst, self.att_src, self.att_dst, self.negative_slope)
         out = out.reshape(-1, H * C) if self.concat else out.mean(dim=1)
         return out if self.bias is None else out + self.bias
 

@@ -96,7 +96,7 @@ def main(path: str) -> None:
 
     edge_index = torch.stack([g.col, g.row])
     for name, ours_layer, theirs_layer in (("SAGEConv", at.SAGEConv(16, 16), pyg.SAGEConv(16, 16)),
-                                           ("GATConv 8x2", at.GATConv(16, 2, heads=8), pyg.GATConv(16, 2, heads=8))):
+                                           ("GATConv 8x8", at.GATConv(16, 8, heads=8), pyg.GATConv(16, 8, heads=8))):
         ours_layer, theirs_layer = ours_layer.to(dev), theirs_layer.to(dev)
         backward[f"{name} (ours) fwd + bwd"] = lambda m=ours_layer: m(xg, g).sum().backward()
         backward[f"{name} (PyG, edge_index) fwd + bwd"] = lambda m=theirs_layer: m(xg, edge_index).sum().backward()

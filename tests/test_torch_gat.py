@@ -177,7 +177,11 @@ def test_gat_layer_attention_is_one_autograd_node(edges, bipartite):
     x = torch.randn(N, IN, dtype=F64, requires_grad=True)
     layer = (at.GATConv((IN, IN), 4, heads=2) if bipartite else at.GATConv(IN, 4, heads=2)).double()
     g = at.Graph.from_edge_index(edges, N)
-    out = layer((x, x) if bipartite else x, g)
+    from autosage_cli.torch import handles
+
+    with handles.recording() as seen:    # registered, as every op's graph (captures check them)
+        out = layer((x, x) if bipartite else x, g)
+    assert len(seen) == 1 and all(getattr(s, "_op_handle", None) is not None for s in seen.values())
     names = _backward_nodes(out)
     assert names.count("_GATAttentionBackward") == 1, names
     assert not any(n.startswith(("MulBackward", "SumBackward")) for n in names), names

@@ -272,16 +272,20 @@ def _packed_launches(p, device: torch.device, *args):
     plan through CuPy. Packed on torch's stream: a first pack may convert the graph's values to the
     plan's type (CuPy work, which a launch on torch's stream must find done; a side stream is not
     ordered after CuPy's own)."""
-    made = getattr(p, "__dict__", {}).get("_torch_packs", {}).get(args)
-    if made is not None:     # packed before: no CuPy context to enter (a few us a call, more on
-        return made          # autograd's device thread)
+    # Packed before: no CuPy context to enter (a few us a call, more on autograd's device thread).
+    # The memo is stamped with the plan's id: a plan rebound to another graph is a copy of its
+    # __dict__ (native_spmm's rebind), whose launches must not be the original's.
+    stamp, packs = getattr(p, "__dict__", {}).get("_torch_packs", (None, None))
+    if stamp == id(p) and args in packs:
+        return packs[args]
     pack = getattr(p, "packed", None)
     if pack is None:
         return None
     with _on_torch_stream(device):
         made = pack(*args)
-    if made is not None:
-        p.__dict__.setdefault("_torch_packs", {})[args] = made
+    if stamp != id(p):
+        p.__dict__["_torch_packs"] = stamp, packs = id(p), {}
+    packs[args] = made
     return made
 
 

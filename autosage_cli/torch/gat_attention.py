@@ -21,7 +21,7 @@ from __future__ import annotations
 import torch
 from torch.autograd.function import once_differentiable
 
-from . import ops
+from . import handles, ops
 from .graph import Graph
 
 
@@ -63,4 +63,8 @@ def gat_attention(g: Graph, h_src: torch.Tensor, h_dst: torch.Tensor | None, att
         a_src = (h_src * att_src).sum(-1)
         a_dst = ((h_src if h_dst is None else h_dst) * att_dst).sum(-1)
         return ops.additive_attention(g, a_dst, a_src, h_src, slope)
+    # registered now, as ops' calls do: torch.compile reads a registered Graph's handle as an
+    # attribute, and registering one first met while tracing is a call torch 2.11's dynamo cannot
+    # trace (the suite's compiled GAT failed so on the H200: "Graph is not a constant")
+    handles.handle(g)
     return _GATAttention.apply(g, h_src, h_dst, att_src, att_dst, slope)

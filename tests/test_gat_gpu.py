@@ -103,7 +103,8 @@ def test_graph_without_edges():
 
 
 @pytest.mark.parametrize("out_channels, kwargs", [(8, {"heads": 8}), (41, {"heads": 1, "concat": False}),
-                                                  (9, {"heads": 3, "negative_slope": 0.1})])
+                                                  (9, {"heads": 3, "negative_slope": 0.1}),
+                                                  (2, {"heads": 8}), (1, {"heads": 1})])   # no fused schedule
 def test_gatconv_matches_pyg_on_cuda(edges, out_channels, kwargs):
     pyg = pytest.importorskip("torch_geometric.nn", reason="torch_geometric is not installed")
     e = edges.cuda()

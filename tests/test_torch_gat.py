@@ -216,3 +216,15 @@ def test_gat_trains_in_float32(edges):
 def test_unsupported_options_are_refused(make, message):
     with pytest.raises(AutosageError, match=message):
         make()
+
+
+def test_widths_without_a_fused_schedule_take_the_composition():
+    """The fused kernels' vector widths leave d = 1 and 2 features a head without a schedule (and d
+    above MAX_FEATURES): on CUDA those run the torch composition instead of failing to tune."""
+    from autosage_cli.kernels.attention_space import MAX_FEATURES
+    from autosage_cli.torch.kernels import fused_additive_runs
+
+    assert not fused_additive_runs(1, 1, "float32") and not fused_additive_runs(2, 8, "bfloat16")
+    assert fused_additive_runs(8, 8, "float32") and fused_additive_runs(3, 1, "float16")
+    assert not fused_additive_runs(MAX_FEATURES + 1, 1, "float32")
+

@@ -31,6 +31,8 @@ reference computes 2-byte inputs in float32 and rounds only its outputs to their
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from ..kernels.attention_space import MAX_FEATURES
@@ -192,12 +194,21 @@ def additive_scores(graph: Graph, a_dst, a_src) -> torch.Tensor:
             + widened(a_src).index_select(0, graph.on("col", dev)))
 
 
+@functools.lru_cache(maxsize=None)
+def fused_additive_runs(d: int, heads: int, dtype: str) -> bool:
+    """Whether a fused additive-score schedule runs d features per head in `dtype` (autosage's
+    name): none for d above MAX_FEATURES, nor for d < 3, below every schedule's vector width."""
+    from ..ops import candidates
+
+    return d <= MAX_FEATURES and bool(candidates("attention-additive", d, heads, dtype))
+
+
 def additive_attention(graph: Graph, a_dst, a_src, V, negative_slope: float):
     """(O, stats): O[i,h] = sum_j softmax_j(s_ij) V[j,h] with s_ij = LeakyReLU(a_dst[i,h] + a_src[j,h]),
     and the softmax statistics of every (row, head), stats (n_rows, H, 2) = (row max, row sum of
-    e^(s - max)). CUDA: the fused kernel (d up to MAX_FEATURES per head; wider heads run the torch
-    composition below on the GPU)."""
-    if _is_cuda(V) and V.shape[2] <= MAX_FEATURES:
+    e^(s - max)). CUDA: the fused kernel where one runs the width (fused_additive_runs); other
+    widths (GATConv(..., 2, heads=8): 2 features a head) run the torch composition below on the GPU."""
+    if _is_cuda(V) and fused_additive_runs(int(V.shape[2]), int(V.shape[1]), str(V.dtype).removeprefix("torch.")):
         from . import cuda_attention
 
         return cuda_attention.additive_attention(graph, a_dst, a_src, V, negative_slope)

@@ -193,3 +193,17 @@ def test_a_graph_without_edges_keeps_its_labels():
 
     empty = torch.zeros(0, dtype=torch.int64, device="cuda")
     assert torch.equal(tlp.propagate(empty, empty, 7), torch.arange(7, device="cuda"))
+
+
+def test_the_commands_labeller_gives_the_hosts_order(case):
+    """`autosage reorder --method labelprop` (and the benchmark's and the decision's reorderings) on a
+    GPU: the labels by torch's kernels from the host CSR, the order the host's."""
+    from autosage_cli.commands.reorder import device_labeller
+    from autosage_cli.torch import relabel
+
+    _, g, _, expected = case
+    labeller = device_labeller()
+    assert labeller is relabel.csr_labels
+    np.testing.assert_array_equal(labeller(g), expected)
+    np.testing.assert_array_equal(reorder.order(g, "labelprop", labeller=labeller),
+                                  reorder.clustered.cluster_order(expected))

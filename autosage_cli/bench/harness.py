@@ -54,6 +54,7 @@ class RunOptions:
     guardrail: float | None = None
     root: str = "datasets"
     tolerance: float | None = None   # None: the case's (ops.case_tolerance; 1e-4 for float32)
+    labeller: object = None          # labelprop's labels for reordered rows (graphs.reorder.labelprop_order)
 
 
 @dataclass
@@ -164,7 +165,7 @@ def load_graph(spec, options: RunOptions, loaded: dict):
         return graph, math.nan
     from .reordering import reorder
 
-    reordered, _, report = reorder(graph, method)
+    reordered, _, report = reorder(graph, method, options.labeller)
     return reordered, report.order_s + report.apply_s
 
 

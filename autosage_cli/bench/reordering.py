@@ -69,14 +69,16 @@ def array_module(method: str):
     return device_module()
 
 
-def reorder(graph: CSRGraph, method: str) -> tuple[CSRGraph, np.ndarray, Reordering]:
+def reorder(graph: CSRGraph, method: str, labeller=None) -> tuple[CSRGraph, np.ndarray, Reordering]:
     """(reordered graph, perm with perm[new] = old, report) for `method`. The time of rcm and
     metis includes the symmetry check that decides whether they must symmetrise the pattern;
-    labelprop's, on a GPU, the upload of the graph and the sorts there."""
+    labelprop's the labelling: by `labeller` when given (graphs.reorder.labelprop_order), else on
+    a GPU the upload of the graph and the sorts there."""
     require_square(graph)
     started = time.perf_counter()
     perm = order(graph, method, symmetric=is_symmetric(graph) if method in SYMMETRIC_AWARE else None,
-                 xp=array_module(method))
+                 xp=None if labeller is not None and method == "labelprop" else array_module(method),
+                 labeller=labeller)
     ordered = time.perf_counter()
     result = permute(graph, perm, {"reordered_from": graph.source, "reorder": method})
     applied = time.perf_counter()

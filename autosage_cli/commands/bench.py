@@ -25,6 +25,7 @@ from ..errors import AutosageError
 from ..bench import suites
 from .op_names import OpNames
 from .progress import StderrBar
+from .reorder import device_labeller
 from ..cache import check_cache_path
 from ..paths import check_creatable
 # The benchmark's harness, toolkit, report and planners are imported by the command when it runs:
@@ -224,7 +225,8 @@ def command(datasets, suite, ops, widths, heads, dtype_list, repeat, steps, batc
 
     options = RunOptions(repeat=chosen.repeat, flush_l2=flush_l2, oracle=oracle,
                          all_schedules=chosen.all_schedules, exhaustive=exhaustive, cache=cache_path or "", seed=seed, top_k=top_k,
-                         budget_ms=budget_ms, guardrail=guardrail, root=root)
+                         budget_ms=budget_ms, guardrail=guardrail, root=root,
+                         labeller=device_labeller() if "labelprop" in methods else None)
     toolkit = toolkit_mod.GpuToolkit()
     ctx, env = make_context(toolkit, options)
     out = Path(out_dir) if out_dir is not None else default_out(ctx.gpu)

@@ -92,7 +92,12 @@ def rcm_order(graph: CSRGraph, symmetric: bool | None = None) -> np.ndarray:
     return np.asarray(perm, dtype=np.int64)
 
 
-def labelprop_order(graph: CSRGraph, xp=None) -> np.ndarray:
+def labelprop_order(graph: CSRGraph, xp=None, labeller=None) -> np.ndarray:
+    """The clusters of label propagation's labels, from `labeller(graph)` when given (the same
+    labels computed elsewhere: torch's CUDA kernels, which the commands pass), else from
+    propagate's sorts on the array module `xp`."""
+    if labeller is not None:
+        return clustered.cluster_order(np.asarray(labeller(graph)))
     from .label_propagation import propagate
 
     xp = np if xp is None else xp
@@ -121,15 +126,18 @@ def require_square(graph: CSRGraph) -> None:
                             "rows and columns are renumbered together")
 
 
-def order(graph: CSRGraph, method: str, symmetric: bool | None = None, xp=None) -> np.ndarray:
+def order(graph: CSRGraph, method: str, symmetric: bool | None = None, xp=None, labeller=None) -> np.ndarray:
     """The permutation `method` computes for `graph`: int64, perm[new] = old. `symmetric`: whether
     the pattern is known to be symmetric (rcm and metis use it; None: not known, so they
-    symmetrise). `xp`: the array module of the methods in ARRAY_METHODS (None: NumPy)."""
+    symmetrise). `xp`: the array module of the methods in ARRAY_METHODS (None: NumPy);
+    `labeller`: labelprop's labels computed by the caller (labelprop_order)."""
     if method not in ORDERS:
         raise AutosageError(f"unknown reordering method {method!r} (known: {', '.join(METHODS)})")
     require_square(graph)
     if method in SYMMETRIC_AWARE:
         return ORDERS[method](graph, symmetric)
+    if method == "labelprop":
+        return labelprop_order(graph, xp, labeller)
     if method in ARRAY_METHODS:
         return ORDERS[method](graph, xp)
     return ORDERS[method](graph)

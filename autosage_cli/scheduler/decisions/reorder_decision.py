@@ -176,16 +176,16 @@ def _key(graph, op, k, dtype, methods, calls, device_info, software_info):
 
 
 def _candidate(graph: CSRGraph, method: str, symmetric, locality_before, k, itemsize,
-               l2_bytes) -> tuple[Candidate, np.ndarray]:
+               l2_bytes, labeller=None) -> tuple[Candidate, np.ndarray]:
     """The candidate of `method`: its order and the locality that order gives, computed from the
     permutation without relabelling the graph (reorder.relabelled_locality): only a measured
     candidate is relabelled (_relabelled), and its apply_s is that relabel's."""
     started = time.perf_counter()
     xp = None
-    if method in reorder_mod.ARRAY_METHODS:
+    if method in reorder_mod.ARRAY_METHODS and labeller is None:
         from ...backends.arrays import device_module
         xp = device_module()
-    perm = reorder_mod.order(graph, method, symmetric=symmetric, xp=xp)
+    perm = reorder_mod.order(graph, method, symmetric=symmetric, xp=xp, labeller=labeller)
     ordered = time.perf_counter()
     after = reorder_mod.relabelled_locality(graph, perm)
     estimate = estimate_speedup(graph.n_cols, k, itemsize, l2_bytes, locality_before, after)
@@ -216,11 +216,12 @@ def decide(graph: CSRGraph, k: int, *, measure_orders, cache, op: str = "spmm",
            dtype: str = dtypes.DEFAULT, expected_calls: int = DEFAULT_CALLS,
            methods=DEFAULT_METHODS, l2_bytes: int | None = None, features=None,
            device_info: dict | None = None, software_info: dict | None = None,
-           retune: bool = False, say=None) -> ReorderDecision:
+           retune: bool = False, say=None, labeller=None) -> ReorderDecision:
     """The reordering decision for `op` at width k on `graph` (module docstring). `measure_orders
     (original, reordered, perm, op, k, dtype) -> OrderTimes`; `cache` a DecisionCache or a path;
     `features` the graph's (computed when None); `l2_bytes` the device's L2 (None: not known,
-    no shortcut); `device_info`/`software_info` as for tune (this machine's when None)."""
+    no shortcut); `device_info`/`software_info` as for tune (this machine's when None); `labeller`
+    labelprop's labels computed by the caller (graphs.reorder.labelprop_order)."""
     from .. import tune as tune_mod
 
     say = say or (lambda _m: None)
@@ -250,13 +251,14 @@ def decide(graph: CSRGraph, k: int, *, measure_orders, cache, op: str = "spmm",
         elif found.stale:
             say(found.stale)
     decision = _decide(graph, k, measure_orders, op, dtype, expected_calls, methods, l2_bytes,
-                       features, say)
+                       features, say, labeller)
     decision.key_id = key.id
     _store(cache, key, graph, op, k, dtype, decision)
     return decision
 
 
-def _decide(graph, k, measure_orders, op, dtype, calls, methods, l2_bytes, features, say) -> ReorderDecision:
+def _decide(graph, k, measure_orders, op, dtype, calls, methods, l2_bytes, features, say,
+            labeller=None) -> ReorderDecision:
     from ...features import compute_features
 
     if features is None:
@@ -281,7 +283,7 @@ def _decide(graph, k, measure_orders, op, dtype, calls, methods, l2_bytes, featu
             candidates.append(Candidate(method, 0.0, 0.0, before, 1.0, verdict=f"not run: {missing}"))
             continue
         say(f"reordering: computing {method}")
-        cand, perm = _candidate(graph, method, features.symmetric, before, k, itemsize, l2_bytes)
+        cand, perm = _candidate(graph, method, features.symmetric, before, k, itemsize, l2_bytes, labeller)
         candidates.append(cand)
         orders[method] = perm
     ranked = sorted((c for c in candidates if c.method in orders), key=lambda c: -c.estimate)

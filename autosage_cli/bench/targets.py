@@ -348,9 +348,8 @@ def _model_targets(rows: list[Row], table, what: str, suite: str) -> list[Target
             continue
         ours_all += ours
         pyg: dict = {}     # every PyG row of a (graph, dtype): one per mode
-        for t in rows:
-            if t.op == op and t.backend == "pyg":
-                pyg.setdefault((t.graph, t.dtype), []).append(t)
+        for t in (t for t in rows if t.op == op and t.backend == "pyg"):
+            pyg.setdefault((t.graph, t.dtype), []).append(t)
         ratios, gaps = [], []
         for r in ours:
             theirs = pyg.get((r.graph, r.dtype), [])

@@ -136,15 +136,13 @@ _POINTERS: dict = {}   # (expression, device) -> CUfunction: the torch path's la
 
 
 def _function_pointer(expression: str) -> int:
-    """The CUfunction of an expression's kernel on the calling thread's current device (its
-    group's module built on first use)."""
+    """The CUfunction of an expression's kernel on the thread's current device (built on first use)."""
     from cupy.cuda import runtime
 
     key = (expression, runtime.getDevice())
-    found = _POINTERS.get(key)
-    if found is None:
-        found = _POINTERS[key] = function_pointer(_fn(expression))
-    return found
+    if key not in _POINTERS:
+        _POINTERS[key] = function_pointer(_fn(expression))
+    return _POINTERS[key]
 
 
 def codec(arr) -> str:
@@ -162,9 +160,8 @@ def index_type(arr) -> str:
 
 
 def _launch(expression: str, n: int, args: tuple, threads: int = THREADS, stream: int | None = None) -> None:
-    """Launch over `n` threads (grid-stride: at most MAX_BLOCKS blocks) on CuPy's current stream,
-    or with `stream` (a raw CUDA stream handle: the torch path's) through the driver, `args` then
-    being device addresses (ints) and NumPy scalars, unconverted by CuPy (kernels/launch.py)."""
+    """Launch over `n` threads (grid-stride, at most MAX_BLOCKS blocks) on CuPy's current stream, or on
+    `stream` (the torch path's raw handle) by the driver: args device addresses and NumPy scalars."""
     if n <= 0:
         return
     blocks = max(1, min(-(-int(n) // threads), MAX_BLOCKS))

@@ -283,8 +283,8 @@ def run_ours(model_name: str, dims, graph: Graph, x, labels, init_state, steps: 
 def run_pyg(model_name: str, dims, inputs: dict, x, labels, init_state, steps: int, warmup: int) -> list[Run]:
     """PyG's model in each of its eager modes (PYG_MODES: edge_index message passing and the
     sparse CSR adjacency), one Run each: which is faster depends on the graph and the model
-    (cora's SAGE epoch on the H200: 4.1 ms on edge_index, 5.4 ms on sparse CSR; pubmed's GCN the
-    other way round), so the baseline is the fastest that ran (`fastest`). A mode PyG cannot run
+    (on the H200 SAGE epochs are 20-35% faster on edge_index on most shipped graphs, GCN epochs
+    mostly faster on the sparse CSR), so the baseline is the fastest that ran (`fastest`). A mode PyG cannot run
     here is a skipped Run with the reason."""
     import torch_geometric.nn as pyg
 

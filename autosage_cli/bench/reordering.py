@@ -77,7 +77,7 @@ def reorder(graph: CSRGraph, method: str, labeller=None) -> tuple[CSRGraph, np.n
     require_square(graph)
     started = time.perf_counter()
     perm = order(graph, method, symmetric=is_symmetric(graph) if method in SYMMETRIC_AWARE else None,
-                 xp=None if labeller is not None and method == "labelprop" else array_module(method),
+                 xp=None if labeller is not None else array_module(method),
                  labeller=labeller)
     ordered = time.perf_counter()
     result = permute(graph, perm, {"reordered_from": graph.source, "reorder": method})

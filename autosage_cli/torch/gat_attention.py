@@ -25,11 +25,15 @@ from . import handles, ops
 from .graph import Graph
 
 
+def _score_terms(h_src, h_dst, att_src, att_dst):
+    """(a_dst, a_src): each node's term of every score, per head (h_dst None: the sources')."""
+    return ((h_src if h_dst is None else h_dst) * att_dst).sum(-1), (h_src * att_src).sum(-1)
+
+
 class _GATAttention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, g: Graph, h_src, h_dst, att_src, att_dst, slope: float):
-        a_src = (h_src * att_src).sum(-1)
-        a_dst = ((h_src if h_dst is None else h_dst) * att_dst).sum(-1)
+        a_dst, a_src = _score_terms(h_src, h_dst, att_src, att_dst)
         out, stats = ops._additive_attention(g, a_dst, a_src, h_src, slope)
         ctx.g, ctx.slope = g, slope
         ctx.save_for_backward(h_src, h_dst, att_src, att_dst, a_dst, a_src, out, stats)
@@ -60,9 +64,7 @@ def gat_attention(g: Graph, h_src: torch.Tensor, h_dst: torch.Tensor | None, att
     g the layer's graph (self-loops added). One autograd node eagerly; traced, the composition."""
     g = g.with_duplicates()
     if ops._traced(h_src, h_dst, att_src, att_dst):
-        a_src = (h_src * att_src).sum(-1)
-        a_dst = ((h_src if h_dst is None else h_dst) * att_dst).sum(-1)
-        return ops.additive_attention(g, a_dst, a_src, h_src, slope)
+        return ops.additive_attention(g, *_score_terms(h_src, h_dst, att_src, att_dst), h_src, slope)
     # registered now, as ops' calls do: torch.compile reads a registered Graph's handle as an
     # attribute, and registering one first met while tracing is a call torch 2.11's dynamo cannot
     # trace (the suite's compiled GAT failed so on the H200: "Graph is not a constant")

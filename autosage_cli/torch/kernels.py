@@ -203,12 +203,21 @@ def fused_additive_runs(d: int, heads: int, dtype: str) -> bool:
     return d <= MAX_FEATURES and bool(candidates("attention-additive", d, heads, dtype))
 
 
+def _fused_on_cuda(V: torch.Tensor) -> bool:
+    """Whether CUDA's V runs the fused kernel: a width one runs in V's value type; a type the CUDA
+    ops do not take goes there too, to be refused in one line (cuda.operand)."""
+    from .cuda import VALUE_TYPES
+
+    name = VALUE_TYPES.get(V.dtype)
+    return name is None or fused_additive_runs(int(V.shape[2]), int(V.shape[1]), name)
+
+
 def additive_attention(graph: Graph, a_dst, a_src, V, negative_slope: float):
     """(O, stats): O[i,h] = sum_j softmax_j(s_ij) V[j,h] with s_ij = LeakyReLU(a_dst[i,h] + a_src[j,h]),
     and the softmax statistics of every (row, head), stats (n_rows, H, 2) = (row max, row sum of
     e^(s - max)). CUDA: the fused kernel where one runs the width (fused_additive_runs); other
     widths (GATConv(..., 2, heads=8): 2 features a head) run the torch composition below on the GPU."""
-    if _is_cuda(V) and fused_additive_runs(int(V.shape[2]), int(V.shape[1]), str(V.dtype).removeprefix("torch.")):
+    if _is_cuda(V) and _fused_on_cuda(V):
         from . import cuda_attention
 
         return cuda_attention.additive_attention(graph, a_dst, a_src, V, negative_slope)

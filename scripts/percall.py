@@ -6,6 +6,7 @@ microseconds), then the same through the custom operator (torch.ops.autosage: wh
 calls), and a forward with its backward (one differentiable call and its gradient). Then where a
 backward's host time goes: a no-op Python autograd.Function's forward and backward (the engine's
 own cost of a Python node), each backward implementation called directly, and a cProfile of them.
+The SpMM runs once more on a plan fixed to cuSPARSE: the host cost of a vendor call.
 
   python3 scripts/percall.py OUT.txt [CALLS]     (on a GPU, from the repository root)
 """
@@ -49,10 +50,15 @@ def main(path: str) -> None:
     q, k, v = (torch.randn(n, 8, 8, device=dev, generator=gen) for _ in range(3))
     a_dst, a_src = (torch.randn(n, 8, device=dev, generator=gen) for _ in range(2))
     h = handles.handle(g)
+    # the same graph with its SpMM fixed to cuSPARSE: a vendor call's host time (through CuPy),
+    # against the native plan's above (scheduler.decisions.kinds.HOST_US)
+    vendor = training.training_graph(load_graph("datasets/cora.mtx.gz"), dev)
+    vendor.schedules = {"spmm": "cusparse-alg2"}
     cases = {
         "torch.relu (reference)": lambda: torch.relu(x),
         "torch.mm 2708x16 @ 16x16 (reference)": lambda: x @ x[:16],
         "at.spmm": lambda: at.spmm(g, x),
+        "at.spmm, cuSPARSE plan (cusparse-alg2)": lambda: at.spmm(vendor, x),
         "at.sddmm": lambda: at.sddmm(g, x, x),
         "at.attention": lambda: at.attention(g, q, k, v),
         "at.additive_attention": lambda: at.additive_attention(g, a_dst, a_src, v),

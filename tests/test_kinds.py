@@ -212,6 +212,32 @@ def test_a_captured_step_gets_the_fastest_verified_native_where_a_vendor_was_cho
     assert kinds.Kind(BASE, 1, carry, carry).decision_for(1, capturable=True) is None
 
 
+def _kind_of(records, vendor_ms):
+    vendor = [dict(VENDOR[0], ms=vendor_ms)]
+    carry = kinds.carry_decision(records, vendor, select.DEFAULT_GUARDRAIL)
+    return kinds.Kind(BASE, 1, carry, carry, "", kinds.native_decision(records))
+
+
+def test_a_host_paced_vendor_call_gives_way_to_a_native_that_costs_less_per_call():
+    """A vendor chosen on the GPU clock whose call is shorter on the GPU than its host time (a
+    cuSPARSE call through CuPy) loses to a verified native whose call, host time counted, costs
+    less; the graph's own probe record and the carry keep the vendor."""
+    kind = _kind_of([_record(ROWS, 0.018)], 0.015)     # 1.2x slower on the GPU
+    assert kind.carry["backend"] == "cusparse-alg2"
+    chosen = kind.decision_for(2)
+    assert chosen["backend"] == "native" and chosen["schedule"] == ROWS.name
+    assert "host" in chosen["reason"] and chosen["vendor_ms"] == 0.015
+    assert chosen["speedup"] == kinds.HOST_US["vendor"] / kinds.HOST_US["native"]   # both host-paced
+    assert kind.decision_for(1)["backend"] == "native"          # the probed graph too
+    assert kind.carry["backend"] == "cusparse-alg2"             # what the cache records stays
+
+
+def test_a_vendor_stays_where_the_gpu_paces_its_call_or_the_native_costs_more():
+    assert _kind_of([_record(ROWS, 0.060)], 0.015).decision_for(2)["backend"] == "cusparse-alg2"
+    assert _kind_of([_record(ROWS, 0.098)], 0.1).decision_for(2)["backend"] == "cusparse-alg2"
+    assert _kind_of([], 0.015).decision_for(2)["backend"] == "cusparse-alg2"   # no native verified
+
+
 def test_a_decided_native_stays_when_capturable(fake):
     _, store = fake
     assert _decide(store)["schedule"] == SPLIT.name

@@ -22,6 +22,9 @@ even hashing and copying each to the host (milliseconds) costs more than the ste
            decision (recognised by a structure checksum), any family included: a full graph trained
            for many epochs prepares its plan once.
   tune off the kind's decision when one is known, else the vendor default; never a probe.
+  host     a vendor decision whose GPU time is shorter than a cuSPARSE call's host time gives way
+           to the kind's fastest verified native where that costs less per call, host time
+           counted (`host_paced`): these graphs' steps are paced by the host, not the GPU.
 
 Graphs above KIND_MAX_NNZ are tuned by fingerprint, as the API does: their probe costs little
 next to their kernels, and a host pass is paid once per graph.
@@ -127,6 +130,39 @@ def native_decision(candidates: list[dict], guardrail: float = select.DEFAULT_GU
     return decision
 
 
+# Host microseconds one call of a prepared plan costs the torch path, measured on the H200's host
+# (scripts/percall.py): a packed native launch, and a cuSPARSE call through CuPy (its descriptors,
+# buffer and handle on every call).
+HOST_US = {"native": 20.0, "vendor": 50.0}
+
+
+def call_us(backend: str, gpu_ms: float) -> float:
+    """What one call costs a step in which the host runs ahead of the GPU: the longer of its host
+    time and its GPU time (the shorter hides under the other's)."""
+    return max(HOST_US["native" if backend == "native" else "vendor"], gpu_ms * 1e3)
+
+
+def host_paced(chosen: dict | None, native: dict | None,
+               guardrail: float = select.DEFAULT_GUARDRAIL) -> dict | None:
+    """The kind's verified native decision instead of a vendor one whose GPU time is shorter than
+    its host time, when the native call costs at most `guardrail` x the vendor's (call_us): on
+    such a call the vendor's host cost decides, which the probe's GPU clock does not see. Vendor
+    calls that take the GPU longer than their host time keep the probe's decision (and graphs that
+    small are probed whole, so both times are of the same graph)."""
+    if not chosen or not native or chosen.get("backend") == "native":
+        return chosen
+    vendor_ms, native_ms = chosen.get("vendor_ms"), native.get("native_ms")
+    if vendor_ms is None or native_ms is None or vendor_ms * 1e3 >= HOST_US["vendor"]:
+        return chosen       # a vendor call the GPU paces: the probe's guardrail stands
+    ours, theirs = call_us("native", native_ms), call_us(chosen["backend"], vendor_ms)
+    if ours > guardrail * theirs:
+        return chosen
+    return {**native, "vendor_ms": vendor_ms, "speedup": theirs / ours,
+            "reason": f"native {native['schedule']} {ours:.0f} us a call <= {guardrail:g} x "
+                      f"{chosen['backend']} {theirs:.0f} us (the longer of host and GPU time: "
+                      f"host {HOST_US['native']:.0f} us against {HOST_US['vendor']:.0f} us)"}
+
+
 @dataclass
 class Kind:
     features: dict
@@ -139,14 +175,15 @@ class Kind:
 
     def decision_for(self, checksum: int, capturable: bool = False, static: bool = False) -> dict | None:
         """The graph's decision; with `capturable`, a native one; with `static` (a static graph's),
-        a native one that launches by the graph's shape (None: the kind has none)."""
+        a native one that launches by the graph's shape (None: the kind has none); else a vendor
+        decision gives way to the native one where the host paces the call (host_paced)."""
         chosen = self.decision if checksum == self.checksum else self.carry
         native = chosen.get("backend") == "native"
         if static:
             return chosen if native and shape_only(chosen) else self.static
         if capturable and not native:
             return self.native
-        return chosen
+        return host_paced(chosen, self.native)
 
 
 class KindTable:

@@ -211,3 +211,34 @@ def test_the_reduce_overhead_warm_up_makes_capturable_plans(monkeypatch):
     step = training.compiled_step(Probe(), None, x, labels, 2, fullgraph=True, mode="reduce-overhead")
     step()
     assert seen == [True, False] and cuda._CAPTURABLE[0] == 0
+
+
+def test_modes_names_our_modes_in_the_suites_order():
+    assert bench_training.parse_modes(None) == training.MODES
+    assert bench_training.parse_modes("captured, eager") == ("graph", "captured")
+    assert bench_training.parse_modes("reduce-overhead,graph") == ("graph", "reduce-overhead")
+    with pytest.raises(Exception, match="--modes: unknown mode 'fast'"):
+        bench_training.parse_modes("eager,fast")
+    with pytest.raises(Exception, match="--modes: name at least one mode"):
+        bench_training.parse_modes(",")
+
+
+def test_modes_reach_the_suite(monkeypatch, tmp_path):
+    """--modes is what bench_graph is asked to run, and it applies to --suite training only."""
+    from cli_helpers import assert_one_line_error, run_cli
+
+    asked = []
+
+    def run_graphs(specs, models, steps, params, stamp, out, old_rows, device="cuda"):
+        asked.append(params["modes"])
+        return []
+    monkeypatch.setattr(bench_training, "run_graphs", run_graphs)
+    monkeypatch.setattr(bench_training, "execute", lambda *a: a[-1]({}, tmp_path, []))
+    result = run_cli("bench", "--suite", "training", "--dataset", "cora", "--modes", "eager")
+    assert result.exit_code == 0, result.stderr
+    assert asked == [("graph",)]
+    for suite in ("kernels", "minibatch"):
+        assert_one_line_error(run_cli("bench", "--suite", suite, "--modes", "eager", "--dry-run"),
+                              ["--modes applies to --suite training only"])
+    assert_one_line_error(run_cli("bench", "--suite", "training", "--modes", "fastest", "--dry-run"),
+                          ["--modes: unknown mode 'fastest'"])

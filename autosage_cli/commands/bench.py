@@ -159,6 +159,10 @@ class SuiteProgress(StderrBar):
               help="--suite minibatch: seed nodes per batch (default 1024).")
 @click.option("--fanouts", default=None,
               help="--suite minibatch: neighbours drawn per node and hop, comma-separated (default 15,10,5).")
+@click.option("--modes", default=None,
+              help="--suite training: our modes, comma-separated, of graph (eager), captured, compiled, "
+                   "reduce-overhead (default all); PyG's eager modes always run, its compiled ones "
+                   "where ours do.")
 @click.option("--flush-l2", is_flag=True, help="Flush the L2 cache between timed repeats.")
 @click.option("--oracle", is_flag=True,
               help="Also tune with a full-graph probe of the top k (tune --full; not exhaustive) and "
@@ -185,7 +189,7 @@ class SuiteProgress(StderrBar):
               help="Also run every case on each graph renumbered by these methods (autosage reorder's; "
                    "the reorder column); with --suite training, each model once more on each order.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
-def command(datasets, suite, ops, widths, heads, dtype_list, repeat, steps, batch_size, fanouts, flush_l2, oracle,
+def command(datasets, suite, ops, widths, heads, dtype_list, repeat, steps, batch_size, fanouts, modes, flush_l2, oracle,
             all_schedules, exhaustive, cache_path, out_dir, seed, root, top_k, budget_ms, guardrail, reorder,
             dry_run, as_json):
     """Benchmark autosage against cuSPARSE (and torch / PyG) side by side."""
@@ -193,7 +197,7 @@ def command(datasets, suite, ops, widths, heads, dtype_list, repeat, steps, batc
     from ..bench.harness import RunOptions, count_cases, make_context, run_suite
     from . import bench_minibatch, bench_plan, bench_training, dry_run as dry_run_mod
 
-    methods = _suite_flags(suite, steps, batch_size, fanouts, reorder)
+    methods = _suite_flags(suite, steps, batch_size, fanouts, reorder, modes)
     if suite in (suites.TRAINING, suites.MINIBATCH):
         ctx = click.get_current_context()
         module = bench_training if suite == suites.TRAINING else bench_minibatch
@@ -263,8 +267,10 @@ def command(datasets, suite, ops, widths, heads, dtype_list, repeat, steps, batc
     _render(all_rows, out, as_json)
 
 
-def _suite_flags(suite: str, steps, batch_size, fanouts, reorder) -> tuple[str, ...]:
+def _suite_flags(suite: str, steps, batch_size, fanouts, reorder, modes=None) -> tuple[str, ...]:
     """The options that apply to some suites only, checked; the --reorder methods."""
+    if modes is not None and suite != suites.TRAINING:
+        raise AutosageError("--modes applies to --suite training only")
     if suite != suites.MINIBATCH:
         for flag, value in (("--steps", steps), ("--batch-size", batch_size), ("--fanouts", fanouts)):
             if value is not None:

@@ -86,6 +86,21 @@ def check_options(params: dict) -> tuple[tuple[str, ...], int, list, tuple[str, 
     return parse_models(params.get("ops")), steps, specs, names
 
 
+def parse_modes(text: str | None) -> tuple[str, ...]:
+    """Our training modes of --modes (training.MODES; "eager" names "graph", as the rows do not),
+    in the suite's order; all of them for None."""
+    from ..torch.training import MODES
+
+    if text is None:
+        return MODES
+    asked = {"graph" if m.strip() == "eager" else m.strip() for m in text.split(",") if m.strip()}
+    unknown = sorted(asked - set(MODES))
+    if unknown or not asked:
+        raise AutosageError(f"--modes: unknown mode {unknown[0]!r} (choose from eager, {', '.join(MODES[1:])})"
+                            if unknown else "--modes: name at least one mode")
+    return tuple(m for m in MODES if m in asked)
+
+
 def run_row(base: dict, run, **extra) -> Row:
     """The row of one library's Run (a training.Run): its times, status and losses."""
     med, p20, p80 = run.stats()
@@ -192,12 +207,12 @@ def run(params: dict, command: str, default_out, prior_run, render) -> None:
     README); `default_out(gpu)`, `prior_run(dir)` and `render(rows, out, as_json)` are the bench
     command's own."""
     models, steps, specs, names = check_options(params)
-    methods = parse_reorder(params.get("reorder"))
+    methods, modes = parse_reorder(params.get("reorder")), parse_modes(params.get("modes"))
     execute(params, command, (default_out, prior_run, render), SUITE, {"repeat": steps},
             lambda: show_plan(specs, models, params, names),
             lambda stamp, out, old_rows: run_graphs(specs, models, steps,
-                                                    {**params, "dtypes": names, "reorder": methods},
-                                                    stamp, out, old_rows))
+                                                    {**params, "dtypes": names, "reorder": methods,
+                                                     "modes": modes}, stamp, out, old_rows))
 
 
 def execute(params: dict, command: str, bench_hooks, suite: str, run_info: dict, dry_run, runner) -> None:

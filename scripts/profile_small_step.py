@@ -7,6 +7,8 @@ fastest mode, and a cProfile of 50 of our steps.
 
   python3 scripts/profile_small_step.py OUT.txt      (on a GPU, from the repository root)
   PROFILE_GRAPHS, PROFILE_MODELS: comma-separated subsets (default cora,pubmed and gat,gcn,sage)
+  PROFILE_CAPTURED=1: also our captured step (the training suite's `captured` mode): its replay's
+  time and the kernels one replay runs (what bounds a step with no host work left)
 """
 import cProfile
 import gc
@@ -27,6 +29,7 @@ from autosage_cli.torch import training as tr
 GRAPHS = tuple(os.environ.get("PROFILE_GRAPHS", "cora,pubmed").split(","))
 MODELS = tuple(os.environ.get("PROFILE_MODELS", "gat,gcn,sage").split(","))
 PROFILED = MODELS               # the models whose steps are profiled, beside being timed
+CAPTURED = os.environ.get("PROFILE_CAPTURED") == "1"
 
 
 def timed(step, n: int) -> float:
@@ -149,6 +152,12 @@ def main(path: str) -> None:
                     say(f"  {label}: {kernels:.0f} CUDA kernels per step")
                     say(table)
                 say(python_profile(steps["ours"]))
+                if CAPTURED:
+                    replay = tr.captured_step(ours, g, x, labels, 3)
+                    say(f"  ours captured: {timed(replay, 100):.3f}/{timed(replay, 100):.3f} ms per replay")
+                    kernels, table = torch_profile(replay)
+                    say(f"  ours captured: {kernels:.0f} CUDA kernels per replay")
+                    say(table)
 
 
 if __name__ == "__main__":

@@ -215,7 +215,8 @@ def test_a_captured_step_gets_the_fastest_verified_native_where_a_vendor_was_cho
 def _kind_of(records, vendor_ms):
     vendor = [dict(VENDOR[0], ms=vendor_ms)]
     carry = kinds.carry_decision(records, vendor, select.DEFAULT_GUARDRAIL)
-    return kinds.Kind(BASE, 1, carry, carry, "", kinds.native_decision(records))
+    return kinds.Kind(BASE, 1, carry, carry, "", kinds.native_decision(records), None,
+                      kinds.fastest_native(records))
 
 
 def test_a_host_paced_vendor_call_gives_way_to_a_native_that_costs_less_per_call():
@@ -233,9 +234,19 @@ def test_a_host_paced_vendor_call_gives_way_to_a_native_that_costs_less_per_call
 
 
 def test_a_vendor_stays_where_the_gpu_paces_its_call_or_the_native_costs_more():
-    assert _kind_of([_record(ROWS, 0.060)], 0.015).decision_for(2)["backend"] == "cusparse-alg2"
+    assert _kind_of([_record(ROWS, 0.090)], 0.015).decision_for(2)["backend"] == "cusparse-alg2"
     assert _kind_of([_record(ROWS, 0.098)], 0.1).decision_for(2)["backend"] == "cusparse-alg2"
     assert _kind_of([], 0.015).decision_for(2)["backend"] == "cusparse-alg2"   # no native verified
+
+
+def test_the_probed_graph_may_take_a_native_that_reads_its_own_host_graph():
+    """Where the host paces the call, the probed graph runs its fastest verified native of any
+    family (split builds its work lists on the host: its own graph's); other graphs of the kind
+    one that prepares on the device."""
+    kind = _kind_of([_record(SPLIT, 0.030), _record(ROWS, 0.080)], 0.031)
+    assert kind.decision["backend"] == kind.carry["backend"] == "cusparse-alg2"
+    assert kind.decision_for(1)["schedule"] == SPLIT.name
+    assert kind.decision_for(2)["schedule"] == ROWS.name
 
 
 def test_a_decided_native_stays_when_capturable(fake):

@@ -112,6 +112,13 @@ def carry_decision(candidates: list[dict], vendor: list[dict], guardrail: float)
     return select.decide(natives, vendors, guardrail).to_dict()
 
 
+def fastest_native(candidates: list[dict]) -> dict | None:
+    """The probed graph's fastest verified native candidate, of any family (its own host work
+    lists are its own), or None: what its calls run where the host paces them (host_paced)."""
+    natives = _timed(candidates)
+    return select.decide(natives, []).to_dict() if natives else None
+
+
 def native_decision(candidates: list[dict], guardrail: float = select.DEFAULT_GUARDRAIL,
                     static: bool = False) -> dict | None:
     """The decision when a vendor plan cannot run (a captured CUDA graph: CuPy refuses cuSPARSE calls
@@ -131,9 +138,10 @@ def native_decision(candidates: list[dict], guardrail: float = select.DEFAULT_GU
 
 
 # Host microseconds one call of a prepared plan costs the torch path, measured on the H200's host
-# (scripts/percall.py): a packed native launch, and a cuSPARSE call through CuPy (its descriptors,
-# buffer and handle on every call).
-HOST_US = {"native": 20.0, "vendor": 50.0}
+# (scripts/percall.py, SpMM on cora: 33 us packed native, 93 us cuSPARSE, where torch.relu took
+# 9 us): a packed native launch, and a cuSPARSE call through CuPy (its descriptors, buffer and
+# handle on every call).
+HOST_US = {"native": 30.0, "vendor": 90.0}
 
 
 def call_us(backend: str, gpu_ms: float) -> float:
@@ -172,18 +180,20 @@ class Kind:
     entry_id: str = ""
     native: dict | None = None  # the decision where no vendor plan may run (native_decision)
     static: dict | None = None  # ... nor one whose launches depend on the graph's contents
+    own_native: dict | None = None   # the probed graph's fastest verified native (fastest_native)
 
     def decision_for(self, checksum: int, capturable: bool = False, static: bool = False) -> dict | None:
         """The graph's decision; with `capturable`, a native one; with `static` (a static graph's),
         a native one that launches by the graph's shape (None: the kind has none); else a vendor
         decision gives way to the native one where the host paces the call (host_paced)."""
-        chosen = self.decision if checksum == self.checksum else self.carry
+        own = checksum == self.checksum
+        chosen = self.decision if own else self.carry
         native = chosen.get("backend") == "native"
         if static:
             return chosen if native and shape_only(chosen) else self.static
         if capturable and not native:
             return self.native
-        return host_paced(chosen, self.native)
+        return host_paced(chosen, (self.own_native or self.native) if own else self.native)
 
 
 class KindTable:
@@ -221,7 +231,7 @@ class KindTable:
                 candidates = entry.get("candidates") or []
                 self.add(scope, Kind(recorded["features"], recorded.get("checksum"), entry["decision"],
                                      recorded["carry"], entry["id"], native_decision(candidates),
-                                     native_decision(candidates, static=True)))
+                                     native_decision(candidates, static=True), fastest_native(candidates)))
 
     def clear(self) -> None:
         with self._lock:
@@ -317,7 +327,8 @@ def decide(features: dict, checksum: int, question: tuple, *, cache=None, tune: 
             store.annotate(result.key_id, {"kind": {"features": features, "checksum": checksum,
                                                     "weighted": bool(weighted), "carry": carry}})
         return Kind(features, checksum, result.decision.to_dict(), carry, result.key_id or "",
-                    native_decision(result.candidates), native_decision(result.candidates, static=True))
+                    native_decision(result.candidates), native_decision(result.candidates, static=True),
+                    fastest_native(result.candidates))
 
     # a graph whose host CSR is another's (a graph of every listing: its coalesced graph's) was not
     # the graph probed even when the tune ran on that CSR: it gets the kind's decision for other

@@ -9,6 +9,8 @@ fastest mode, and a cProfile of 50 of our steps.
   PROFILE_GRAPHS, PROFILE_MODELS: comma-separated subsets (default cora,pubmed and gat,gcn,sage)
   PROFILE_CAPTURED=1: also our captured step (the training suite's `captured` mode): its replay's
   time and the kernels one replay runs (what bounds a step with no host work left)
+  PROFILE_COMPILED=1: also our step under torch.compile (default mode, fullgraph, as the suite's
+  `compiled` rows): its time, the torch profiler's tables and a cProfile
 """
 import cProfile
 import gc
@@ -30,6 +32,7 @@ GRAPHS = tuple(os.environ.get("PROFILE_GRAPHS", "cora,pubmed").split(","))
 MODELS = tuple(os.environ.get("PROFILE_MODELS", "gat,gcn,sage").split(","))
 PROFILED = MODELS               # the models whose steps are profiled, beside being timed
 CAPTURED = os.environ.get("PROFILE_CAPTURED") == "1"
+COMPILED = os.environ.get("PROFILE_COMPILED") == "1"
 
 
 def timed(step, n: int) -> float:
@@ -152,6 +155,16 @@ def main(path: str) -> None:
                     say(f"  {label}: {kernels:.0f} CUDA kernels per step")
                     say(table)
                 say(python_profile(steps["ours"]))
+                if COMPILED:
+                    compiled = tr.compiled_step(ours, g, x, labels, 0, fullgraph=True)
+                    for _ in range(10):
+                        compiled()
+                    say(f"  ours compiled: {timed(compiled, 100):.3f}/{timed(compiled, 100):.3f} ms per step")
+                    kernels, table = torch_profile(compiled)
+                    say(f"  ours compiled: {kernels:.0f} CUDA kernels per step")
+                    say(table)
+                    say(python_profile(compiled))
+                    tr.forget_compiled()
                 if CAPTURED:
                     replay = tr.captured_step(ours, g, x, labels, 3)
                     say(f"  ours captured: {timed(replay, 100):.3f}/{timed(replay, 100):.3f} ms per replay")

@@ -35,7 +35,7 @@ def main(path: str) -> None:
     for name in GRAPHS:
         g = tr.training_graph(load_graph(f"datasets/{name}.mtx.gz"), dev)
         x, labels = tr.random_data(name, g.n_rows, dev, 0)
-        n_in, n_out = tr.FEATURES.get(name, tr.OTHER_FEATURES)
+        n_in, n_out = tr.feature_dims(name)
         inputs = tr.pyg_inputs(g)
         for model_name in MODELS:
             torch.manual_seed(0)

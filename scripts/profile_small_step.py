@@ -122,7 +122,7 @@ def main(path: str) -> None:
             g = tr.training_graph(load_graph(f"datasets/{name}.mtx.gz"), "cuda")
             x, labels = tr.random_data(name, g.n_rows, g.device, 0)
             pyg_inputs = tr.pyg_inputs(g)
-            n_in, n_out = tr.FEATURES.get(name, tr.OTHER_FEATURES)
+            n_in, n_out = tr.feature_dims(name)
             for model_name in MODELS:
                 torch.manual_seed(0)
                 init = tr.build(pyg, model_name, n_in, n_out).state_dict()

@@ -191,7 +191,7 @@ def show_plan(specs, models, params: dict, names=(dtype_table.DEFAULT,), suite: 
         else:
             g = spec.load(params["root"], params["seed"])   # a file or dataset: validated in full
             (n, nnz), exact = (g.n_rows, g.nnz), True
-        n_in, n_out = training.FEATURES.get(spec.label, training.OTHER_FEATURES)
+        n_in, n_out = training.feature_dims(spec.label)
         for name in names:
             for m in models:
                 k, heads = training.width(m)

@@ -44,7 +44,7 @@ from ..errors import AutosageError
 from . import nn as autosage_layers
 from .graph import Graph
 from .sampler import NeighborSampler, seed_batches
-from .training import FEATURES, LEARNING_RATE, OTHER_FEATURES, Run, build, failure_text, free_memory, random_data
+from .training import LEARNING_RATE, Run, build, failure_text, feature_dims, free_memory, random_data
 
 MODELS = ("sage", "gcn", "gat")
 STEPS, BATCH_SIZE, FANOUTS = 50, 1024, (15, 10, 5)
@@ -233,7 +233,7 @@ def bench_graph(name: str, graph: Graph, models, *, steps: int = STEPS, batch_si
     import torch_geometric.nn as pyg
 
     x, labels = random_data(name, graph.n_rows, graph.device, seed, dtype)
-    dims = FEATURES.get(name, OTHER_FEATURES)
+    dims = feature_dims(name)
     batches, sample_ms = sample_batches(graph, steps, batch_size, fanouts, seed)
     for model_name in models:
         torch.manual_seed(seed)

@@ -40,7 +40,7 @@ from ..errors import AutosageError
 from . import nn as autosage_layers
 from .cuda import capturable_plans
 from .graph import Graph
-from .training_data import FEATURES, OTHER_FEATURES, pyg_inputs, random_data, training_graph  # noqa: F401  (the suite's names)
+from .training_data import FEATURES, OTHER_FEATURES, feature_dims, pyg_inputs, random_data, training_graph  # noqa: F401  (the suite's names)
 
 MODELS = ("gcn", "sage", "gat")          # the suite's models
 EXTRA_MODELS = ("transformer",)          # run when asked for by name
@@ -359,7 +359,7 @@ def bench_graph(name: str, graph: Graph, models, *, steps: int, warmup: int, see
     import torch_geometric.nn as pyg
 
     x, labels = random_data(name, graph.n_rows, graph.device, seed, dtype)
-    n_in, n_out = FEATURES.get(name, OTHER_FEATURES)
+    n_in, n_out = feature_dims(name)
     inputs = pyg_inputs(graph, dtype)
     for model_name in models:
         torch.manual_seed(seed)

@@ -12,6 +12,14 @@ from .graph import Graph
 
 FEATURES = {"reddit-like": (602, 41), "products-like": (100, 47)}   # (input features, classes)
 OTHER_FEATURES = (128, 16)
+SHUFFLED = "-shuffled"      # a preset's graph with its ids permuted: the same nodes, the same data
+
+
+def feature_dims(name: str) -> tuple[int, int]:
+    """(input features, classes) of a graph's nodes: FEATURES' row of the graph, or of the graph
+    it shuffles (products-like-shuffled trains what products-like does, so their epochs compare),
+    else OTHER_FEATURES."""
+    return FEATURES.get(name.removesuffix(SHUFFLED), OTHER_FEATURES)
 
 
 def training_graph(csr: CSRGraph, device, cache=None, perm=None) -> Graph:
@@ -43,7 +51,7 @@ def pyg_inputs(graph: Graph, dtype: torch.dtype = torch.float32) -> dict:
 def random_data(name: str, n_rows: int, device, seed: int, dtype: torch.dtype = torch.float32):
     """(features, labels) of a graph's nodes, random from `seed`: the features drawn in float32
     and rounded to `dtype`; their width and the class count are the graph's (FEATURES)."""
-    n_in, n_out = FEATURES.get(name, OTHER_FEATURES)
+    n_in, n_out = feature_dims(name)
     gen = torch.Generator(device=device).manual_seed(seed)
     x = torch.randn(n_rows, n_in, device=device, generator=gen).to(dtype)
     return x, torch.randint(0, n_out, (n_rows,), device=device, generator=gen)

@@ -62,6 +62,8 @@ NOT_RUN = {
                                                            "tests/test_training_suite.py runs the suite",
     "autosage bench --suite training --dataset cora --ops train-gat --repeat 5": "as above",
     "autosage bench --suite training --dtypes float32,bfloat16": "as above",
+    "autosage bench --suite training --dataset products-like --modes eager": "as above; "
+        "tests/test_bench_training_modes.py checks --modes",
     "autosage bench --suite minibatch --dataset products-like --out results/minibatch":
         "needs torch and PyG on the GPU; tests/test_minibatch_suite.py runs the suite",
     "autosage bench --suite minibatch --dataset reddit-like --ops sage,gcn --dtypes float32,bfloat16": "as above",

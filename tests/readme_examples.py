@@ -62,6 +62,8 @@ NOT_RUN = {
                                                            "tests/test_training_suite.py runs the suite",
     "autosage bench --suite training --dataset cora --ops train-gat --repeat 5": "as above",
     "autosage bench --suite training --dtypes float32,bfloat16": "as above",
+    "autosage bench --suite training --dataset products-like-shuffled --ops train-gcn --reorder auto,labelprop":
+        "as above; tests/test_bench_reorder.py runs --reorder auto on the CPU",
     "autosage bench --suite training --dataset products-like --modes eager": "as above; "
         "tests/test_bench_training_modes.py checks --modes",
     "autosage bench --suite minibatch --dataset products-like --out results/minibatch":

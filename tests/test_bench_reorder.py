@@ -100,10 +100,42 @@ def test_training_with_and_without_reordering_on_the_cpu(tmp_path):
     assert math.isnan(user.amortised_ms) and user.reorder == ""
 
 
+def test_training_with_the_schedulers_reordering_on_the_cpu(tmp_path, monkeypatch):
+    # --reorder auto: the decision is asked at the model's hidden width over 100 epochs of its SpMMs
+    # (measured by a fake here: no GPU), and its row carries what it chose and what deciding cost
+    pytest.importorskip("torch", reason="torch is not installed")
+    pytest.importorskip("torch_geometric", reason="torch_geometric is not installed")
+    from autosage_cli.commands import bench_training
+    from autosage_cli.scheduler.decisions import reorder_decision as rd
+    from autosage_cli.torch import reordered, training
+
+    asked = []
+    def decide(csr, width, **kw):
+        asked.append((width, kw["expected_calls"]))
+        fake = lambda original, new, perm, op, k, dtype: rd.OrderTimes(10.0, 5.0, "a", "b", 0.0, True)
+        return real_decide(csr, width, **{**kw, "measure_orders": fake, "l2_bytes": None})
+    real_decide = rd.decide
+    monkeypatch.setattr(rd, "decide", decide)
+    monkeypatch.setattr(reordered, "_l2_bytes", lambda: None)
+    monkeypatch.setattr("autosage_cli.capability.require_gpu", lambda *a, **k: None)
+    monkeypatch.setattr("autosage_cli.scheduler.probing.reorder_measure.OrderMeasurer", lambda cache: None)
+    params = {"root": "datasets", "seed": 0, "cache_path": str(tmp_path / "d.json"),
+              "modes": ("graph",), "reorder": ("auto",), "models": ("sage",)}
+    rows = bench_training.run_graphs([resolve_graph("cora")], ("sage",), 4, params, {"gpu": "cpu"},
+                                     tmp_path, [], device="cpu")
+    assert asked == [(training.width("sage")[0], AMORTISE_EPOCHS * training.spmm_calls_per_epoch("sage"))]
+    assert training.spmm_calls_per_epoch("sage") == 5 and training.spmm_calls_per_epoch("gcn") == 3
+    ours = {r.reorder: r for r in rows if r.backend == "autosage"}
+    auto = next(r for method, r in ours.items() if method.startswith("auto:"))
+    assert auto.status == "ok", auto.error
+    assert auto.loss_last == pytest.approx(ours[""].loss_last, rel=1e-4) and auto.reorder_s > 0
+
+
 @pytest.mark.parametrize("argv, words", [
     (["--reorder", "bogus"], ["unknown reordering method 'bogus'", "metis"]),
     (["--reorder", ","], ["at least one method"]),
     (["--suite", "minibatch", "--reorder", "rcm"], ["does not apply to --suite minibatch"]),
+    (["--reorder", "auto"], ["--reorder auto applies to --suite training only"]),
 ])
 def test_bad_reorder_options_are_one_line_errors(tmp_path, argv, words):
     assert_one_line_error(run_cli("bench", "--dataset", "cora", *argv, "--dry-run"), words)

@@ -113,6 +113,23 @@ def test_the_cost_is_weighed_against_the_expected_calls(tmp_path):
     assert many.applied and many.method == "rcm"
 
 
+def test_the_relabelling_weighed_is_the_callers_own(tmp_path):
+    # 10,000 calls of 1 ms saved pay for the order and the host's relabelling of this small graph,
+    # not for a relabelling that costs 50 s on the caller's path; one that costs nothing applies
+    paid = []
+    def costly(perm):
+        paid.append(perm)
+        return 50.0
+    slow = _decide(SHUFFLED, tmp_path, FakeOrders(after=lambda b: b - 1.0), expected_calls=10_000,
+                   methods=("rcm",), apply_cost=costly)
+    cand = slow.candidates[0]
+    assert not slow.applied and cand.apply_s == 50.0 and "save less than" in cand.verdict
+    assert len(paid) == 1 and len(paid[0]) == SHUFFLED.n_rows    # called with the measured order
+    free = _decide(SHUFFLED, tmp_path, FakeOrders(after=lambda b: b - 1.0), expected_calls=10_000,
+                   methods=("rcm",), apply_cost=lambda perm: 0.0, retune=True)
+    assert free.applied and free.candidates[0].apply_s == 0.0
+
+
 def test_bad_questions_are_one_line_errors(tmp_path):
     with pytest.raises(AutosageError, match="decided on spmm"):
         _decide(SHUFFLED, tmp_path, FakeOrders(), op="sddmm")

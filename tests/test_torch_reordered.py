@@ -87,6 +87,30 @@ def test_auto_applies_only_a_measured_gain(tmp_path, speedup, applied):
         assert rg.method == "identity" and rg.moves == 0 and rg.to_internal(x) is x
 
 
+def test_auto_on_a_graph_weighs_and_keeps_its_own_relabelling(tmp_path, monkeypatch):
+    # a Graph already on its device: each measured order is relabelled there once, timed as the
+    # decision's apply cost, and the chosen one is the graph the wrapper runs on (not relabelled again)
+    from autosage_cli.torch import relabel
+
+    made = []
+    real = relabel.permuted_graph
+    def counted(graph, perm):
+        made.append(real(graph, perm))
+        return made[-1]
+    monkeypatch.setattr(relabel, "permuted_graph", counted)
+    graph = at.Graph.from_csr_graph(GRAPH)
+    rg = at.reorder(graph, "auto", width=64, expected_calls=10**6, cache=tmp_path / "d.json",
+                    measure_orders=_fake_orders(2.0), methods=("hubcluster", "rcm"),
+                    decide_options={"device_info": DEVICE, "software_info": SOFTWARE})
+    measured = [c for c in rg.decision.candidates if c.times is not None]
+    assert rg.applied and len(made) == len(measured) >= 1
+    assert rg.graph is made[[c.method for c in measured].index(rg.method)]
+    assert all(0 < c.apply_s < rg.cost_s for c in measured)
+    net = Net().double()
+    x = torch.randn(GRAPH.n_rows, 16, dtype=torch.float64)
+    torch.testing.assert_close(at.Reordered(net, rg)(x), net(x, graph), rtol=1e-10, atol=1e-10)
+
+
 def test_auto_without_a_gpu_or_a_measurer_is_one_line(monkeypatch):
     from autosage_cli import capability
     from autosage_cli.errors import NoGPUError

@@ -123,8 +123,12 @@ class GraphWork:
     cases: list[Case] = field(default_factory=list)
 
 
-def parse_reorder(text: str | None) -> tuple[str, ...]:
-    """--reorder: reordering methods, comma-separated, each known and its library installed."""
+AUTO_REORDER = "auto"     # --reorder auto: the scheduler's reordering decision (training suite)
+
+
+def parse_reorder(text: str | None, allow_auto: bool = False) -> tuple[str, ...]:
+    """--reorder: reordering methods, comma-separated, each known and its library installed;
+    `allow_auto`: also "auto", the scheduler's decision (the training suite's)."""
     from ..graphs.reorder import METHODS, available
 
     if text is None:
@@ -132,10 +136,16 @@ def parse_reorder(text: str | None) -> tuple[str, ...]:
     methods = tuple(dict.fromkeys(p.strip() for p in text.split(",") if p.strip()))
     if not methods:
         raise AutosageError("--reorder needs at least one method")
+    known = [x for x in METHODS if x != "identity"] + ([AUTO_REORDER] if allow_auto else [])
     for m in methods:
-        if m not in METHODS or m == "identity":
+        if m == AUTO_REORDER and not allow_auto:
+            raise AutosageError("--reorder auto applies to --suite training only (the kernel "
+                                "suites time every order they are given)")
+        if m not in known:
             raise AutosageError(f"unknown reordering method {m!r} in --reorder; choose from "
-                                f"{', '.join(x for x in METHODS if x != 'identity')}")
+                                f"{', '.join(known)}")
+        if m == AUTO_REORDER:
+            continue
         missing = available(m)
         if missing:
             raise AutosageError(f"--reorder {m} {missing}")

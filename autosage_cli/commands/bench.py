@@ -187,7 +187,8 @@ class SuiteProgress(StderrBar):
                    "estimated memory; no GPU needed.")
 @click.option("--reorder", "reorder", default=None, metavar="METHOD[,METHOD]",
               help="Also run every case on each graph renumbered by these methods (autosage reorder's; "
-                   "the reorder column); with --suite training, each model once more on each order.")
+                   "the reorder column); with --suite training, each model once more on each order, "
+                   "and `auto` for the scheduler's decision over a 100-epoch run.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
 def command(datasets, suite, ops, widths, heads, dtype_list, repeat, steps, batch_size, fanouts, modes, flush_l2, oracle,
             all_schedules, exhaustive, cache_path, out_dir, seed, root, top_k, budget_ms, guardrail, reorder,
@@ -275,7 +276,7 @@ def _suite_flags(suite: str, steps, batch_size, fanouts, reorder, modes=None) ->
         for flag, value in (("--steps", steps), ("--batch-size", batch_size), ("--fanouts", fanouts)):
             if value is not None:
                 raise AutosageError(f"{flag} applies to --suite minibatch only")
-    methods = suites.parse_reorder(reorder)
+    methods = suites.parse_reorder(reorder, allow_auto=suite == suites.TRAINING)
     if methods and suite == suites.MINIBATCH:
         raise AutosageError("--reorder does not apply to --suite minibatch (each batch is a new graph)")
     return methods

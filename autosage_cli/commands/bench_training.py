@@ -32,7 +32,7 @@ import click
 from .. import dtypes as dtype_table
 from ..bench import report
 from ..bench.rows import AMORTISE_EPOCHS, Row, speedup
-from ..bench.suites import TRAINING as SUITE, parse_reorder, resolve_graph
+from ..bench.suites import AUTO_REORDER, TRAINING as SUITE, parse_reorder, resolve_graph
 from ..bench.targets import COMPILED_MODES
 from ..capability import require_gpu
 from ..environment import environment, now_iso
@@ -207,12 +207,13 @@ def run(params: dict, command: str, default_out, prior_run, render) -> None:
     README); `default_out(gpu)`, `prior_run(dir)` and `render(rows, out, as_json)` are the bench
     command's own."""
     models, steps, specs, names = check_options(params)
-    methods, modes = parse_reorder(params.get("reorder")), parse_modes(params.get("modes"))
+    methods, modes = parse_reorder(params.get("reorder"), allow_auto=True), parse_modes(params.get("modes"))
     execute(params, command, (default_out, prior_run, render), SUITE, {"repeat": steps},
             lambda: show_plan(specs, models, params, names),
             lambda stamp, out, old_rows: run_graphs(specs, models, steps,
                                                     {**params, "dtypes": names, "reorder": methods,
-                                                     "modes": modes}, stamp, out, old_rows))
+                                                     "modes": modes, "models": models},
+                                                    stamp, out, old_rows))
 
 
 def execute(params: dict, command: str, bench_hooks, suite: str, run_info: dict, dry_run, runner) -> None:
@@ -254,7 +255,7 @@ def training_graphs(specs, params: dict, device: str):
         click.echo(f"{spec.label}: loading", err=True)
         csr = spec.load(params["root"], params["seed"])
         graph = training.training_graph(csr, device, params.get("cache_path"))
-        reorderings = [reordered_graph(graph, m) for m in params.get("reorder") or ()]
+        reorderings = [reordered_graph(graph, m, params) for m in params.get("reorder") or ()]
         del csr
         click.echo(f"{spec.label}: {graph.n_rows:,} nodes, {graph.nnz:,} edges "
                    f"({time.perf_counter() - t0:.1f} s)", err=True)
@@ -263,13 +264,25 @@ def training_graphs(specs, params: dict, device: str):
         training.free_memory()
 
 
-def reordered_graph(graph, method: str):
+def reordered_graph(graph, method: str, params: dict | None = None):
     """The training Graph renumbered by `method` on its own device (torch.reordered.reorder of the
     Graph: the order and P A Pᵀ as tensor passes, a library's order on the host), as a
     ReorderedGraph whose cost is what reordering adds to the run: the order and the relabelling,
-    not the user's graph, which every run builds."""
+    not the user's graph, which every run builds. `auto`: the scheduler's decision for SpMM at the
+    hidden width over the SpMMs of AMORTISE_EPOCHS epochs of the first model of params["models"]
+    (measured on the GPU, through params["cache_path"]); its cost includes the deciding."""
+    from ..torch import training
     from ..torch.reordered import reorder
 
+    if method == AUTO_REORDER:
+        model = (params or {}).get("models", ("gcn",))[0]
+        calls = AMORTISE_EPOCHS * training.spmm_calls_per_epoch(model)
+        reordered = reorder(graph, "auto", width=training.width(model)[0], expected_calls=calls,
+                            cache=(params or {}).get("cache_path"))
+        click.echo(f"  auto: {reordered.method} ({reordered.decision.reason}); decided in "
+                   f"{reordered.cost_s:.2f} s", err=True)
+        reordered.method = f"auto:{reordered.method}"
+        return reordered
     reordered = reorder(graph, method)
     click.echo(f"  {method}: ordered and relabelled in {reordered.cost_s:.2f} s", err=True)
     return reordered

@@ -134,12 +134,20 @@ def _named(graph, method: str, device, options: dict) -> tuple[Graph, torch.Tens
 def _decided(graph, width, expected_calls, device, cache, methods, measure_orders, l2_bytes,
              decide_options, options) -> ReorderedGraph:
     """method="auto": the scheduler's decision on the host CSR, the chosen order then applied on
-    the graph's device."""
+    the graph's device. For a Graph, the decision weighs the relabelling this path pays (P A Pᵀ
+    on the device, DeviceRelabel: the measured candidates' relabelled Graphs, the chosen one
+    kept), not the host's; on CUDA labelprop's labels come from torch's kernels."""
     from ..scheduler.decisions import reorder_decision as rd
     from . import relabel
 
     started = time.perf_counter()
     csr = graph.host_csr(weighted=True) if isinstance(graph, Graph) else graph
+    on_device = DeviceRelabel(graph) if isinstance(graph, Graph) else None
+    decide_options = dict(decide_options or {})
+    if on_device is not None:
+        decide_options.setdefault("apply_cost", on_device)
+        if graph.device.type == "cuda":
+            decide_options.setdefault("labeller", lambda host: relabel.csr_labels(host, graph.device))
     if measure_orders is None:
         from ..capability import require_gpu
         from ..scheduler.probing.reorder_measure import OrderMeasurer
@@ -152,11 +160,10 @@ def _decided(graph, width, expected_calls, device, cache, methods, measure_order
         l2_bytes = l2_bytes or _l2_bytes()
     decision = rd.decide(csr, width, measure_orders=measure_orders, cache=cache,
                          expected_calls=expected_calls, methods=methods or rd.DEFAULT_METHODS,
-                         l2_bytes=l2_bytes, **(decide_options or {}))
-    if isinstance(graph, Graph):   # the relabelling on the device is part of the cost
-        chosen = (relabel.permuted_graph(graph, torch.as_tensor(decision.perm, device=graph.device))
-                  if decision.applied else graph)
-        _synchronize(graph.device)
+                         l2_bytes=l2_bytes, **decide_options)
+    if on_device is not None:   # the relabelling on the device is part of the cost
+        chosen = on_device.graph_of(decision.perm) if decision.applied else graph
+        on_device.done.clear()
     cost_s = time.perf_counter() - started   # deciding: orders, relabelling, measurements
     if not isinstance(graph, Graph):         # the build every order pays, as before
         chosen = Graph.from_csr_graph(decision.reordered if decision.applied else graph,
@@ -164,6 +171,32 @@ def _decided(graph, width, expected_calls, device, cache, methods, measure_order
     if not decision.applied:
         return ReorderedGraph(chosen, None, "identity", decision, cost_s)
     return ReorderedGraph(chosen, decision.perm, decision.method, decision, cost_s)
+
+
+class DeviceRelabel:
+    """The decision's `apply_cost` on the torch path: P A Pᵀ of `graph` on its device, timed, each
+    result kept by its permutation (the same array object the decision returns), so the chosen
+    order is not relabelled twice."""
+
+    def __init__(self, graph: Graph):
+        self.graph, self.done = graph, []     # [(perm array, its relabelled Graph)]
+
+    def __call__(self, perm) -> float:
+        from . import relabel
+
+        started = time.perf_counter()
+        relabelled = relabel.permuted_graph(self.graph, torch.as_tensor(perm, device=self.graph.device))
+        _synchronize(self.graph.device)
+        self.done.append((perm, relabelled))
+        return time.perf_counter() - started
+
+    def graph_of(self, perm) -> Graph:
+        """The relabelled Graph of `perm`: the one timed, else (a cached decision) relabelled now."""
+        found = next((g for p, g in self.done if p is perm), None)
+        if found is None:
+            self(perm)
+            found = self.done[-1][1]
+        return found
 
 
 def _synchronize(device) -> None:

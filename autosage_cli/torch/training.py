@@ -56,6 +56,14 @@ def width(model: str) -> tuple[int, int]:
     return (GAT_HEADS * GAT_CHANNELS, GAT_HEADS) if model in ("gat", "transformer") else (HIDDEN, 1)
 
 
+def spmm_calls_per_epoch(model: str) -> int:
+    """The SpMMs (or attention aggregations) of one epoch: one per layer forward, one per layer
+    backward but the first's (the input features need no gradient); the count a reordering
+    decision weighs its cost against."""
+    layers = 3 if model == "sage" else 2
+    return 2 * layers - 1
+
+
 class Net(torch.nn.Module):
     """A stack of layers with ReLU between them; `graph` is what every layer takes. A layer listed
     in `activated` applies the ReLU itself (our GCNConv's act="relu": in its SpMM's epilogue)."""

@@ -18,6 +18,10 @@ one graph, whether to renumber its vertices (graphs.reorder) and with which meth
   3. Weigh. An order is applied only when it verified, measured at most GUARDRAIL times the
      original's time, and its saving over `expected_calls` calls (a training run's SpMMs) exceeds
      its cost (computing the order and relabelling the graph). Never one that measured slower.
+     The relabelling counted is the one the caller's path pays: the host's (what a reordered
+     file needs: 2.8 s on 124M nonzeros) unless the caller passes `apply_cost`, e.g. the torch
+     path, which relabels the Graph already on its GPU (0.03 s there). Counting the host's on that
+     path kept products-like-shuffled's 1.83x labelprop order out of a 100-call decision.
   4. Store. The decision goes into the decision cache as an entry of op `reorder-<op>` (backend
      "reorder", schedule the method, "identity" when none is applied) under the same device and
      software key as a tune, and the permutation beside the cache as
@@ -216,12 +220,14 @@ def decide(graph: CSRGraph, k: int, *, measure_orders, cache, op: str = "spmm",
            dtype: str = dtypes.DEFAULT, expected_calls: int = DEFAULT_CALLS,
            methods=DEFAULT_METHODS, l2_bytes: int | None = None, features=None,
            device_info: dict | None = None, software_info: dict | None = None,
-           retune: bool = False, say=None, labeller=None) -> ReorderDecision:
+           retune: bool = False, say=None, labeller=None, apply_cost=None) -> ReorderDecision:
     """The reordering decision for `op` at width k on `graph` (module docstring). `measure_orders
     (original, reordered, perm, op, k, dtype) -> OrderTimes`; `cache` a DecisionCache or a path;
     `features` the graph's (computed when None); `l2_bytes` the device's L2 (None: not known,
     no shortcut); `device_info`/`software_info` as for tune (this machine's when None); `labeller`
-    labelprop's labels computed by the caller (graphs.reorder.labelprop_order)."""
+    labelprop's labels computed by the caller (graphs.reorder.labelprop_order); `apply_cost(perm)
+    -> seconds` what applying a measured order costs on the caller's path (None: the host
+    relabelling's seconds, step 3)."""
     from .. import tune as tune_mod
 
     say = say or (lambda _m: None)
@@ -251,14 +257,14 @@ def decide(graph: CSRGraph, k: int, *, measure_orders, cache, op: str = "spmm",
         elif found.stale:
             say(found.stale)
     decision = _decide(graph, k, measure_orders, op, dtype, expected_calls, methods, l2_bytes,
-                       features, say, labeller)
+                       features, say, labeller, apply_cost)
     decision.key_id = key.id
     _store(cache, key, graph, op, k, dtype, decision)
     return decision
 
 
 def _decide(graph, k, measure_orders, op, dtype, calls, methods, l2_bytes, features, say,
-            labeller=None) -> ReorderDecision:
+            labeller=None, apply_cost=None) -> ReorderDecision:
     from ...features import compute_features
 
     if features is None:
@@ -297,6 +303,8 @@ def _decide(graph, k, measure_orders, op, dtype, calls, methods, l2_bytes, featu
             continue
         perm = orders[cand.method]
         reordered = _relabelled(graph, cand, perm)
+        if apply_cost is not None:
+            cand.apply_s = float(apply_cost(perm))
         orders[cand.method] = (perm, reordered)
         say(f"reordering: measuring {op} K={k} on the {cand.method} order")
         cand.times = measure_orders(graph, reordered, perm, op, k, dtype)

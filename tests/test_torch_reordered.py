@@ -111,6 +111,27 @@ def test_auto_on_a_graph_weighs_and_keeps_its_own_relabelling(tmp_path, monkeypa
     torch.testing.assert_close(at.Reordered(net, rg)(x), net(x, graph), rtol=1e-10, atol=1e-10)
 
 
+def test_a_cached_decision_on_a_graph_is_not_relabelled_on_the_host(tmp_path, monkeypatch):
+    from autosage_cli.graphs import reorder as reorder_mod
+
+    options = dict(width=64, expected_calls=10**6, cache=tmp_path / "d.json", methods=("hubcluster", "rcm"),
+                   decide_options={"device_info": DEVICE, "software_info": SOFTWARE})
+    first = at.reorder(at.Graph.from_csr_graph(GRAPH), "auto", measure_orders=_fake_orders(2.0), **options)
+    assert first.applied and not first.decision.from_cache
+    host_relabels = []
+    real = reorder_mod.permute
+    monkeypatch.setattr(reorder_mod, "permute", lambda *a, **k: host_relabels.append(1) or real(*a, **k))
+    def not_measured(*args):
+        raise AssertionError("a cached decision measures nothing")
+    again = at.reorder(at.Graph.from_csr_graph(GRAPH), "auto", measure_orders=not_measured, **options)
+    assert again.decision.from_cache and again.method == first.method and host_relabels == []
+    assert torch.equal(again.perm, first.perm)
+    torch.testing.assert_close(again.graph.col, first.graph.col, rtol=0, atol=0)
+    # a CSRGraph caller (a reordered file) gets the host's relabelling, once, on first use
+    assert again.decision.relabelled().fingerprint == again.decision.relabelled().fingerprint
+    assert host_relabels == [1]
+
+
 def test_auto_without_a_gpu_or_a_measurer_is_one_line(monkeypatch):
     from autosage_cli import capability
     from autosage_cli.errors import NoGPUError

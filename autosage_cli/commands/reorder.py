@@ -81,8 +81,8 @@ def chosen_order(graph, decision):
                 if (c["method"] if isinstance(c, dict) else c.method) == decision.method)
     cand = cand if isinstance(cand, dict) else cand.to_dict()
     report = reordering.Reordering(decision.method, cand["order_s"], cand["apply_s"],
-                                   reordering.spread(graph), reordering.spread(decision.reordered))
-    return decision.reordered, decision.perm, report
+                                   reordering.spread(graph), reordering.spread(decision.relabelled()))
+    return decision.relabelled(), decision.perm, report
 
 
 def _spread_line(name: str, before: float, after: float, fmt: str) -> str:

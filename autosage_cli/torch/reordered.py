@@ -166,7 +166,7 @@ def _decided(graph, width, expected_calls, device, cache, methods, measure_order
         on_device.done.clear()
     cost_s = time.perf_counter() - started   # deciding: orders, relabelling, measurements
     if not isinstance(graph, Graph):         # the build every order pays, as before
-        chosen = Graph.from_csr_graph(decision.reordered if decision.applied else graph,
+        chosen = Graph.from_csr_graph(decision.relabelled() if decision.applied else graph,
                                       device=device, **options)
     if not decision.applied:
         return ReorderedGraph(chosen, None, "identity", decision, cost_s)

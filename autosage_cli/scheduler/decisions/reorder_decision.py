@@ -120,13 +120,23 @@ class ReorderDecision:
     expected_calls: int
     candidates: list = field(default_factory=list)   # Candidate, or their dicts on a cache hit
     perm: np.ndarray | None = None    # perm[new] = old when applied
-    reordered: CSRGraph | None = None
+    reordered: CSRGraph | None = None # the measured graph; None on a cache hit until relabelled()
     from_cache: bool = False
     key_id: str = ""
+    original: CSRGraph | None = field(default=None, repr=False)
 
     @property
     def applied(self) -> bool:
         return self.method != "identity"
+
+    def relabelled(self) -> CSRGraph | None:
+        """The reordered host graph: the one measured, or (a cached decision) the original
+        relabelled on first use; a caller that applies the order elsewhere (the torch path, on
+        its GPU) never pays the host's relabelling (2.8 s on 124M nonzeros)."""
+        if self.reordered is None and self.applied and self.original is not None:
+            self.reordered = reorder_mod.permute(self.original, self.perm,
+                                                 {"reordered_from": self.original.source, "reorder": self.method})
+        return self.reordered
 
     def to_dict(self) -> dict:
         return {"method": self.method, "applied": self.applied, "reason": self.reason,
@@ -208,11 +218,9 @@ def _from_entry(graph: CSRGraph, entry: dict, cache_path: Path, key_id: str) -> 
     method = entry["decision"]["schedule"]
     decision = ReorderDecision(method, str(info.get("reason", "")), float(info.get("locality", 0.0)),
                                int(info.get("expected_calls", 0)), list(info.get("candidates", [])),
-                               from_cache=True, key_id=key_id)
+                               from_cache=True, key_id=key_id, original=graph)
     if decision.applied:
         decision.perm = load_perm(cache_path.parent / info["perm"], graph.n_rows)
-        decision.reordered = reorder_mod.permute(graph, decision.perm,
-                                                 {"reordered_from": graph.source, "reorder": method})
     return decision
 
 

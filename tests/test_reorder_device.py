@@ -82,6 +82,25 @@ def test_torch_label_propagation_gives_the_hosts_labels(name):
                                   reorder.clustered.cluster_order(labels.numpy()))
 
 
+@pytest.mark.parametrize("name", list(SMALL))
+def test_a_graphs_labels_from_its_own_tensors_are_its_host_csrs(name):
+    # at.reorder(graph, "auto")'s labeller: the Graph's tensors where they are, the host CSR's labels
+    g = SMALL[name]
+    graph = at.Graph.from_csr_graph(g)
+    np.testing.assert_array_equal(relabel.graph_labels(graph, graph.host_csr(weighted=False)),
+                                  host_lp.propagate(g.indptr, g.indices, g.n_rows))
+
+
+def test_a_graph_with_duplicate_edges_votes_as_its_host_csr():
+    row, col = torch.tensor([0, 0, 0, 1, 2, 2, 3]), torch.tensor([1, 1, 1, 0, 3, 3, 2])
+    graph = at.Graph.from_coo(row, col, None, (4, 4), keep_duplicates=True)
+    host = graph.host_csr(weighted=False)      # its pattern without the duplicates
+    assert (host.nnz, graph.nnz) == (4, 7)
+    np.testing.assert_array_equal(host.indices, [1, 0, 3, 2])
+    np.testing.assert_array_equal(relabel.graph_labels(graph, host),
+                                  host_lp.propagate(host.indptr, host.indices, host.n_rows))
+
+
 @pytest.mark.parametrize("method", relabel.DEVICE_METHODS)
 @pytest.mark.parametrize("name", list(SMALL))
 def test_tensor_orders_are_the_hosts_permutations(name, method):

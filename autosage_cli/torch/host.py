@@ -26,6 +26,14 @@ def _without_duplicates(rowptr: np.ndarray, col: np.ndarray, shape: tuple):
     return m.indptr, m.indices, np.ones(m.nnz, dtype=np.float32)
 
 
+def _repeats_an_edge(rowptr: np.ndarray, col: np.ndarray) -> bool:
+    """Whether a row-sorted CSR lists an entry twice (a graph built with keep_duplicates)."""
+    same = np.diff(col) == 0
+    boundaries = rowptr[1:-1]
+    same[boundaries[(boundaries > 0) & (boundaries < col.size)] - 1] = False   # across rows
+    return bool(same.any())
+
+
 def host_csr(g, weighted: bool = True) -> CSRGraph:
     """g's canonical CSR on the host, with its weights or the pattern (all ones); a graph that keeps
     duplicate edges gives its coalesced graph's pattern (a CSRGraph holds no duplicates)."""
@@ -49,7 +57,9 @@ def host_csr(g, weighted: bool = True) -> CSRGraph:
         rowptr, col = g.rowptr.cpu().numpy(), g.col.cpu().numpy()
         values = (g.weight.float().cpu().numpy() if which == "weighted"
                   else np.ones(g.nnz, dtype=np.float32))
-        if which == "coalesced":   # its coalesced graph is gone: the pattern without duplicates
+        if which == "coalesced" or _repeats_an_edge(rowptr, col):
+            # its coalesced graph is gone, or it never had one (from_coo with keep_duplicates):
+            # the pattern without duplicates
             rowptr, col, values = _without_duplicates(rowptr, col, g.shape)
         g._host[which] = from_arrays(rowptr, col, values, g.shape, {"api": "autosage_cli.torch.Graph"})
     return g._host[which]

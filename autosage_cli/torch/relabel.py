@@ -54,6 +54,15 @@ def csr_labels(csr: CSRGraph, device="cuda"):
     return label_propagation.propagate(row, col, csr.n_rows).cpu().numpy()
 
 
+def graph_labels(graph, host: CSRGraph):
+    """csr_labels of `host`, the host CSR of `graph`, from the Graph's own tensors where they are
+    when they hold the same edges (no copy back to the device); a Graph that keeps duplicate edges
+    (its host CSR has fewer) votes as its host CSR does, through csr_labels."""
+    if graph.nnz != host.nnz:
+        return csr_labels(host, graph.device)
+    return _labels(graph.rowptr, graph.row, graph.col, graph.n_rows).cpu().numpy()
+
+
 def _degrees(rowptr: torch.Tensor) -> torch.Tensor:
     return rowptr.diff()
 

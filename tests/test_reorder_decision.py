@@ -116,18 +116,21 @@ def test_the_cost_is_weighed_against_the_expected_calls(tmp_path):
 
 def test_the_relabelling_weighed_is_the_callers_own(tmp_path):
     # 10,000 calls of 1 ms saved pay for the order and the host's relabelling of this small graph,
-    # not for a relabelling that costs 50 s on the caller's path; one that costs nothing applies
+    # not for a relabelling that costs 50 s on the caller's path; one that costs nothing applies.
+    # The caller's relabel also hands back the graph to measure.
     paid = []
-    def costly(perm):
-        paid.append(perm)
-        return 50.0
-    slow = _decide(SHUFFLED, tmp_path, FakeOrders(after=lambda b: b - 1.0), expected_calls=10_000,
-                   methods=("rcm",), apply_cost=costly)
+    def costly(graph, perm, method):
+        paid.append((perm, method))
+        return rd.host_relabel(graph, perm, method)[0], 50.0
+    orders = FakeOrders(after=lambda b: b - 1.0)
+    slow = _decide(SHUFFLED, tmp_path, orders, expected_calls=10_000, methods=("rcm",), relabel=costly)
     cand = slow.candidates[0]
     assert not slow.applied and cand.apply_s == 50.0 and "save less than" in cand.verdict
-    assert len(paid) == 1 and len(paid[0]) == SHUFFLED.n_rows    # called with the measured order
+    assert len(paid) == 1 and len(paid[0][0]) == SHUFFLED.n_rows and paid[0][1] == "rcm"
+    assert orders.calls == [("rcm", "spmm", 64, "float32")]     # it measured what relabel gave
     free = _decide(SHUFFLED, tmp_path, FakeOrders(after=lambda b: b - 1.0), expected_calls=10_000,
-                   methods=("rcm",), apply_cost=lambda perm: 0.0, retune=True)
+                   methods=("rcm",), relabel=lambda g, p, m: (rd.host_relabel(g, p, m)[0], 0.0),
+                   retune=True)
     assert free.applied and free.candidates[0].apply_s == 0.0
 
 

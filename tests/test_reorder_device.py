@@ -91,6 +91,22 @@ def test_a_graphs_labels_from_its_own_tensors_are_its_host_csrs(name):
                                   host_lp.propagate(g.indptr, g.indices, g.n_rows))
 
 
+@pytest.mark.parametrize("name", [n for n, g in SMALL.items() if g.n_rows == g.n_cols])
+def test_the_device_relabel_measures_the_hosts_relabelling(name):
+    # at.reorder(graph, "auto")'s relabel: the Graph relabelled where it is, its host copy the very
+    # graph (fingerprint) the host's relabelling gives, which the decision cache records
+    from autosage_cli.torch.reordered import DeviceRelabel
+
+    g = SMALL[name]
+    graph = at.Graph.from_csr_graph(g)
+    host = graph.host_csr(weighted=True)
+    perm = np.random.default_rng(1).permutation(g.n_rows)
+    relabel_device = DeviceRelabel(graph)
+    measured, seconds = relabel_device(host, perm, "labelprop")
+    assert measured.fingerprint == reorder.permute(host, perm).fingerprint and seconds > 0
+    assert relabel_device.graph_of(perm) is relabel_device.done[0][1]     # kept, not made again
+
+
 def test_a_graph_with_duplicate_edges_votes_as_its_host_csr():
     row, col = torch.tensor([0, 0, 0, 1, 2, 2, 3]), torch.tensor([1, 1, 1, 0, 3, 3, 2])
     graph = at.Graph.from_coo(row, col, None, (4, 4), keep_duplicates=True)

@@ -90,6 +90,7 @@ def test_auto_applies_only_a_measured_gain(tmp_path, speedup, applied):
 def test_auto_on_a_graph_weighs_and_keeps_its_own_relabelling(tmp_path, monkeypatch):
     # a Graph already on its device: each measured order is relabelled there once, timed as the
     # decision's apply cost, and the chosen one is the graph the wrapper runs on (not relabelled again)
+    from autosage_cli.graphs import reorder as reorder_mod
     from autosage_cli.torch import relabel
 
     made = []
@@ -98,12 +99,21 @@ def test_auto_on_a_graph_weighs_and_keeps_its_own_relabelling(tmp_path, monkeypa
         made.append(real(graph, perm))
         return made[-1]
     monkeypatch.setattr(relabel, "permuted_graph", counted)
+    host_relabels = []
+    real_permute = reorder_mod.permute
+    monkeypatch.setattr(reorder_mod, "permute", lambda *a, **k: host_relabels.append(1) or real_permute(*a, **k))
     graph = at.Graph.from_csr_graph(GRAPH)
     rg = at.reorder(graph, "auto", width=64, expected_calls=10**6, cache=tmp_path / "d.json",
                     measure_orders=_fake_orders(2.0), methods=("hubcluster", "rcm"),
                     decide_options={"device_info": DEVICE, "software_info": SOFTWARE})
     measured = [c for c in rg.decision.candidates if c.times is not None]
     assert rg.applied and len(made) == len(measured) >= 1
+    # what was measured is the device relabelling's host copy: the host's relabelling, bit for bit
+    # (the stored fingerprint `autosage replay` checks the permutation against)
+    assert host_relabels == []
+    host = graph.host_csr(weighted=True)
+    assert rg.decision.reordered.fingerprint == real_permute(host, rg.decision.perm).fingerprint
+    assert rg.decision.reordered.source["reorder"] == rg.method
     assert rg.graph is made[[c.method for c in measured].index(rg.method)]
     assert all(0 < c.apply_s < rg.cost_s for c in measured)
     net = Net().double()

@@ -19,9 +19,10 @@ one graph, whether to renumber its vertices (graphs.reorder) and with which meth
      original's time, and its saving over `expected_calls` calls (a training run's SpMMs) exceeds
      its cost (computing the order and relabelling the graph). Never one that measured slower.
      The relabelling counted is the one the caller's path pays: the host's (what a reordered
-     file needs: 2.8 s on 124M nonzeros) unless the caller passes `apply_cost`, e.g. the torch
-     path, which relabels the Graph already on its GPU (0.03 s there). Counting the host's on that
-     path kept products-like-shuffled's 1.83x labelprop order out of a 100-call decision.
+     file needs: 1.85-2.8 s on 124M nonzeros) unless the caller passes `relabel`, e.g. the torch
+     path, which relabels the Graph already on its GPU (0.02 s there) and hands back its host
+     copy to measure. Counting the host's on that path kept products-like-shuffled's 1.83x
+     labelprop order out of a 100-call decision.
   4. Store. The decision goes into the decision cache as an entry of op `reorder-<op>` (backend
      "reorder", schedule the method, "identity" when none is applied) under the same device and
      software key as a tune, and the permutation beside the cache as
@@ -193,7 +194,8 @@ def _candidate(graph: CSRGraph, method: str, symmetric, locality_before, k, item
                l2_bytes, labeller=None) -> tuple[Candidate, np.ndarray]:
     """The candidate of `method`: its order and the locality that order gives, computed from the
     permutation without relabelling the graph (reorder.relabelled_locality): only a measured
-    candidate is relabelled (_relabelled), and its apply_s is that relabel's."""
+    candidate is relabelled (host_relabel, or the caller's `relabel`), and its apply_s is that
+    relabel's."""
     started = time.perf_counter()
     xp = None
     if method in reorder_mod.ARRAY_METHODS and labeller is None:
@@ -206,11 +208,11 @@ def _candidate(graph: CSRGraph, method: str, symmetric, locality_before, k, item
     return Candidate(method, ordered - started, 0.0, after, estimate), perm
 
 
-def _relabelled(graph: CSRGraph, cand: Candidate, perm: np.ndarray) -> CSRGraph:
+def host_relabel(graph: CSRGraph, perm: np.ndarray, method: str) -> tuple[CSRGraph, float]:
+    """(P A Pᵀ on the host, the seconds it took): `relabel` when the caller has none of its own."""
     started = time.perf_counter()
-    reordered = reorder_mod.permute(graph, perm, {"reordered_from": graph.source, "reorder": cand.method})
-    cand.apply_s = time.perf_counter() - started
-    return reordered
+    reordered = reorder_mod.permute(graph, perm, {"reordered_from": graph.source, "reorder": method})
+    return reordered, time.perf_counter() - started
 
 
 def _from_entry(graph: CSRGraph, entry: dict, cache_path: Path, key_id: str) -> ReorderDecision:
@@ -228,14 +230,14 @@ def decide(graph: CSRGraph, k: int, *, measure_orders, cache, op: str = "spmm",
            dtype: str = dtypes.DEFAULT, expected_calls: int = DEFAULT_CALLS,
            methods=DEFAULT_METHODS, l2_bytes: int | None = None, features=None,
            device_info: dict | None = None, software_info: dict | None = None,
-           retune: bool = False, say=None, labeller=None, apply_cost=None) -> ReorderDecision:
+           retune: bool = False, say=None, labeller=None, relabel=None) -> ReorderDecision:
     """The reordering decision for `op` at width k on `graph` (module docstring). `measure_orders
     (original, reordered, perm, op, k, dtype) -> OrderTimes`; `cache` a DecisionCache or a path;
     `features` the graph's (computed when None); `l2_bytes` the device's L2 (None: not known,
     no shortcut); `device_info`/`software_info` as for tune (this machine's when None); `labeller`
-    labelprop's labels computed by the caller (graphs.reorder.labelprop_order); `apply_cost(perm)
-    -> seconds` what applying a measured order costs on the caller's path (None: the host
-    relabelling's seconds, step 3)."""
+    labelprop's labels computed by the caller (graphs.reorder.labelprop_order); `relabel(graph,
+    perm, method) -> (reordered CSRGraph, seconds)`: a measured order applied on the caller's path,
+    the host graph to measure and what applying it cost there (default host_relabel; step 3)."""
     from .. import tune as tune_mod
 
     say = say or (lambda _m: None)
@@ -265,14 +267,14 @@ def decide(graph: CSRGraph, k: int, *, measure_orders, cache, op: str = "spmm",
         elif found.stale:
             say(found.stale)
     decision = _decide(graph, k, measure_orders, op, dtype, expected_calls, methods, l2_bytes,
-                       features, say, labeller, apply_cost)
+                       features, say, labeller, relabel or host_relabel)
     decision.key_id = key.id
     _store(cache, key, graph, op, k, dtype, decision)
     return decision
 
 
 def _decide(graph, k, measure_orders, op, dtype, calls, methods, l2_bytes, features, say,
-            labeller=None, apply_cost=None) -> ReorderDecision:
+            labeller=None, relabel=host_relabel) -> ReorderDecision:
     from ...features import compute_features
 
     if features is None:
@@ -310,9 +312,7 @@ def _decide(graph, k, measure_orders, op, dtype, calls, methods, l2_bytes, featu
             cand.verdict = f"not measured: {MAX_MEASURED} better estimates were"
             continue
         perm = orders[cand.method]
-        reordered = _relabelled(graph, cand, perm)
-        if apply_cost is not None:
-            cand.apply_s = float(apply_cost(perm))
+        reordered, cand.apply_s = relabel(graph, perm, cand.method)
         orders[cand.method] = (perm, reordered)
         say(f"reordering: measuring {op} K={k} on the {cand.method} order")
         cand.times = measure_orders(graph, reordered, perm, op, k, dtype)

@@ -121,6 +121,33 @@ def test_torch_reordered_layers_on_cuda_match_the_original_order(tmp_path):
     torch.testing.assert_close(at.Reordered(net, auto)(x), plain, rtol=1e-4, atol=1e-4)
 
 
+def test_auto_on_a_cuda_graph_measures_and_applies_its_own_relabelling(tmp_path, monkeypatch):
+    # at.reorder of a Graph already on the GPU: the order is relabelled there, the host copy of that
+    # is what OrderMeasurer tunes and times, nothing is relabelled on the host, and a second call
+    # takes the cached decision without measuring or relabelling on the host either
+    torch = pytest.importorskip("torch")
+    import autosage_cli.torch as at
+
+    graph = generate("power-law", {**BLOCKS, "n": 400_000, "nnz": 4_000_000, "shuffle": 1})
+    cache = str(tmp_path / "d.json")
+    user = at.Graph.from_csr_graph(graph, device="cuda", cache=cache)
+    real_permute, host_relabels = reorder.permute, []
+    monkeypatch.setattr(reorder, "permute", lambda *a, **k: host_relabels.append(1) or real_permute(*a, **k))
+    rg = at.reorder(user, "auto", width=64, cache=cache, methods=("labelprop",), expected_calls=10**6)
+    cand = next(c for c in rg.decision.candidates if c.method == "labelprop")
+    assert cand.times is not None and cand.times.verified and 0 < cand.apply_s < rg.cost_s
+    assert host_relabels == []
+    x = torch.randn(graph.n_rows, 64, device="cuda")
+    torch.testing.assert_close(rg.to_user(at.spmm(rg.graph, rg.to_internal(x))), at.spmm(user, x),
+                               rtol=1e-4, atol=1e-4)
+    if rg.applied:
+        assert rg.decision.reordered.fingerprint == real_permute(user.host_csr(), rg.decision.perm).fingerprint
+    again = at.reorder(user, "auto", width=64, cache=cache, methods=("labelprop",), expected_calls=10**6)
+    assert again.decision.from_cache and again.method == rg.method and host_relabels == []
+    print(f"auto on {graph.nnz:,} edges: {rg.method}, {cand.times.speedup:.2f}x, decided in "
+          f"{rg.cost_s:.2f} s, cached {again.cost_s:.3f} s")
+
+
 def test_bench_rows_for_a_reordered_graph(tmp_path):
     out = tmp_path / "run"
     result = run_cli("bench", "--dataset", "cora", "--ops", "spmm", "--widths", "16", "--reorder",

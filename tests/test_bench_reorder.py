@@ -136,6 +136,7 @@ def test_training_with_the_schedulers_reordering_on_the_cpu(tmp_path, monkeypatc
     (["--reorder", ","], ["at least one method"]),
     (["--suite", "minibatch", "--reorder", "rcm"], ["does not apply to --suite minibatch"]),
     (["--reorder", "auto"], ["--reorder auto applies to --suite training only"]),
+    (["--suite", "minibatch", "--reorder", "auto"], ["does not apply to --suite minibatch"]),
 ])
 def test_bad_reorder_options_are_one_line_errors(tmp_path, argv, words):
     assert_one_line_error(run_cli("bench", "--dataset", "cora", *argv, "--dry-run"), words)

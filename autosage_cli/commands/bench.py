@@ -276,10 +276,9 @@ def _suite_flags(suite: str, steps, batch_size, fanouts, reorder, modes=None) ->
         for flag, value in (("--steps", steps), ("--batch-size", batch_size), ("--fanouts", fanouts)):
             if value is not None:
                 raise AutosageError(f"{flag} applies to --suite minibatch only")
-    methods = suites.parse_reorder(reorder, allow_auto=suite == suites.TRAINING)
-    if methods and suite == suites.MINIBATCH:
+    if reorder is not None and suite == suites.MINIBATCH:
         raise AutosageError("--reorder does not apply to --suite minibatch (each batch is a new graph)")
-    return methods
+    return suites.parse_reorder(reorder, allow_auto=suite == suites.TRAINING)
 
 
 def _prior_run(out: Path) -> tuple[list, list]:

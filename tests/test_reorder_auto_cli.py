@@ -142,6 +142,7 @@ def test_the_table_says_what_was_decided_and_why(tmp_path, fake_gpu):
     lines = result.stdout.splitlines()
     assert lines[0] == f"decision (spmm K=64, {rd.DEFAULT_CALLS:,} calls): {FAST}"
     assert lines[1].startswith(f"  reason: {FAST}: measured 2.00x, saves ")
+    assert lines[2].startswith("  deciding: features ") and " measure " in lines[2]
     assert any(line.startswith(f"  candidate {FAST}: estimated ") and "100 -> 50 ms (2x, verified): applies"
                in line for line in lines)
     assert any(line.startswith(f"method: {FAST} (order ") for line in lines)

@@ -69,6 +69,11 @@ def test_a_shuffled_graph_is_reordered_and_the_decision_stored(tmp_path):
     best = next(c for c in d.candidates if c.method == d.method)
     assert best.verdict == "applies" and best.times.speedup > 1 / rd.GUARDRAIL
     assert d.reordered.fingerprint == reorder.permute(SHUFFLED, d.perm).fingerprint
+    # where deciding spent its time, per phase, kept with the decision
+    assert set(d.timings) == {"features_s", "candidates_s", "relabel_s", "measure_s"}
+    assert all(d.timings[p] > 0 for p in ("features_s", "candidates_s", "relabel_s", "measure_s"))
+    entry = next(e for e in DecisionCache(tmp_path / "decisions.json").entries() if "reorder" in e)
+    assert entry["reorder"]["timings"] == pytest.approx(d.timings)
     stored = rd.perm_path(tmp_path / "decisions.json", SHUFFLED.fingerprint, d.method)
     np.testing.assert_array_equal(np.load(stored), d.perm)
     # a second decision is a cache hit: the same order, nothing measured

@@ -279,8 +279,10 @@ def reordered_graph(graph, method: str, params: dict | None = None):
         calls = AMORTISE_EPOCHS * training.spmm_calls_per_epoch(model)
         reordered = reorder(graph, "auto", width=training.width(model)[0], expected_calls=calls,
                             cache=(params or {}).get("cache_path"))
+        phases = ", ".join(f"{name.removesuffix('_s')} {seconds:.2f} s"
+                           for name, seconds in reordered.decision.timings.items())
         click.echo(f"  auto: {reordered.method} ({reordered.decision.reason}); decided in "
-                   f"{reordered.cost_s:.2f} s", err=True)
+                   f"{reordered.cost_s:.2f} s" + (f" ({phases})" if phases else ""), err=True)
         reordered.method = f"auto:{reordered.method}"
         return reordered
     reordered = reorder(graph, method)

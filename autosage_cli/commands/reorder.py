@@ -106,6 +106,9 @@ def render_decision(d: dict) -> None:
     click.echo(f"decision (spmm K={d['width']}, {d['expected_calls']:,} calls): "
                f"{d['method']}{kept}{cached}")
     click.echo(f"  reason: {d['reason']}")
+    if not d["from_cache"] and d.get("timings"):
+        click.echo("  deciding: " + ", ".join(f"{name.removesuffix('_s')} {seconds:.2f} s"
+                                              for name, seconds in d["timings"].items()))
     for c in d["candidates"]:
         click.echo(_candidate_line(c))
 

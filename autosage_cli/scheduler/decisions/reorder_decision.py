@@ -125,6 +125,9 @@ class ReorderDecision:
     from_cache: bool = False
     key_id: str = ""
     original: CSRGraph | None = field(default=None, repr=False)
+    # seconds per phase of deciding (features, candidate orders and their locality, relabelling
+    # the measured ones, measuring): where a cold decision's time goes, which its cost leaves out
+    timings: dict = field(default_factory=dict)
 
     @property
     def applied(self) -> bool:
@@ -142,7 +145,7 @@ class ReorderDecision:
     def to_dict(self) -> dict:
         return {"method": self.method, "applied": self.applied, "reason": self.reason,
                 "locality": self.locality, "expected_calls": self.expected_calls,
-                "from_cache": self.from_cache,
+                "from_cache": self.from_cache, "timings": dict(self.timings),
                 "candidates": [c.to_dict() if isinstance(c, Candidate) else c for c in self.candidates]}
 
 
@@ -275,10 +278,21 @@ def decide(graph: CSRGraph, k: int, *, measure_orders, cache, op: str = "spmm",
 
 def _decide(graph, k, measure_orders, op, dtype, calls, methods, l2_bytes, features, say,
             labeller=None, relabel=host_relabel) -> ReorderDecision:
+    timings = dict.fromkeys(("features_s", "candidates_s", "relabel_s", "measure_s"), 0.0)
+    decision = _decide_timed(graph, k, measure_orders, op, dtype, calls, methods, l2_bytes, features,
+                             say, labeller, relabel, timings)
+    decision.timings = timings
+    return decision
+
+
+def _decide_timed(graph, k, measure_orders, op, dtype, calls, methods, l2_bytes, features, say,
+                  labeller, relabel, timings: dict) -> ReorderDecision:
     from ...features import compute_features
 
     if features is None:
+        started = time.perf_counter()
         features = compute_features(graph, symmetry=True)
+        timings["features_s"] = time.perf_counter() - started
     before = float(features.locality)
     itemsize = dtypes.itemsize(dtype)
     b_bytes = graph.n_cols * k * itemsize
@@ -299,7 +313,9 @@ def _decide(graph, k, measure_orders, op, dtype, calls, methods, l2_bytes, featu
             candidates.append(Candidate(method, 0.0, 0.0, before, 1.0, verdict=f"not run: {missing}"))
             continue
         say(f"reordering: computing {method}")
+        started = time.perf_counter()
         cand, perm = _candidate(graph, method, features.symmetric, before, k, itemsize, l2_bytes, labeller)
+        timings["candidates_s"] += time.perf_counter() - started
         candidates.append(cand)
         orders[method] = perm
     ranked = sorted((c for c in candidates if c.method in orders), key=lambda c: -c.estimate)
@@ -312,10 +328,14 @@ def _decide(graph, k, measure_orders, op, dtype, calls, methods, l2_bytes, featu
             cand.verdict = f"not measured: {MAX_MEASURED} better estimates were"
             continue
         perm = orders[cand.method]
+        started = time.perf_counter()
         reordered, cand.apply_s = relabel(graph, perm, cand.method)
         orders[cand.method] = (perm, reordered)
+        measured_at = time.perf_counter()
+        timings["relabel_s"] += measured_at - started
         say(f"reordering: measuring {op} K={k} on the {cand.method} order")
         cand.times = measure_orders(graph, reordered, perm, op, k, dtype)
+        timings["measure_s"] += time.perf_counter() - measured_at
         measured += 1
         cand.verdict = _verdict(cand, calls)
     winners = [c for c in ranked if c.verdict == "applies"]

@@ -137,9 +137,9 @@ def _decided(graph, width, expected_calls, device, cache, methods, measure_order
     """method="auto": the scheduler's decision on the host CSR, the chosen order then applied on
     the graph's device. For a Graph, the decision weighs the relabelling this path pays (P A Pᵀ
     on the device, DeviceRelabel: the measured candidates' relabelled Graphs, the chosen one
-    kept, their host copies measured), not the host's; on CUDA labelprop's labels come from torch's kernels on the Graph's own
-    tensors (the host CSR's pattern uploaded again cost 0.54 s of products-like-shuffled's order,
-    against 0.06 s for the named method's whole reordering)."""
+    kept, their host copies measured), not the host's. On CUDA labelprop's labels come from
+    torch's kernels on the Graph's own tensors (the host CSR's pattern uploaded again cost 0.54 s
+    of products-like-shuffled's order, against 0.06 s for the named method's whole reordering)."""
     from ..scheduler.decisions import reorder_decision as rd
     from . import relabel
 

@@ -139,6 +139,25 @@ def test_the_relabelling_weighed_is_the_callers_own(tmp_path):
     assert free.applied and free.candidates[0].apply_s == 0.0
 
 
+def test_the_symmetry_check_runs_only_for_the_orders_that_read_it(tmp_path, monkeypatch):
+    # the exact check transposes the graph; labelprop and hubcluster never read its verdict
+    from autosage_cli import features as features_mod
+
+    checks = []
+    real = features_mod.transpose_matches
+    monkeypatch.setattr(features_mod, "transpose_matches", lambda *a, **k: checks.append(1) or real(*a, **k))
+    from autosage_cli.graphs.csr import canonical_csr
+
+    m = SHUFFLED.to_scipy()
+    symmetric = canonical_csr((m + m.T).tocsr())     # the cheap prefilter cannot settle it
+    assert features_mod.symmetry_prefilter(symmetric, features_mod.diagonal_sums(
+        symmetric, np.diff(symmetric.indptr))) is None
+    _decide(symmetric, tmp_path, FakeOrders(), methods=("hubcluster", "degree"))
+    assert checks == []
+    _decide(symmetric, tmp_path, FakeOrders(), methods=("hubcluster", "rcm"))
+    assert checks == [1]
+
+
 def test_bad_questions_are_one_line_errors(tmp_path):
     with pytest.raises(AutosageError, match="decided on spmm"):
         _decide(SHUFFLED, tmp_path, FakeOrders(), op="sddmm")

@@ -290,8 +290,11 @@ def _decide_timed(graph, k, measure_orders, op, dtype, calls, methods, l2_bytes,
     from ...features import compute_features
 
     if features is None:
+        # the exact symmetry check transposes the graph (more than the rest of the features on a
+        # symmetric graph): only the orders that read it (SYMMETRIC_AWARE) need it
         started = time.perf_counter()
-        features = compute_features(graph, symmetry=True)
+        features = compute_features(graph, symmetry=any(
+            m in reorder_mod.SYMMETRIC_AWARE and _not_run(m, graph.nnz) is None for m in methods))
         timings["features_s"] = time.perf_counter() - started
     before = float(features.locality)
     itemsize = dtypes.itemsize(dtype)
@@ -305,10 +308,7 @@ def _decide_timed(graph, k, measure_orders, op, dtype, calls, methods, l2_bytes,
                                before, calls)
     candidates, orders = [], {}
     for method in methods:
-        missing = reorder_mod.available(method)
-        predicted = ORDER_S_PER_NNZ.get(method, 0.0) * graph.nnz
-        if predicted > MAX_ORDER_S:
-            missing = f"predicted to take {predicted:.0f} s on {graph.nnz} nonzeros (over {MAX_ORDER_S:.0f} s)"
+        missing = _not_run(method, graph.nnz)
         if missing:
             candidates.append(Candidate(method, 0.0, 0.0, before, 1.0, verdict=f"not run: {missing}"))
             continue
@@ -350,6 +350,15 @@ def _decide_timed(graph, k, measure_orders, op, dtype, calls, methods, l2_bytes,
     return ReorderDecision(best.method, f"{best.method}: measured {best.times.speedup:.2f}x, saves "
                            f"{best.saving_s(calls):.2f} s over {calls} calls after its "
                            f"{best.cost_s:.2f} s", before, calls, candidates, perm, reordered)
+
+
+def _not_run(method: str, nnz: int) -> str | None:
+    """Why `method` is not computed on a graph of `nnz` nonzeros (its library missing, or predicted
+    over MAX_ORDER_S), or None."""
+    predicted = ORDER_S_PER_NNZ.get(method, 0.0) * nnz
+    if predicted > MAX_ORDER_S:
+        return f"predicted to take {predicted:.0f} s on {nnz} nonzeros (over {MAX_ORDER_S:.0f} s)"
+    return reorder_mod.available(method)
 
 
 def _verdict(cand: Candidate, calls: int) -> str:

@@ -26,11 +26,13 @@ def _without_duplicates(rowptr: np.ndarray, col: np.ndarray, shape: tuple):
     return m.indptr, m.indices, np.ones(m.nnz, dtype=np.float32)
 
 
-def _repeats_an_edge(rowptr: np.ndarray, col: np.ndarray) -> bool:
-    """Whether a row-sorted CSR lists an entry twice (a graph built with keep_duplicates)."""
-    same = np.diff(col) == 0
+def _repeats_an_edge(rowptr, col) -> bool:
+    """Whether a row-sorted CSR (tensors, where the graph is: one pass there, on a GPU a few
+    milliseconds for 124M edges, not the host's) lists an entry twice (a graph built with
+    keep_duplicates)."""
+    same = col[1:] == col[:-1]
     boundaries = rowptr[1:-1]
-    same[boundaries[(boundaries > 0) & (boundaries < col.size)] - 1] = False   # across rows
+    same[boundaries[(boundaries > 0) & (boundaries < col.numel())] - 1] = False   # across rows
     return bool(same.any())
 
 
@@ -54,10 +56,11 @@ def host_csr(g, weighted: bool = True) -> CSRGraph:
         which = "coalesced"
     if which not in g._host:
         _HOST_COPIES[0] += 1
+        repeats = which != "coalesced" and _repeats_an_edge(g.rowptr, g.col)
         rowptr, col = g.rowptr.cpu().numpy(), g.col.cpu().numpy()
         values = (g.weight.float().cpu().numpy() if which == "weighted"
                   else np.ones(g.nnz, dtype=np.float32))
-        if which == "coalesced" or _repeats_an_edge(rowptr, col):
+        if which == "coalesced" or repeats:
             # its coalesced graph is gone, or it never had one (from_coo with keep_duplicates):
             # the pattern without duplicates
             rowptr, col, values = _without_duplicates(rowptr, col, g.shape)

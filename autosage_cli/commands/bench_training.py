@@ -264,7 +264,7 @@ def training_graphs(specs, params: dict, device: str):
         training.free_memory()
 
 
-def reordered_graphs(graph, method: str, params: dict | None = None) -> list:
+def reordered_graphs(graph, method: str, params: dict) -> list:
     """The training Graph renumbered by `method` on its own device (torch.reordered.reorder of the
     Graph: the order and P A Pᵀ as tensor passes, a library's order on the host), as a
     ReorderedGraph whose cost is what reordering adds to the run: the order and the relabelling,
@@ -273,6 +273,7 @@ def reordered_graphs(graph, method: str, params: dict | None = None) -> list:
     (measured on the GPU, through params["cache_path"]), twice: the first run's (`auto:<method>`,
     its cost the whole decision unless the cache already held it) and a later run's
     (`auto:<method>:cached`, the cached decision applied)."""
+    from ..scheduler.decisions.reorder_decision import describe_timings
     from ..torch import training
     from ..torch.reordered import reorder
 
@@ -280,12 +281,11 @@ def reordered_graphs(graph, method: str, params: dict | None = None) -> list:
         reordered = reorder(graph, method)
         click.echo(f"  {method}: ordered and relabelled in {reordered.cost_s:.2f} s", err=True)
         return [reordered]
-    model = (params or {}).get("models", ("gcn",))[0]
-    options = {"width": training.width(model)[0], "cache": (params or {}).get("cache_path"),
+    model = params.get("models", ("gcn",))[0]
+    options = {"width": training.width(model)[0], "cache": params.get("cache_path"),
                "expected_calls": AMORTISE_EPOCHS * training.spmm_calls_per_epoch(model)}
     first, later = reorder(graph, "auto", **options), reorder(graph, "auto", **options)
-    phases = ", ".join(f"{name.removesuffix('_s')} {seconds:.2f} s"
-                       for name, seconds in first.decision.timings.items())
+    phases = describe_timings(first.decision.timings)
     click.echo(f"  auto: {first.method} ({first.decision.reason}); decided in {first.cost_s:.2f} s"
                + (f" ({phases})" if phases else "") + f", {later.cost_s:.2f} s from the cache", err=True)
     first.method, later.method = f"auto:{first.method}", f"auto:{later.method}:cached"

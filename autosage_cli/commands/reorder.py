@@ -80,9 +80,10 @@ def chosen_order(graph, decision):
     cand = next(c for c in decision.candidates
                 if (c["method"] if isinstance(c, dict) else c.method) == decision.method)
     cand = cand if isinstance(cand, dict) else cand.to_dict()
+    reordered = decision.relabelled()
     report = reordering.Reordering(decision.method, cand["order_s"], cand["apply_s"],
-                                   reordering.spread(graph), reordering.spread(decision.relabelled()))
-    return decision.relabelled(), decision.perm, report
+                                   reordering.spread(graph), reordering.spread(reordered))
+    return reordered, decision.perm, report
 
 
 def _spread_line(name: str, before: float, after: float, fmt: str) -> str:
@@ -107,8 +108,9 @@ def render_decision(d: dict) -> None:
                f"{d['method']}{kept}{cached}")
     click.echo(f"  reason: {d['reason']}")
     if not d["from_cache"] and d.get("timings"):
-        click.echo("  deciding: " + ", ".join(f"{name.removesuffix('_s')} {seconds:.2f} s"
-                                              for name, seconds in d["timings"].items()))
+        from ..scheduler.decisions.reorder_decision import describe_timings
+
+        click.echo("  deciding: " + describe_timings(d["timings"]))
     for c in d["candidates"]:
         click.echo(_candidate_line(c))
 

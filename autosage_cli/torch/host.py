@@ -36,6 +36,12 @@ def _repeats_an_edge(rowptr, col) -> bool:
     return bool(same.any())
 
 
+def holds_its_edges(g, host: CSRGraph) -> bool:
+    """Whether `host`, g's host CSR, lists g's own edges: not when g keeps duplicate edges, which
+    a CSRGraph holds once (then work on g's tensors would not be work on `host`)."""
+    return host.nnz == g.nnz
+
+
 def host_csr(g, weighted: bool = True) -> CSRGraph:
     """g's canonical CSR on the host, with its weights or the pattern (all ones); a graph that keeps
     duplicate edges gives its coalesced graph's pattern (a CSRGraph holds no duplicates)."""

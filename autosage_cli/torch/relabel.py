@@ -19,6 +19,7 @@ from ..errors import AutosageError
 from ..graphs.csr import CSRGraph
 from . import label_propagation
 from .graph import Graph
+from .host import holds_its_edges
 
 DEVICE_METHODS = ("labelprop", "degree", "hubsort", "hubcluster", "identity")
 
@@ -58,7 +59,7 @@ def graph_labels(graph, host: CSRGraph):
     """csr_labels of `host`, the host CSR of `graph`, from the Graph's own tensors where they are
     when they hold the same edges (no copy back to the device); a Graph that keeps duplicate edges
     (its host CSR has fewer) votes as its host CSR does, through csr_labels."""
-    if graph.nnz != host.nnz:
+    if not holds_its_edges(graph, host):
         return csr_labels(host, graph.device)
     return _labels(graph.rowptr, graph.row, graph.col, graph.n_rows).cpu().numpy()
 

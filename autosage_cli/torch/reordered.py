@@ -30,6 +30,7 @@ import torch
 from ..errors import AutosageError
 from ..graphs.csr import CSRGraph
 from .graph import Graph
+from .host import holds_its_edges
 
 
 class ReorderedGraph:
@@ -200,7 +201,7 @@ class DeviceRelabel:
         from ..scheduler.decisions.reorder_decision import host_relabel
 
         seconds = self.apply(perm)
-        if host.nnz != self.graph.nnz:
+        if not holds_its_edges(self.graph, host):
             return host_relabel(host, perm, method)[0], seconds
         measured = self.done[-1][1].host_csr(weighted=True)
         source = {"reordered_from": host.source, "reorder": method}

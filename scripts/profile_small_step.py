@@ -11,6 +11,8 @@ fastest mode, and a cProfile of 50 of our steps.
   time and the kernels one replay runs (what bounds a step with no host work left)
   PROFILE_COMPILED=1: also our step under torch.compile (default mode, fullgraph, as the suite's
   `compiled` rows): its time, the torch profiler's tables and a cProfile
+  PROFILE_PYG=0: ours only (a large graph, where PyG's modes run out of memory or take seconds);
+  PROFILE_GRAPHS then takes any dataset name `autosage bench --dataset` takes (products-like)
 """
 import cProfile
 import gc
@@ -25,7 +27,7 @@ import torch_geometric.nn as pyg
 from torch.profiler import ProfilerActivity, profile
 
 import autosage_cli.torch as at
-from autosage_cli.graphs.load import load_graph
+from autosage_cli.bench.suites import resolve_graph
 from autosage_cli.torch import training as tr
 
 GRAPHS = tuple(os.environ.get("PROFILE_GRAPHS", "cora,pubmed").split(","))
@@ -33,6 +35,7 @@ MODELS = tuple(os.environ.get("PROFILE_MODELS", "gat,gcn,sage").split(","))
 PROFILED = MODELS               # the models whose steps are profiled, beside being timed
 CAPTURED = os.environ.get("PROFILE_CAPTURED") == "1"
 COMPILED = os.environ.get("PROFILE_COMPILED") == "1"
+WITH_PYG = os.environ.get("PROFILE_PYG", "1") == "1"
 
 
 def timed(step, n: int) -> float:
@@ -119,7 +122,7 @@ def main(path: str) -> None:
             print(text, flush=True)
 
         for name in GRAPHS:
-            g = tr.training_graph(load_graph(f"datasets/{name}.mtx.gz"), "cuda")
+            g = tr.training_graph(resolve_graph(name).load("datasets", 0), "cuda")
             x, labels = tr.random_data(name, g.n_rows, g.device, 0)
             pyg_inputs = tr.pyg_inputs(g)
             n_in, n_out = tr.feature_dims(name)
@@ -129,7 +132,7 @@ def main(path: str) -> None:
                 ours = tr.build(at, model_name, n_in, n_out).cuda()
                 ours.load_state_dict(init)
                 steps = {"ours": tr.eager_step(ours, g, x, labels, 0)}
-                for mode in tr.PYG_MODES[model_name]:   # as the training suite builds PyG per mode
+                for mode in tr.PYG_MODES[model_name] if WITH_PYG else ():   # as the training suite builds PyG per mode
                     theirs = tr.build(pyg, model_name, n_in, n_out, pyg_mode=mode).cuda()
                     theirs.load_state_dict(init)
                     steps[f"pyg {mode}"] = tr.eager_step(theirs, pyg_inputs[mode], x, labels, 0)
@@ -142,15 +145,15 @@ def main(path: str) -> None:
                         del steps[label]
                 times = {label: (timed(step, 100), timed(step, 100)) for label, step in steps.items()}
                 a, a2 = times["ours"]
-                say(f"== {name} {model_name}: ours {a:.3f}/{a2:.3f} ms; " + "; ".join(
+                say(f"== {name} {model_name} ({g.describe()}): ours {a:.3f}/{a2:.3f} ms; " + "; ".join(
                     f"{label} {b:.3f}/{b2:.3f} ms -> {b / a:.2f}x/{b2 / a2:.2f}x"
                     for label, (b, b2) in times.items() if label != "ours"))
                 say(plans_report())
                 say(f"  ours: {cupy_launches(steps['ours']):.0f} launches through CuPy per step")
                 if model_name not in PROFILED:
                     continue
-                fastest = min((label for label in times if label != "ours"), key=lambda label: times[label][1])
-                for label in ("ours", fastest):
+                theirs = [label for label in times if label != "ours"]
+                for label in ["ours"] + ([min(theirs, key=lambda label: times[label][1])] if theirs else []):
                     kernels, table = torch_profile(steps[label])
                     say(f"  {label}: {kernels:.0f} CUDA kernels per step")
                     say(table)

@@ -101,7 +101,8 @@ def test_training_with_and_without_reordering_on_the_cpu(tmp_path):
 
 
 def test_training_with_the_schedulers_reordering_on_the_cpu(tmp_path, monkeypatch):
-    # --reorder auto: the decision is asked at the model's hidden width over 100 epochs of its SpMMs
+    # --reorder auto: the decision is asked at the model's most frequent SpMM width over 100 epochs
+    # of its SpMMs
     # (measured by a fake here: no GPU), and its row carries what it chose and what deciding cost
     pytest.importorskip("torch", reason="torch is not installed")
     pytest.importorskip("torch_geometric", reason="torch_geometric is not installed")
@@ -124,8 +125,8 @@ def test_training_with_the_schedulers_reordering_on_the_cpu(tmp_path, monkeypatc
     rows = bench_training.run_graphs([resolve_graph("cora")], ("sage",), 4, params, {"gpu": "cpu"},
                                      tmp_path, [], device="cpu")
     # asked twice: the first run's decision, then a later run's, which the cache answers
-    assert asked == [(training.width("sage")[0], AMORTISE_EPOCHS * training.spmm_calls_per_epoch("sage"))] * 2
-    assert training.spmm_calls_per_epoch("sage") == 5 and training.spmm_calls_per_epoch("gcn") == 3
+    # cora trains 128 -> 256 -> 256 -> 16: SpMMs at 128, 256, 16 forward, 16, 256 backward
+    assert asked == [(256, AMORTISE_EPOCHS * 5)] * 2
     ours = {r.reorder: r for r in rows if r.backend == "autosage"}
     first = next(r for method, r in ours.items() if method.startswith("auto:") and not method.endswith(":cached"))
     later = ours[first.reorder + ":cached"]
@@ -153,3 +154,26 @@ def test_a_dry_run_lists_the_reordered_cases(tmp_path):
                     "rcm,hubcluster", "--dry-run", "--json")
     assert plain.exit_code == 0 and twice.exit_code == 0, twice.stderr
     assert len(json.loads(twice.stdout)["cases"]) == 3 * len(json.loads(plain.stdout)["cases"])
+
+
+@pytest.mark.parametrize("model, dims, widths, decided", [
+    ("gcn", (100, 47), [100, 47, 47], 47),             # products-like: aggregate-first, then transform-first
+    ("sage", (128, 16), [128, 256, 16, 16, 256], 256),
+    ("gcn", (500, 3), [256, 3, 3], 3),
+])
+def test_a_models_spmm_widths_are_those_its_layers_aggregate_at(model, dims, widths, decided, monkeypatch):
+    # what the reordering decision is measured at: checked against the widths the layers' forward
+    # passes hand to their SpMMs on the CPU
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    import autosage_cli.torch as at
+    from autosage_cli.torch import nn as layers, training
+
+    net = training.build(at, model, *dims)
+    assert training.spmm_widths(net) == widths and training.decision_width(widths) == decided
+    seen = []
+    for name in ("spmm",):
+        real = getattr(layers, name)
+        monkeypatch.setattr(layers, name, lambda g, h, *a, _real=real, **k: seen.append(h.shape[1]) or _real(g, h, *a, **k))
+    graph = at.Graph.from_coo(torch.tensor([0, 1, 2, 3]), torch.tensor([1, 2, 3, 0]), None, (4, 4))
+    net(torch.randn(4, dims[0]), graph)
+    assert seen == widths[:len(net.layers)]

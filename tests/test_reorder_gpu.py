@@ -128,7 +128,7 @@ def test_auto_on_a_cuda_graph_measures_and_applies_its_own_relabelling(tmp_path,
     torch = pytest.importorskip("torch")
     import autosage_cli.torch as at
 
-    graph = generate("power-law", {**BLOCKS, "n": 400_000, "nnz": 4_000_000, "shuffle": 1})
+    graph = generate("power-law", {**BLOCKS, "n": 400_000, "nnz": 8_000_000, "shuffle": 1})
     cache = str(tmp_path / "d.json")
     user = at.Graph.from_csr_graph(graph, device="cuda", cache=cache)
     real_permute, host_relabels = reorder.permute, []

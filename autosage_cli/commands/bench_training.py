@@ -255,7 +255,7 @@ def training_graphs(specs, params: dict, device: str):
         click.echo(f"{spec.label}: loading", err=True)
         csr = spec.load(params["root"], params["seed"])
         graph = training.training_graph(csr, device, params.get("cache_path"))
-        reorderings = [rg for m in params.get("reorder") or () for rg in reordered_graphs(graph, m, params)]
+        reorderings = [rg for m in params.get("reorder") or () for rg in reordered_graphs(graph, m, params, spec.label)]
         del csr
         click.echo(f"{spec.label}: {graph.n_rows:,} nodes, {graph.nnz:,} edges "
                    f"({time.perf_counter() - t0:.1f} s)", err=True)
@@ -264,12 +264,13 @@ def training_graphs(specs, params: dict, device: str):
         training.free_memory()
 
 
-def reordered_graphs(graph, method: str, params: dict) -> list:
+def reordered_graphs(graph, method: str, params: dict, label: str) -> list:
     """The training Graph renumbered by `method` on its own device (torch.reordered.reorder of the
     Graph: the order and P A Pᵀ as tensor passes, a library's order on the host), as a
     ReorderedGraph whose cost is what reordering adds to the run: the order and the relabelling,
     not the user's graph, which every run builds. `auto`: the scheduler's decision for SpMM at the
-    hidden width over the SpMMs of AMORTISE_EPOCHS epochs of the first model of params["models"]
+    most frequent width of the first model of params["models"] (on graph `label`'s features; the
+    plan it tunes is then one the training runs) over the SpMMs of AMORTISE_EPOCHS epochs
     (measured on the GPU, through params["cache_path"]), twice: the first run's (`auto:<method>`,
     its cost the whole decision unless the cache already held it) and a later run's
     (`auto:<method>:cached`, the cached decision applied)."""
@@ -281,9 +282,12 @@ def reordered_graphs(graph, method: str, params: dict) -> list:
         reordered = reorder(graph, method)
         click.echo(f"  {method}: ordered and relabelled in {reordered.cost_s:.2f} s", err=True)
         return [reordered]
+    from .. import torch as layers
+
     model = params.get("models", ("gcn",))[0]
-    options = {"width": training.width(model)[0], "cache": params.get("cache_path"),
-               "expected_calls": AMORTISE_EPOCHS * training.spmm_calls_per_epoch(model)}
+    widths = training.spmm_widths(training.build(layers, model, *training.feature_dims(label)))
+    options = {"width": training.decision_width(widths), "cache": params.get("cache_path"),
+               "expected_calls": AMORTISE_EPOCHS * len(widths)}
     first, later = reorder(graph, "auto", **options), reorder(graph, "auto", **options)
     phases = describe_timings(first.decision.timings)
     click.echo(f"  auto: {first.method} ({first.decision.reason}); decided in {first.cost_s:.2f} s"

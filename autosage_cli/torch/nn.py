@@ -127,6 +127,12 @@ class GCNConv(nn.Module):
         if self.bias is not None:
             nn.init.zeros_(self.bias)
 
+    @property
+    def aggregation_width(self) -> int:
+        """The columns this layer's SpMM moves (forward, and backward when its input needs a
+        gradient): the narrower of its two widths."""
+        return min(self.in_channels, self.out_channels)
+
     def forward(self, x: torch.Tensor, edge_index, edge_weight: torch.Tensor | None = None):
         g = as_graph(edge_index, x.shape[0])
         if self.in_channels < self.out_channels:
@@ -197,6 +203,11 @@ class SAGEConv(nn.Module):
             if lin is not None:
                 lin.reset_parameters()
 
+    @property
+    def aggregation_width(self) -> int:
+        """The columns this layer's SpMM moves: the output's when W_l runs first, else the source's."""
+        return min(self.out_channels, self.lin_l.in_features)
+
     def forward(self, x, edge_index):
         x_src, x_dst, size = _split_input(x)
         g = mean_graph(as_graph(edge_index, size))
@@ -204,7 +215,7 @@ class SAGEConv(nn.Module):
         # The root term and the bias ride on a GEMM that runs anyway (cuBLAS's epilogue), not on
         # passes of their own over the output: a mini-batch's wide layers over every batch row
         # spend their time in such passes as much as in the aggregation.
-        if self.out_channels < self.lin_l.in_features:
+        if self.aggregation_width < self.lin_l.in_features:
             out = spmm(g, F.linear(x_src, self.lin_l.weight))
             root = F.linear(x_dst, self.lin_r.weight, self.lin_l.bias) if self.root_weight else self.lin_l.bias
             out = out if root is None else out + root
@@ -242,6 +253,11 @@ class TransformerConv(nn.Module):
         # made even when unused (root_weight=False), as PyG does, so state dicts load both ways
         self.lin_skip = nn.Linear(in_channels, out_width, bias=bias)
         self.lin_beta = nn.Linear(3 * out_width, 1, bias=False) if beta else None
+
+    @property
+    def aggregation_width(self) -> int:
+        """The columns its attention aggregates: every head's channels."""
+        return self.heads * self.out_channels
 
     def forward(self, x: torch.Tensor, edge_index):
         g = as_graph(edge_index, x.shape[0])
@@ -314,6 +330,11 @@ class GATConv(nn.Module):
             _glorot(t)
         if self.bias is not None:
             nn.init.zeros_(self.bias)
+
+    @property
+    def aggregation_width(self) -> int:
+        """The columns its attention aggregates: every head's channels."""
+        return self.heads * self.out_channels
 
     def forward(self, x, edge_index):
         x_src, x_dst, size = _split_input(x)

@@ -56,12 +56,19 @@ def width(model: str) -> tuple[int, int]:
     return (GAT_HEADS * GAT_CHANNELS, GAT_HEADS) if model in ("gat", "transformer") else (HIDDEN, 1)
 
 
-def spmm_calls_per_epoch(model: str) -> int:
-    """The SpMMs (or attention aggregations) of one epoch: one per layer forward, one per layer
-    backward but the first's (the input features need no gradient); the count a reordering
-    decision weighs its cost against."""
-    layers = 3 if model == "sage" else 2
-    return 2 * layers - 1
+def spmm_widths(model: "Net") -> list[int]:
+    """The widths of one epoch's SpMMs (or attention aggregations), in the order they run: one per
+    layer forward at the width the layer aggregates, then one per layer backward but the first's
+    (the input features need no gradient); what a reordering decision is measured at and weighs
+    its cost against."""
+    forward = [layer.aggregation_width for layer in model.layers]
+    return forward + forward[:0:-1]
+
+
+def decision_width(widths: list[int]) -> int:
+    """The width a decision made once for a model is measured at: its SpMMs' most frequent width,
+    the widest of a tie (the tuned plan is then one the training itself runs)."""
+    return max(set(widths), key=lambda w: (widths.count(w), w))
 
 
 class Net(torch.nn.Module):

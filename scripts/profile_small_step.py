@@ -82,7 +82,13 @@ def plans_report() -> str:
     from autosage_cli.torch.graph import Graph
 
     lines = []
-    for graph in (o for o in gc.get_objects() if isinstance(o, Graph)):
+    def is_graph(o) -> bool:
+        try:
+            return isinstance(o, Graph)
+        except ReferenceError:      # a weak proxy (torch.compile leaves some) whose object is gone
+            return False
+
+    for graph in (o for o in gc.get_objects() if is_graph(o)):
         for key, plan in graph.gpu.items():
             if isinstance(key, tuple) and key and key[0] == "plan":
                 packs = getattr(plan, "packed", None)

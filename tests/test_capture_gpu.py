@@ -77,18 +77,20 @@ def _loss_fn(net):
 LR = 0.01
 
 
-def _adam(net):
-    return torch.optim.Adam(net.parameters(), lr=LR, capturable=True)
+def _adam(net, fused: bool = False):
+    return torch.optim.Adam(net.parameters(), lr=LR, capturable=True, fused=fused or None)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
+@pytest.mark.parametrize("dtype, fused", [(torch.float32, False), (torch.bfloat16, False), (torch.float32, True)],
+                         ids=["float32", "bfloat16", "float32-fused-adam"])
 @pytest.mark.parametrize("model", sorted(MODELS))
-def test_captured_training_equals_eager(edges, cache, model, dtype):
+def test_captured_training_equals_eager(edges, cache, model, dtype, fused):
+    # fused: PyTorch's fused Adam (one launch for every parameter), capturable as well, in both runs
     torch.manual_seed(0)
     net = MODELS[model]().to(device="cuda", dtype=dtype)
     ref = copy.deepcopy(net)                       # the same initial weights, trained eagerly
-    ref_opt, ref_graph, ref_loss_fn = _adam(ref), _graph(edges, cache), _loss_fn(ref)
-    step = at.capture_training_step(_loss_fn(net), _adam(net), _graph(edges, cache),
+    ref_opt, ref_graph, ref_loss_fn = _adam(ref, fused), _graph(edges, cache), _loss_fn(ref)
+    step = at.capture_training_step(_loss_fn(net), _adam(net, fused), _graph(edges, cache),
                                     *_batch(0, dtype), warmup=WARMUP)
     tol, last = TOL[dtype], None
     noisy_so_far = {}                              # per parameter: elements a noisy gradient ever stepped

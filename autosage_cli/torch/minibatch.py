@@ -44,7 +44,7 @@ from ..errors import AutosageError
 from . import nn as autosage_layers
 from .graph import Graph
 from .sampler import NeighborSampler, seed_batches
-from .training import LEARNING_RATE, Run, build, failure_text, feature_dims, free_memory, random_data
+from .training import Run, adam, build, failure_text, feature_dims, free_memory, random_data
 
 MODELS = ("sage", "gcn", "gat")
 STEPS, BATCH_SIZE, FANOUTS = 50, 1024, (15, 10, 5)
@@ -123,7 +123,7 @@ def _probe_count() -> int:
 def train_steps(model, batches, x, labels, make_input, warmup: int = WARMUP,
                 floor_steps: int = FLOOR_STEPS) -> StepRun:
     """Train `model` one step per batch (see the module's docstring); the timing of a StepRun."""
-    opt = torch.optim.Adam(model.parameters(), lr=LEARNING_RATE)
+    opt = adam(model)
 
     def step(batch, xb, yb, graph_input=None):
         g = make_input(batch) if graph_input is None else graph_input
@@ -139,10 +139,11 @@ def train_steps(model, batches, x, labels, make_input, warmup: int = WARMUP,
 def captured_steps(model, batches, x, labels, cache=None, warmup: int = WARMUP,
                    floor_steps: int = FLOOR_STEPS) -> StepRun:
     """The same steps through a captured mini-batch step (torch/batch_capture.py: one CUDA graph
-    per batch size, the Graph build inside it; Adam with capturable=True, the same algorithm)."""
+    per batch size, the Graph build inside it; Adam with capturable=True, the same algorithm and
+    implementation)."""
     from .batch_capture import capture_batch_step
 
-    opt = torch.optim.Adam(model.parameters(), lr=LEARNING_RATE, capturable=True)
+    opt = adam(model, capturable=True)
 
     def loss_fn(graph, xb, yb):
         return F.cross_entropy(model(xb, graph)[:yb.numel()], yb)

@@ -242,3 +242,10 @@ def test_modes_reach_the_suite(monkeypatch, tmp_path):
                               ["--modes applies to --suite training only"])
     assert_one_line_error(run_cli("bench", "--suite", "training", "--modes", "fastest", "--dry-run"),
                           ["--modes: unknown mode 'fastest'"])
+
+
+def test_progress_line_without_our_eager_row(monkeypatch, tmp_path):
+    # `--modes compiled`: no eager row of ours; the line tells PyG's eager baseline and the rest
+    rows = [r for r in _rows(monkeypatch, tmp_path) if r.schedule != "graph"]
+    line = bench_training._progress_line(rows)
+    assert "PyG (sparse-csr) 10.0 ms" in line and "ours compiled 4.0 ms" in line and "ms/epoch" not in line

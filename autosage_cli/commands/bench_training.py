@@ -339,12 +339,19 @@ def run_models(specs, params: dict, out: Path, old_rows, device: str, bench, row
 
 
 def _progress_line(rows: list[Row]) -> str:
-    """One line per model: ours eagerly against PyG's fastest eager run, then the other modes' times."""
-    pyg, mine = pyg_eager(rows), next(r for r in rows if r.backend == "autosage" and r.schedule == "graph")
-    kind = "" if mine.dtype == dtype_table.DEFAULT else f" {mine.dtype}"
-    what = f"  {mine.graph} {mine.op}{kind}: ours {mine.ms_median:.1f} ms/epoch [{mine.status}]"
+    """One line per model: ours eagerly against PyG's fastest eager run (PyG's alone when --modes
+    leaves our eager row out), then the other modes' times."""
+    pyg = pyg_eager(rows)
+    mine = next((r for r in rows if r.backend == "autosage" and r.schedule == "graph"), None)
+    first = mine or rows[0]
+    kind = "" if first.dtype == dtype_table.DEFAULT else f" {first.dtype}"
+    what = f"  {first.graph} {first.op}{kind}:"
+    if mine is not None:
+        what = f"{what} ours {mine.ms_median:.1f} ms/epoch [{mine.status}]"
     if pyg.status != "ok":
         what = f"{what}; PyG {pyg.status}: {pyg.error}"
+    elif mine is None:
+        what = f"{what} PyG ({pyg.schedule}) {pyg.ms_median:.1f} ms"
     else:
         what = (f"{what}, PyG ({pyg.schedule}) {pyg.ms_median:.1f} ms -> {mine.speedup_vs_best_vendor:.2f}x; "
                 f"last loss {mine.loss_last:.5f} vs {pyg.loss_last:.5f} (rel {mine.rel_error:.1e})")

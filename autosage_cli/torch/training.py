@@ -41,71 +41,12 @@ from . import nn as autosage_layers
 from .cuda import capturable_plans
 from .graph import Graph
 from .training_data import FEATURES, OTHER_FEATURES, feature_dims, pyg_inputs, random_data, training_graph  # noqa: F401  (the suite's names)
+from .training_models import (EXTRA_MODELS, GAT_CHANNELS, GAT_HEADS, HIDDEN, MODELS, Net, build,  # noqa: F401
+                              decision_width, spmm_widths, width)
 
-MODELS = ("gcn", "sage", "gat")          # the suite's models
-EXTRA_MODELS = ("transformer",)          # run when asked for by name
-HIDDEN = 256
-GAT_HEADS, GAT_CHANNELS = 8, 8
 LEARNING_RATE = 0.01
 PYG_MODES = {"gcn": ("sparse-csr", "edge-index"), "sage": ("sparse-csr", "edge-index"),
              "gat": ("edge-index", "sparse-csr"), "transformer": ("edge-index", "sparse-csr")}
-
-
-def width(model: str) -> tuple[int, int]:
-    """(hidden width, heads) of a model, as the results report them."""
-    return (GAT_HEADS * GAT_CHANNELS, GAT_HEADS) if model in ("gat", "transformer") else (HIDDEN, 1)
-
-
-def spmm_widths(model: "Net") -> list[int]:
-    """The widths of one epoch's SpMMs (or attention aggregations), in the order they run: one per
-    layer forward at the width the layer aggregates, then one per layer backward but the first's
-    (the input features need no gradient); what a reordering decision is measured at and weighs
-    its cost against."""
-    forward = [layer.aggregation_width for layer in model.layers]
-    return forward + forward[:0:-1]
-
-
-def decision_width(widths: list[int]) -> int:
-    """The width a decision made once for a model is measured at: its SpMMs' most frequent width,
-    the widest of a tie (the tuned plan is then one the training itself runs)."""
-    return max(set(widths), key=lambda w: (widths.count(w), w))
-
-
-class Net(torch.nn.Module):
-    """A stack of layers with ReLU between them; `graph` is what every layer takes. A layer listed
-    in `activated` applies the ReLU itself (our GCNConv's act="relu": in its SpMM's epilogue)."""
-
-    def __init__(self, layers, activated: tuple[bool, ...] = ()):
-        super().__init__()
-        self.layers = torch.nn.ModuleList(layers)
-        self.activated = tuple(activated) + (False,) * (len(layers) - len(activated))
-
-    def forward(self, x, graph):
-        for i, layer in enumerate(self.layers):
-            x = layer(x, graph)
-            if i + 1 < len(self.layers) and not self.activated[i]:
-                x = F.relu(x)
-        return x
-
-
-def build(lib, model: str, n_in: int, n_out: int, pyg_mode: str | None = None) -> Net:
-    """The model from `lib` (autosage_cli.torch or torch_geometric.nn); PyG's GCN caches its
-    normalised adjacency in sparse-CSR mode."""
-    if model == "gcn":
-        cached = {"cached": True} if pyg_mode == "sparse-csr" else {}
-        # the ReLU after the hidden layer, not in its SpMM's epilogue (GCNConv(act="relu")): fused,
-        # a mini-batch step measured 3% slower on the H200 (its backward's mask and bias sums cost
-        # more than the pass they save); the bias is fused either way
-        return Net([lib.GCNConv(n_in, HIDDEN, **cached), lib.GCNConv(HIDDEN, n_out, **cached)])
-    if model == "sage":
-        return Net([lib.SAGEConv(n_in, HIDDEN), lib.SAGEConv(HIDDEN, HIDDEN), lib.SAGEConv(HIDDEN, n_out)])
-    if model == "gat":
-        return Net([lib.GATConv(n_in, GAT_CHANNELS, heads=GAT_HEADS),
-                    lib.GATConv(GAT_HEADS * GAT_CHANNELS, n_out, heads=1)])
-    if model == "transformer":
-        return Net([lib.TransformerConv(n_in, GAT_CHANNELS, heads=GAT_HEADS),
-                    lib.TransformerConv(GAT_HEADS * GAT_CHANNELS, n_out, heads=1)])
-    raise AutosageError(f"unknown model {model!r}; choose from {', '.join(MODELS + EXTRA_MODELS)}")
 
 
 class Timer:

@@ -82,6 +82,7 @@ def plans_report() -> str:
     from autosage_cli.torch.graph import Graph
 
     lines = []
+
     def is_graph(o) -> bool:
         try:
             return isinstance(o, Graph)

@@ -135,7 +135,7 @@ class GCNConv(nn.Module):
 
     def forward(self, x: torch.Tensor, edge_index, edge_weight: torch.Tensor | None = None):
         g = as_graph(edge_index, x.shape[0])
-        if self.in_channels < self.out_channels:
+        if self.aggregation_width < self.out_channels:
             # A (x W) = (A x) W: aggregated first, the SpMM moves the narrower rows, and when x
             # needs no gradient (a first layer) its backward runs no transposed SpMM at all; the
             # bias rides on the GEMM (cuBLAS's epilogue). pubmed's 128 -> 256 layer on the H200:

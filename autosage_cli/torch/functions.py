@@ -72,7 +72,7 @@ class SpMMFunction:
 
 
 # ------------------------------------------------------------------------------------ checks
-def _check(name: str, t, dims: int, rows: int, like: torch.Tensor | None = None,
+def check_tensor(name: str, t, dims: int, rows: int, like: torch.Tensor | None = None,
            also: torch.dtype | None = None) -> None:
     """Type, shape and (with `like`) the device and dtype of `like`, or the dtype `also`."""
     if not isinstance(t, torch.Tensor):
@@ -92,7 +92,7 @@ def _edge_values(g: Graph, edge_weight, like: torch.Tensor):
     """Canonical values from user-order edge weights (None stays None: the graph's weights)."""
     if edge_weight is None:
         return None
-    _check("edge_weight", edge_weight, 1, g.num_user_edges)
+    check_tensor("edge_weight", edge_weight, 1, g.num_user_edges)
     return g.to_canonical(edge_weight.to(device=like.device, dtype=like.dtype))
 
 
@@ -106,7 +106,7 @@ def spmm(graph, B: torch.Tensor, edge_weight: torch.Tensor | None = None, *,
     pair for an activation with a parameter) and/or `scale` (multiplies the sum), out[i] =
     act(scale * sum + bias) in the same launch (the fused SpMM ops), differentiable in bias too."""
     g = Graph.coerce(graph)
-    _check("B", B, 2, g.n_cols)
+    check_tensor("B", B, 2, g.n_cols)
     values = _edge_values(g, edge_weight, B)
     if bias is None and activation is None and scale is None:
         return ops.spmm(g, values, B)
@@ -119,7 +119,7 @@ def spmm(graph, B: torch.Tensor, edge_weight: torch.Tensor | None = None, *,
                             f"got {type(name).__name__}")
     epilogue = epilogues.choose(bias is not None, name, factor)
     if bias is not None:
-        _check("bias", bias, 1, B.shape[1])
+        check_tensor("bias", bias, 1, B.shape[1])
         if bias.device != B.device:
             raise AutosageError(f"bias: expected a tensor on {B.device}, got {bias.device}")
         bias = bias.to(B.dtype)
@@ -132,13 +132,13 @@ def sddmm(graph, X: torch.Tensor, Y: torch.Tensor, edge_weight: torch.Tensor | N
     """out[e] = w_e <X[i], Y[j]> for every edge e = (i, j), in the graph's input order; w is
     `edge_weight`, else the graph's weights (all ones for a pattern)."""
     g = Graph.coerce(graph)
-    _check("X", X, 2, g.n_rows)
-    _check("Y", Y, 2, g.n_cols, like=X)
+    check_tensor("X", X, 2, g.n_rows)
+    check_tensor("Y", Y, 2, g.n_cols, like=X)
     if Y.shape[1] != X.shape[1]:
         raise AutosageError(f"Y: expected width {X.shape[1]} (X's), got {Y.shape[1]}")
     dots = g.to_user(ops.sddmm(g, X, Y))
     if edge_weight is not None:
-        _check("edge_weight", edge_weight, 1, g.num_user_edges)
+        check_tensor("edge_weight", edge_weight, 1, g.num_user_edges)
         return dots * edge_weight.to(device=X.device, dtype=X.dtype)
     weight = g.on("user_weight", X.device)
     if weight is None and g.weight is not None:
@@ -152,9 +152,9 @@ def attention(graph, Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, scale: f
     1/sqrt(d). The graph's weights are not used; a duplicate edge counts once per listing in the
     softmax, as in PyG's layers."""
     g = Graph.coerce(graph)
-    _check("Q", Q, 3, g.n_rows)
-    _check("K", K, 3, g.n_cols, like=Q)
-    _check("V", V, 3, g.n_cols, like=Q)
+    check_tensor("Q", Q, 3, g.n_rows)
+    check_tensor("K", K, 3, g.n_cols, like=Q)
+    check_tensor("V", V, 3, g.n_cols, like=Q)
     if K.shape[1:] != Q.shape[1:] or V.shape[1:] != Q.shape[1:]:
         raise AutosageError(f"Q, K, V must share (heads, d); got {tuple(Q.shape[1:])}, "
                             f"{tuple(K.shape[1:])}, {tuple(V.shape[1:])}")
@@ -172,10 +172,10 @@ def additive_attention(graph, a_dst: torch.Tensor, a_src: torch.Tensor, V: torch
     edges give zeros. In PyG's terms (edge_index = [src, dst]) a_dst is the target's term and a_src
     the source's. The graph's weights are not used; a duplicate edge counts once per listing."""
     g = Graph.coerce(graph)
-    _check("V", V, 3, g.n_cols)
+    check_tensor("V", V, 3, g.n_cols)
     wide = torch.float32 if V.dtype in kernels.TWO_BYTE else None   # autocast's per-node terms
-    _check("a_dst", a_dst, 2, g.n_rows, like=V, also=wide)
-    _check("a_src", a_src, 2, g.n_cols, like=V, also=wide)
+    check_tensor("a_dst", a_dst, 2, g.n_rows, like=V, also=wide)
+    check_tensor("a_src", a_src, 2, g.n_cols, like=V, also=wide)
     if a_dst.shape[1] != V.shape[1] or a_src.shape[1] != V.shape[1]:
         raise AutosageError(f"a_dst and a_src need one score per head ({V.shape[1]}), got shapes "
                             f"{tuple(a_dst.shape)}, {tuple(a_src.shape)}")

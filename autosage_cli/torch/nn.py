@@ -25,7 +25,7 @@ from torch import nn
 
 from ..errors import AutosageError
 from ..kernels import epilogues
-from . import ops_epilogue
+from . import fused_layer, ops_epilogue
 from .functions import SpMMFunction, attention, spmm
 from .gat_attention import gat_attention
 from .graph import Graph
@@ -135,6 +135,9 @@ class GCNConv(nn.Module):
 
     def forward(self, x: torch.Tensor, edge_index, edge_weight: torch.Tensor | None = None):
         g = as_graph(edge_index, x.shape[0])
+        if (self.act is None and edge_weight is None and fused_layer.applies(x, self.lin.weight, self.bias)):
+            return fused_layer.linear_aggregate(self._normalised(g), x, None, self.lin.weight, self.bias, None,
+                                                self.aggregation_width < self.out_channels)
         if self.aggregation_width < self.out_channels:
             # A (x W) = (A x) W: aggregated first, the SpMM moves the narrower rows, and when x
             # needs no gradient (a first layer) its backward runs no transposed SpMM at all; the
@@ -152,15 +155,19 @@ class GCNConv(nn.Module):
         out = out + self.bias
         return out if self.act is None else epilogues.get(self.act).apply(out, xp=torch)
 
+    def _normalised(self, g: Graph) -> Graph:
+        """The graph this layer aggregates over without per-call edge weights."""
+        if not self.normalize:
+            return g
+        # PyG (2.x) gives added self-loops weight 2 under `improved` only when the edges carry
+        # weights; without any, every edge and loop weighs 1. Kept for equal outputs.
+        improved = self.improved and g.user_weight is not None
+        return gcn_graph(g, add_self_loops=self.add_self_loops, improved=improved)
+
     def _aggregate(self, g: Graph, h: torch.Tensor, edge_weight, epilogue: dict) -> torch.Tensor:
         """The normalised aggregation of h, with the epilogue's bias and activation in its launch."""
-        if not self.normalize:
-            out = spmm(g, h, edge_weight, **epilogue)
-        elif edge_weight is None:
-            # PyG (2.x) gives added self-loops weight 2 under `improved` only when the edges
-            # carry weights; without any, every edge and loop weighs 1. Kept for equal outputs.
-            improved = self.improved and g.user_weight is not None
-            out = spmm(gcn_graph(g, add_self_loops=self.add_self_loops, improved=improved), h, **epilogue)
+        if not self.normalize or edge_weight is None:
+            out = spmm(self._normalised(g), h, edge_weight, **epilogue)
         else:
             # the normalisation in float32 at least: a 2-byte degree sum would round every step
             target, values = gcn_values(g, edge_weight.to(h.device), add_self_loops=self.add_self_loops,
@@ -212,6 +219,13 @@ class SAGEConv(nn.Module):
         x_src, x_dst, size = _split_input(x)
         g = mean_graph(as_graph(edge_index, size))
         x_src = self.lin(x_src).relu() if self.project else x_src
+        weight_r = self.lin_r.weight if self.root_weight else None
+        if fused_layer.applies(x_src, x_dst if self.root_weight else None, self.lin_l.weight, self.lin_l.bias, weight_r):
+            root_input = None if weight_r is None or x_dst is x_src else x_dst   # None: x_src's own
+            out = fused_layer.linear_aggregate(g, x_src, root_input, self.lin_l.weight,
+                                               self.lin_l.bias, weight_r,
+                                               self.aggregation_width == self.lin_l.in_features)
+            return F.normalize(out, p=2.0, dim=-1) if self.normalize else out
         # The root term and the bias ride on a GEMM that runs anyway (cuBLAS's epilogue), not on
         # passes of their own over the output: a mini-batch's wide layers over every batch row
         # spend their time in such passes as much as in the aggregation.

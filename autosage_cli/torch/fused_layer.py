@@ -1,0 +1,100 @@
+"""A graph layer's linear maps and its aggregation as one autograd node, for eager calls:
+
+  out = A (x W_lᵀ) + b [+ x_dst W_rᵀ]      transform first (`aggregate_first` False)
+  out = (A x) W_lᵀ + b [+ x_dst W_rᵀ]      aggregate first
+A is a graph with fixed weights (GCN's normalised graph, SAGE's mean graph), W_r the root term
+(SAGEConv's lin_r; GCNConv has none), x_dst the root's input (None: x itself, the layer's one
+node set; else a bipartite layer's targets).
+
+Why one node: on a small graph an eager training step is host time, and each op PyTorch records
+costs a node to create, to run in the backward and to hand its gradients on. Built from separate
+ops, a SAGE layer records four (the two linear maps, the SpMM, the root's add) and adds x's two
+gradients in a pass of its own. Here the forward launches a GEMM, the SpMM (the bias in its
+epilogue when the GEMM runs first) and a GEMM that accumulates the root term into the output
+(addmm_); the backward accumulates x's two gradients the same way, in the GEMM's epilogue. The
+kernels are those of the separate ops, so outputs and gradients are theirs.
+
+The backward's ops are differentiable (the SpMM's transpose through ops.py's dispatching call), so
+a second derivative through create_graph still works. Layers use this path only where it computes
+what their separate ops do: an eager call (ops._traced: nothing traces, so torch.compile and
+export meet the custom ops as before), outside autocast, every tensor of one dtype and device.
+"""
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from ..kernels import epilogues
+from . import ops, ops_epilogue
+from .functions import check_tensor
+
+_BIAS = epilogues.choose(True, None).name
+
+
+def applies(*tensors) -> bool:
+    """Whether an eager layer call on these tensors (None: absent) may run as one node."""
+    present = [t for t in tensors if t is not None]
+    first = present[0]
+    return (not torch.is_autocast_enabled(first.device.type) and not ops._traced(*present)
+            and all(t.dtype == first.dtype and t.device == first.device for t in present))
+
+
+def linear_aggregate(g, x: Tensor, x_dst: Tensor | None, weight_l: Tensor, bias: Tensor | None,
+                     weight_r: Tensor | None, aggregate_first: bool) -> Tensor:
+    """The layer's output as one node (LinearAggregate), its input checked as the SpMM checks it."""
+    check_tensor("B", x, 2, g.n_cols)
+    if x_dst is not None:
+        check_tensor("x_dst", x_dst, 2, g.n_rows)
+    return LinearAggregate.apply(g, x, x_dst, weight_l, bias, weight_r, aggregate_first)
+
+
+def _column_sums(d: Tensor) -> Tensor:
+    return d.sum(0)
+
+
+class LinearAggregate(torch.autograd.Function):
+    """`LinearAggregate.apply(graph, x, x_dst, weight_l, bias, weight_r, aggregate_first)`; bias,
+    weight_r and x_dst may be None."""
+
+    @staticmethod
+    def forward(ctx, g, x, x_dst, weight_l, bias, weight_r, aggregate_first):
+        root_input = x if x_dst is None else x_dst
+        if aggregate_first:
+            aggregated = ops.spmm(g, None, x)
+            out = aggregated.mm(weight_l.t()) if bias is None else torch.addmm(bias, aggregated, weight_l.t())
+            kept = aggregated
+        else:
+            h = x.mm(weight_l.t())
+            out = ops.spmm(g, None, h) if bias is None else ops_epilogue.spmm_epilogue(g, None, h, bias, _BIAS)
+            kept = x
+        if weight_r is not None:
+            out.addmm_(root_input, weight_r.t())
+        ctx.graph, ctx.aggregate_first, ctx.shared = g, aggregate_first, x_dst is None
+        ctx.save_for_backward(kept, root_input if weight_r is not None else None, weight_l, weight_r)
+        return out
+
+    @staticmethod
+    def backward(ctx, d_out):
+        kept, root_input, weight_l, weight_r = ctx.saved_tensors
+        _, need_x, need_dst, need_wl, need_bias, need_wr, _ = ctx.needs_input_grad
+        d_out = d_out.contiguous()
+        d_x = d_dst = d_wl = d_bias = d_wr = None
+        if ctx.aggregate_first:        # kept: A x
+            if need_wl:
+                d_wl = d_out.t().mm(kept)
+            if need_x:
+                d_x = ops.spmm_t(ctx.graph, None, d_out.mm(weight_l))
+        elif need_x or need_wl:        # kept: x
+            d_h = ops.spmm_t(ctx.graph, None, d_out)
+            d_wl = d_h.t().mm(kept) if need_wl else None
+            d_x = d_h.mm(weight_l) if need_x else None
+        if need_bias:
+            d_bias = _column_sums(d_out)
+        if weight_r is not None:
+            if need_wr:
+                d_wr = d_out.t().mm(root_input)
+            if ctx.shared and need_x:
+                d_x = d_out.mm(weight_r) if d_x is None else d_x.addmm_(d_out, weight_r)
+            elif need_dst:
+                d_dst = d_out.mm(weight_r)
+        return None, d_x, d_dst, d_wl, d_bias, d_wr, None

@@ -1,0 +1,127 @@
+"""GCNConv and SAGEConv as one autograd node on an eager call (autosage_cli.torch.fused_layer): the
+same outputs and gradients as the layer built from separate ops (which autocast, mixed types and
+tracing still take), one node per layer, no transposed SpMM for an input needing no gradient, and a
+second derivative through it. On the CPU (the reference kernels), in float64."""
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed: the autosage_cli.torch tests need it")
+
+import autosage_cli.torch as at  # noqa: E402
+from autosage_cli.torch import backward, fused_layer  # noqa: E402
+from torch_helpers import random_edge_index  # noqa: E402
+
+N, N_DST = 37, 15
+F64 = torch.float64
+
+
+@pytest.fixture(scope="module")
+def graph():
+    return at.Graph.from_edge_index(random_edge_index(N, seed=3), N)
+
+
+@pytest.fixture(scope="module")
+def block():
+    """A bipartite graph of N_DST targets by N sources."""
+    gen = torch.Generator().manual_seed(8)
+    edges = torch.stack([torch.randint(0, N, (90,), generator=gen), torch.randint(1, N_DST, (90,), generator=gen)])
+    return at.Graph.from_edge_index(edges, size=(N, N_DST))
+
+
+def _x(rows: int, cols: int, seed: int) -> torch.Tensor:
+    return torch.randn(rows, cols, dtype=F64, generator=torch.Generator().manual_seed(seed)).requires_grad_()
+
+
+def _run(layer, x, graph, fused: bool, monkeypatch):
+    """(output, gradients of x's and every parameter) with the fused path on or off."""
+    with monkeypatch.context() as m:
+        if not fused:
+            m.setattr(fused_layer, "applies", lambda *tensors: False)
+        layer.zero_grad()
+        out = layer(x, graph)
+    inputs = [t for t in (x if isinstance(x, tuple) else (x,)) if t.requires_grad]
+    upstream = torch.randn(out.shape, dtype=F64, generator=torch.Generator().manual_seed(1))
+    grads = torch.autograd.grad(out, inputs + list(layer.parameters()), upstream, allow_unused=True)
+    return out, grads
+
+
+LAYERS = {
+    "gcn-transform-first": lambda: at.GCNConv(9, 4),
+    "gcn-aggregate-first": lambda: at.GCNConv(4, 9),
+    "gcn-no-bias": lambda: at.GCNConv(9, 4, bias=False),
+    "gcn-unnormalised": lambda: at.GCNConv(4, 9, normalize=False),
+    "sage-transform-first": lambda: at.SAGEConv(9, 4),
+    "sage-aggregate-first": lambda: at.SAGEConv(4, 9),
+    "sage-no-root": lambda: at.SAGEConv(9, 4, root_weight=False),
+    "sage-no-bias": lambda: at.SAGEConv(4, 9, bias=False),
+    "sage-normalize": lambda: at.SAGEConv(4, 9, normalize=True),
+}
+
+
+@pytest.mark.parametrize("input_grad", [True, False], ids=["x-grad", "x-no-grad"])
+@pytest.mark.parametrize("name", list(LAYERS))
+def test_one_node_computes_what_the_separate_ops_do(graph, monkeypatch, name, input_grad):
+    torch.manual_seed(0)
+    layer = LAYERS[name]().double()
+    x = _x(N, layer.in_channels, seed=2).requires_grad_(input_grad)
+    out, grads = _run(layer, x, graph, True, monkeypatch)
+    ref_out, ref_grads = _run(layer, x, graph, False, monkeypatch)
+    torch.testing.assert_close(out, ref_out, rtol=1e-12, atol=1e-12)
+    for got, want in zip(grads, ref_grads):
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+    node = out.grad_fn if not layer.normalize or isinstance(layer, at.GCNConv) else out.grad_fn.next_functions[0][0]
+    assert type(node).__name__ == "LinearAggregateBackward"
+
+
+@pytest.mark.parametrize("widths", [(9, 4), (4, 9)], ids=["transform-first", "aggregate-first"])
+@pytest.mark.parametrize("root", [True, False], ids=["root", "no-root"])
+def test_bipartite_sage(block, monkeypatch, widths, root):
+    layer = at.SAGEConv(widths[0], widths[1], root_weight=root).double()
+    x = (_x(N, widths[0], seed=4), _x(N_DST, widths[0], seed=5))
+    out, grads = _run(layer, x, block, True, monkeypatch)
+    ref_out, ref_grads = _run(layer, x, block, False, monkeypatch)
+    assert out.shape == (N_DST, widths[1])
+    torch.testing.assert_close(out, ref_out, rtol=1e-12, atol=1e-12)
+    for got, want in zip(grads, ref_grads):
+        if want is None:          # x_dst without the root term: unused on both paths
+            assert got is None
+        else:
+            torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_an_aggregating_first_layer_runs_no_transposed_spmm_for_an_input_without_gradient(graph, monkeypatch):
+    calls = []
+    real = backward.spmm_t
+    monkeypatch.setattr(backward, "spmm_t", lambda *a: calls.append(a[2].shape) or real(*a))
+    layer = at.SAGEConv(4, 9).double()
+    layer(_x(N, 4, seed=1).requires_grad_(False), graph).sum().backward()
+    assert calls == [] and layer.lin_l.weight.grad is not None and layer.lin_r.weight.grad is not None
+    layer(_x(N, 4, seed=1), graph).sum().backward()
+    assert calls == [(N, 4)]
+
+
+def test_second_derivative(graph):
+    layer = at.SAGEConv(3, 5).double()
+    x = _x(N, 3, seed=6)
+    torch.autograd.gradgradcheck(lambda x, w: torch.nn.functional.linear(layer(x, graph), w).tanh(),
+                                 (x, _x(2, 5, seed=7)))
+
+
+def test_applies_only_where_one_node_computes_what_the_ops_do():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    x, w = _x(N, 9, seed=2), torch.randn(4, 9, dtype=F64)
+    assert fused_layer.applies(x, None, w)
+    assert not fused_layer.applies(x, w.float())          # mixed types
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert not fused_layer.applies(x, w)
+    with FakeTensorMode() as mode:                        # a tracer's tensors
+        assert not fused_layer.applies(mode.from_tensor(x), w)
+
+
+def test_autocast_takes_the_separate_ops(graph):
+    layer = at.SAGEConv(9, 4)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = layer(_x(N, 9, seed=2).float(), graph)
+    assert out.dtype == torch.bfloat16 and type(out.grad_fn).__name__ != "LinearAggregateBackward"

@@ -56,6 +56,14 @@ LAYERS = {
     "sage-no-root": lambda: at.SAGEConv(9, 4, root_weight=False),
     "sage-no-bias": lambda: at.SAGEConv(4, 9, bias=False),
     "sage-normalize": lambda: at.SAGEConv(4, 9, normalize=True),
+    "gcn-relu-transform-first": lambda: at.GCNConv(9, 4, act="relu"),
+    "gcn-relu-aggregate-first": lambda: at.GCNConv(4, 9, act="relu"),
+    "gcn-relu-no-bias": lambda: at.GCNConv(4, 9, act="relu", bias=False),
+    "sage-relu-transform-first": lambda: at.SAGEConv(9, 4, act="relu"),
+    "sage-relu-aggregate-first": lambda: at.SAGEConv(4, 9, act="relu"),
+    "sage-relu-no-root": lambda: at.SAGEConv(9, 4, act="relu", root_weight=False),
+    "sage-relu-no-root-aggregate-first": lambda: at.SAGEConv(4, 9, act="relu", root_weight=False),
+    "sage-relu-normalize": lambda: at.SAGEConv(4, 9, act="relu", normalize=True),
 }
 
 
@@ -70,14 +78,20 @@ def test_one_node_computes_what_the_separate_ops_do(graph, monkeypatch, name, in
     torch.testing.assert_close(out, ref_out, rtol=1e-12, atol=1e-12)
     for got, want in zip(grads, ref_grads):
         torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
-    node = out.grad_fn if not layer.normalize or isinstance(layer, at.GCNConv) else out.grad_fn.next_functions[0][0]
-    assert type(node).__name__ == "LinearAggregateBackward"
+    node = out.grad_fn
+    while type(node).__name__ != "LinearAggregateBackward":   # the normalisation's nodes, then act's
+        assert isinstance(layer, at.SAGEConv) and layer.normalize, type(node).__name__
+        node = node.next_functions[0][0]
+    if layer.act is not None and not (isinstance(layer, at.SAGEConv) and layer.normalize):
+        assert node is out.grad_fn       # the activation inside the node
+        assert (out >= 0).all() and (out == 0).any()
 
 
+@pytest.mark.parametrize("act", [None, "relu"])
 @pytest.mark.parametrize("widths", [(9, 4), (4, 9)], ids=["transform-first", "aggregate-first"])
 @pytest.mark.parametrize("root", [True, False], ids=["root", "no-root"])
-def test_bipartite_sage(block, monkeypatch, widths, root):
-    layer = at.SAGEConv(widths[0], widths[1], root_weight=root).double()
+def test_bipartite_sage(block, monkeypatch, widths, root, act):
+    layer = at.SAGEConv(widths[0], widths[1], root_weight=root, act=act).double()
     x = (_x(N, widths[0], seed=4), _x(N_DST, widths[0], seed=5))
     out, grads = _run(layer, x, block, True, monkeypatch)
     ref_out, ref_grads = _run(layer, x, block, False, monkeypatch)
@@ -101,8 +115,9 @@ def test_an_aggregating_first_layer_runs_no_transposed_spmm_for_an_input_without
     assert calls == [(N, 4)]
 
 
-def test_second_derivative(graph):
-    layer = at.SAGEConv(3, 5).double()
+@pytest.mark.parametrize("act", [None, "relu"])
+def test_second_derivative(graph, act):
+    layer = at.SAGEConv(3, 5, act=act).double()
     x = _x(N, 3, seed=6)
     torch.autograd.gradgradcheck(lambda x, w: torch.nn.functional.linear(layer(x, graph), w).tanh(),
                                  (x, _x(2, 5, seed=7)))
@@ -125,3 +140,21 @@ def test_autocast_takes_the_separate_ops(graph):
     with torch.autocast("cpu", dtype=torch.bfloat16):
         out = layer(_x(N, 9, seed=2).float(), graph)
     assert out.dtype == torch.bfloat16 and type(out.grad_fn).__name__ != "LinearAggregateBackward"
+
+
+@pytest.mark.parametrize("model", ["gcn", "sage"])
+def test_the_suites_models_with_their_relu_fused_compute_pyg_s_function(model):
+    pyg = pytest.importorskip("torch_geometric.nn")
+    from autosage_cli.torch import training
+
+    theirs = training.build(pyg, model, 6, 3).double()
+    ours = training.build(at, model, 6, 3).double()
+    assert ours.activated[0] and ours.layers[0].act == "relu" and not theirs.activated[0]
+    ours.load_state_dict(theirs.state_dict())
+    x = _x(N, 6, seed=3)
+    edge_index = random_edge_index(N, seed=4, duplicates=False)
+    edge_index = edge_index[:, edge_index[0] != edge_index[1]]   # no loops: PyG's GCN adds them its way
+    a, b = ours(x, at.Graph.from_edge_index(edge_index, N)), theirs(x, edge_index)
+    torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
+    (ga,), (gb,) = torch.autograd.grad(a.square().sum(), [x]), torch.autograd.grad(b.square().sum(), [x])
+    torch.testing.assert_close(ga, gb, rtol=1e-10, atol=1e-10)

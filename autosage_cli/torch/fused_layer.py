@@ -1,7 +1,8 @@
 """A graph layer's linear maps and its aggregation as one autograd node, for eager calls:
 
-  out = A (x W_lᵀ) + b [+ x_dst W_rᵀ]      transform first (`aggregate_first` False)
-  out = (A x) W_lᵀ + b [+ x_dst W_rᵀ]      aggregate first
+  out = act(A (x W_lᵀ) + b [+ x_dst W_rᵀ])      transform first (`aggregate_first` False)
+  out = act((A x) W_lᵀ + b [+ x_dst W_rᵀ])      aggregate first
+act the identity or ReLU.
 A is a graph with fixed weights (GCN's normalised graph, SAGE's mean graph), W_r the root term
 (SAGEConv's lin_r; GCNConv has none), x_dst the root's input (None: x itself, the layer's one
 node set; else a bipartite layer's targets).
@@ -40,12 +41,12 @@ def applies(*tensors) -> bool:
 
 
 def linear_aggregate(g, x: Tensor, x_dst: Tensor | None, weight_l: Tensor, bias: Tensor | None,
-                     weight_r: Tensor | None, aggregate_first: bool) -> Tensor:
+                     weight_r: Tensor | None, aggregate_first: bool, relu: bool = False) -> Tensor:
     """The layer's output as one node (LinearAggregate), its input checked as the SpMM checks it."""
     check_tensor("B", x, 2, g.n_cols)
     if x_dst is not None:
         check_tensor("x_dst", x_dst, 2, g.n_rows)
-    return LinearAggregate.apply(g, x, x_dst, weight_l, bias, weight_r, aggregate_first)
+    return LinearAggregate.apply(g, x, x_dst, weight_l, bias, weight_r, aggregate_first, relu)
 
 
 def _column_sums(d: Tensor) -> Tensor:
@@ -53,31 +54,45 @@ def _column_sums(d: Tensor) -> Tensor:
 
 
 class LinearAggregate(torch.autograd.Function):
-    """`LinearAggregate.apply(graph, x, x_dst, weight_l, bias, weight_r, aggregate_first)`; bias,
-    weight_r and x_dst may be None."""
+    """`LinearAggregate.apply(graph, x, x_dst, weight_l, bias, weight_r, aggregate_first, relu)`;
+    bias, weight_r and x_dst may be None; `relu`: the output's ReLU in the node too (in the
+    SpMM's or cuBLASLt's epilogue where nothing is added after it)."""
 
     @staticmethod
-    def forward(ctx, g, x, x_dst, weight_l, bias, weight_r, aggregate_first):
+    def forward(ctx, g, x, x_dst, weight_l, bias, weight_r, aggregate_first, relu):
         root_input = x if x_dst is None else x_dst
+        relu_after = relu and weight_r is not None     # else in the SpMM's or the GEMM's epilogue
         if aggregate_first:
             aggregated = ops.spmm(g, None, x)
-            out = aggregated.mm(weight_l.t()) if bias is None else torch.addmm(bias, aggregated, weight_l.t())
+            if bias is None:
+                out = aggregated.mm(weight_l.t())
+                relu_after = relu
+            elif relu and not relu_after:              # cuBLASLt's bias-ReLU epilogue
+                out = torch._addmm_activation(bias, aggregated, weight_l.t())
+            else:
+                out = torch.addmm(bias, aggregated, weight_l.t())
             kept = aggregated
         else:
             h = x.mm(weight_l.t())
-            out = ops.spmm(g, None, h) if bias is None else ops_epilogue.spmm_epilogue(g, None, h, bias, _BIAS)
+            row = epilogues.choose(bias is not None, "relu" if relu and not relu_after else None)
+            out = ops_epilogue.spmm_epilogue(g, None, h, bias, row.name) if row.fused else ops.spmm(g, None, h)
             kept = x
         if weight_r is not None:
             out.addmm_(root_input, weight_r.t())
+        if relu_after:
+            out.relu_()
         ctx.graph, ctx.aggregate_first, ctx.shared = g, aggregate_first, x_dst is None
-        ctx.save_for_backward(kept, root_input if weight_r is not None else None, weight_l, weight_r)
+        ctx.save_for_backward(kept, root_input if weight_r is not None else None, weight_l, weight_r,
+                              out if relu else None)
         return out
 
     @staticmethod
     def backward(ctx, d_out):
-        kept, root_input, weight_l, weight_r = ctx.saved_tensors
-        _, need_x, need_dst, need_wl, need_bias, need_wr, _ = ctx.needs_input_grad
+        kept, root_input, weight_l, weight_r, out = ctx.saved_tensors
+        _, need_x, need_dst, need_wl, need_bias, need_wr, _, _ = ctx.needs_input_grad
         d_out = d_out.contiguous()
+        if out is not None:            # relu's derivative off its output, in one pass
+            d_out = torch.ops.aten.threshold_backward(d_out, out, 0)
         d_x = d_dst = d_wl = d_bias = d_wr = None
         if ctx.aggregate_first:        # kept: A x
             if need_wl:
@@ -97,4 +112,4 @@ class LinearAggregate(torch.autograd.Function):
                 d_x = d_out.mm(weight_r) if d_x is None else d_x.addmm_(d_out, weight_r)
             elif need_dst:
                 d_dst = d_out.mm(weight_r)
-        return None, d_x, d_dst, d_wl, d_bias, d_wr, None
+        return None, d_x, d_dst, d_wl, d_bias, d_wr, None, None

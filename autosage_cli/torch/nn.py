@@ -135,9 +135,9 @@ class GCNConv(nn.Module):
 
     def forward(self, x: torch.Tensor, edge_index, edge_weight: torch.Tensor | None = None):
         g = as_graph(edge_index, x.shape[0])
-        if (self.act is None and edge_weight is None and fused_layer.applies(x, self.lin.weight, self.bias)):
+        if edge_weight is None and fused_layer.applies(x, self.lin.weight, self.bias):
             return fused_layer.linear_aggregate(self._normalised(g), x, None, self.lin.weight, self.bias, None,
-                                                self.aggregation_width < self.out_channels)
+                                                self.aggregation_width < self.out_channels, self.act == "relu")
         if self.aggregation_width < self.out_channels:
             # A (x W) = (A x) W: aggregated first, the SpMM moves the narrower rows, and when x
             # needs no gradient (a first layer) its backward runs no transposed SpMM at all; the
@@ -187,14 +187,20 @@ class SAGEConv(nn.Module):
     inputs as PyG takes them: `in_channels = (source, target)` widths and `x = (x_src, x_dst)` on a
     graph of n_dst targets by n_src sources (a sampler's layer). When the output is narrower than
     the input the product with W_l runs before the aggregation (the same function: a mean is linear
-    and the bias is added after), so the SpMM moves fewer columns."""
+    and the bias is added after), so the SpMM moves fewer columns. `act` (not PyG's, as GCNConv's):
+    None or "relu", applied last; on an eager call it runs inside the layer's one autograd node
+    (torch/fused_layer.py), in a GEMM's or the SpMM's epilogue where nothing is added after it."""
 
     def __init__(self, in_channels, out_channels: int, aggr: str = "mean",
                  normalize: bool = False, root_weight: bool = True, project: bool = False,
-                 bias: bool = True):
+                 bias: bool = True, act: str | None = None):
         super().__init__()
         if aggr != "mean":
             raise AutosageError(f"SAGEConv: only aggr='mean' is supported, got {aggr!r}")
+        if act is not None and act not in epilogues.activations():
+            raise AutosageError(f"SAGEConv: act must be None or one of {', '.join(epilogues.activations())}, "
+                                f"got {act!r}")
+        self.act = act
         source, target = _pair_channels("in_channels", in_channels)
         self.in_channels = in_channels if isinstance(in_channels, int) else (source, target)
         self.out_channels = _int_channels("out_channels", out_channels)
@@ -222,10 +228,10 @@ class SAGEConv(nn.Module):
         weight_r = self.lin_r.weight if self.root_weight else None
         if fused_layer.applies(x_src, x_dst if self.root_weight else None, self.lin_l.weight, self.lin_l.bias, weight_r):
             root_input = None if weight_r is None or x_dst is x_src else x_dst   # None: x_src's own
-            out = fused_layer.linear_aggregate(g, x_src, root_input, self.lin_l.weight,
-                                               self.lin_l.bias, weight_r,
-                                               self.aggregation_width == self.lin_l.in_features)
-            return F.normalize(out, p=2.0, dim=-1) if self.normalize else out
+            out = fused_layer.linear_aggregate(g, x_src, root_input, self.lin_l.weight, self.lin_l.bias, weight_r,
+                                               self.aggregation_width == self.lin_l.in_features,
+                                               self.act == "relu" and not self.normalize)
+            return self._finish(out, activated=not self.normalize)
         # The root term and the bias ride on a GEMM that runs anyway (cuBLAS's epilogue), not on
         # passes of their own over the output: a mini-batch's wide layers over every batch row
         # spend their time in such passes as much as in the aggregation.
@@ -239,7 +245,12 @@ class SAGEConv(nn.Module):
                 out = out.addmm_(x_dst, self.lin_r.weight.t())
             elif self.root_weight:
                 out = out + self.lin_r(x_dst)
-        return F.normalize(out, p=2.0, dim=-1) if self.normalize else out
+        return self._finish(out, activated=False)
+
+    def _finish(self, out: torch.Tensor, activated: bool) -> torch.Tensor:
+        """PyG's normalisation, then `act` unless the fused node applied it."""
+        out = F.normalize(out, p=2.0, dim=-1) if self.normalize else out
+        return out if self.act is None or activated else epilogues.get(self.act).apply(out, xp=torch)
 
     def extra_repr(self) -> str:
         return f"{self.in_channels}, {self.out_channels}, aggr={self.aggr}"

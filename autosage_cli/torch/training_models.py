@@ -52,17 +52,22 @@ class Net(torch.nn.Module):
         return x
 
 
-def build(lib, model: str, n_in: int, n_out: int, pyg_mode: str | None = None) -> Net:
+def build(lib, model: str, n_in: int, n_out: int, pyg_mode: str | None = None,
+          fuse_relu: bool | None = None) -> Net:
     """The model from `lib` (autosage_cli.torch or torch_geometric.nn); PyG's GCN caches its
-    normalised adjacency in sparse-CSR mode."""
+    normalised adjacency in sparse-CSR mode. `fuse_relu` (default: for ours): the hidden layers
+    apply the ReLU themselves (act="relu", not a PyG argument), inside the layer's one autograd
+    node on an eager step (torch/fused_layer.py): the same function, one node fewer per layer."""
+    if fuse_relu is None:
+        fuse_relu = not lib.__name__.startswith("torch_geometric")
+    act = {"act": "relu"} if fuse_relu else {}
     if model == "gcn":
         cached = {"cached": True} if pyg_mode == "sparse-csr" else {}
-        # the ReLU after the hidden layer, not in its SpMM's epilogue (GCNConv(act="relu")): fused,
-        # a mini-batch step measured 3% slower on the H200 (its backward's mask and bias sums cost
-        # more than the pass they save); the bias is fused either way
-        return Net([lib.GCNConv(n_in, HIDDEN, **cached), lib.GCNConv(HIDDEN, n_out, **cached)])
+        return Net([lib.GCNConv(n_in, HIDDEN, **cached, **act), lib.GCNConv(HIDDEN, n_out, **cached)],
+                   activated=(fuse_relu,))
     if model == "sage":
-        return Net([lib.SAGEConv(n_in, HIDDEN), lib.SAGEConv(HIDDEN, HIDDEN), lib.SAGEConv(HIDDEN, n_out)])
+        return Net([lib.SAGEConv(n_in, HIDDEN, **act), lib.SAGEConv(HIDDEN, HIDDEN, **act),
+                    lib.SAGEConv(HIDDEN, n_out)], activated=(fuse_relu, fuse_relu))
     if model == "gat":
         return Net([lib.GATConv(n_in, GAT_CHANNELS, heads=GAT_HEADS),
                     lib.GATConv(GAT_HEADS * GAT_CHANNELS, n_out, heads=1)])

@@ -166,14 +166,15 @@ def test_a_models_spmm_widths_are_those_its_layers_aggregate_at(model, dims, wid
     # passes hand to their SpMMs on the CPU
     torch = pytest.importorskip("torch", reason="torch is not installed")
     import autosage_cli.torch as at
-    from autosage_cli.torch import nn as layers, training
+    from autosage_cli.torch import epilogue, kernels, training
 
     net = training.build(at, model, *dims)
     assert training.spmm_widths(net) == widths and training.decision_width(widths) == decided
     seen = []
-    for name in ("spmm",):
-        real = getattr(layers, name)
-        monkeypatch.setattr(layers, name, lambda g, h, *a, _real=real, **k: seen.append(h.shape[1]) or _real(g, h, *a, **k))
+    for module in (kernels, epilogue):       # the SpMMs' implementations, plain and with an epilogue
+        real = module.spmm
+        monkeypatch.setattr(module, "spmm", lambda g, v, h, *a, _real=real, **k: seen.append(h.shape[1]) or
+                            _real(g, v, h, *a, **k))
     graph = at.Graph.from_coo(torch.tensor([0, 1, 2, 3]), torch.tensor([1, 2, 3, 0]), None, (4, 4))
     net(torch.randn(4, dims[0]), graph)
     assert seen == widths[:len(net.layers)]

@@ -135,9 +135,10 @@ class GCNConv(nn.Module):
 
     def forward(self, x: torch.Tensor, edge_index, edge_weight: torch.Tensor | None = None):
         g = as_graph(edge_index, x.shape[0])
-        if edge_weight is None and fused_layer.applies(x, self.lin.weight, self.bias):
-            return fused_layer.linear_aggregate(self._normalised(g), x, None, self.lin.weight, self.bias, None,
-                                                self.aggregation_width < self.out_channels, self.act == "relu")
+        weight, bias = self.lin.weight, self.bias     # each read once (a module's __getattr__)
+        if edge_weight is None and fused_layer.applies(x, weight, bias):
+            return fused_layer.linear_aggregate(self._normalised(g), x, None, weight, bias, None,
+                                                self.in_channels < self.out_channels, self.act == "relu")
         if self.aggregation_width < self.out_channels:
             # A (x W) = (A x) W: aggregated first, the SpMM moves the narrower rows, and when x
             # needs no gradient (a first layer) its backward runs no transposed SpMM at all; the
@@ -225,11 +226,14 @@ class SAGEConv(nn.Module):
         x_src, x_dst, size = _split_input(x)
         g = mean_graph(as_graph(edge_index, size))
         x_src = self.lin(x_src).relu() if self.project else x_src
+        # each parameter read once: a module's parameters are looked up through its __getattr__
+        lin_l = self.lin_l
+        weight_l, bias_l = lin_l.weight, lin_l.bias
         weight_r = self.lin_r.weight if self.root_weight else None
-        if fused_layer.applies(x_src, x_dst if self.root_weight else None, self.lin_l.weight, self.lin_l.bias, weight_r):
+        if fused_layer.applies(x_src, None if weight_r is None else x_dst, weight_l, bias_l, weight_r):
             root_input = None if weight_r is None or x_dst is x_src else x_dst   # None: x_src's own
-            out = fused_layer.linear_aggregate(g, x_src, root_input, self.lin_l.weight, self.lin_l.bias, weight_r,
-                                               self.aggregation_width == self.lin_l.in_features,
+            out = fused_layer.linear_aggregate(g, x_src, root_input, weight_l, bias_l, weight_r,
+                                               self.out_channels >= lin_l.in_features,
                                                self.act == "relu" and not self.normalize)
             return self._finish(out, activated=not self.normalize)
         # The root term and the bias ride on a GEMM that runs anyway (cuBLAS's epilogue), not on

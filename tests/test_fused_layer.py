@@ -158,3 +158,16 @@ def test_the_suites_models_with_their_relu_fused_compute_pyg_s_function(model):
     torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
     (ga,), (gb,) = torch.autograd.grad(a.square().sum(), [x]), torch.autograd.grad(b.square().sum(), [x])
     torch.testing.assert_close(ga, gb, rtol=1e-10, atol=1e-10)
+
+
+def test_the_column_sums_keep_a_few_ones_vectors_of_real_tensors_only():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    fused_layer._ONES.clear()
+    for rows in range(3, 3 + fused_layer._ONES_KEPT + 4):       # a mini-batch's varying row counts
+        d = torch.randn(rows, 5, dtype=F64)
+        torch.testing.assert_close(fused_layer._column_sums(d), d.sum(0), rtol=1e-12, atol=1e-12)
+    assert len(fused_layer._ONES) == fused_layer._ONES_KEPT
+    with FakeTensorMode() as mode:
+        fused_layer._column_sums(mode.from_tensor(torch.randn(100, 5)))
+    assert all(type(t) is torch.Tensor for t in fused_layer._ONES.values())

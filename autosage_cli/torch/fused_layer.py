@@ -58,8 +58,9 @@ def _ones(rows: int, like: Tensor) -> Tensor:
     ones = _ONES.get(key)
     if ones is None:
         ones = like.new_ones(rows)
-        # one made inside a CUDA-graph capture lives in the capture's pool: used there only
-        if not (like.is_cuda and torch.cuda.is_current_stream_capturing()):
+        # one made inside a CUDA-graph capture lives in the capture's pool, and a tracer's
+        # (compiled autograd meeting this backward) is no tensor to keep: used there only
+        if type(like) in (Tensor, torch.nn.Parameter) and not (like.is_cuda and torch.cuda.is_current_stream_capturing()):
             _ONES[key] = ones
             for stale in list(_ONES)[:-_ONES_KEPT]:
                 del _ONES[stale]

@@ -25,7 +25,8 @@ def graph():
 def block():
     """A bipartite graph of N_DST targets by N sources."""
     gen = torch.Generator().manual_seed(8)
-    edges = torch.stack([torch.randint(0, N, (90,), generator=gen), torch.randint(1, N_DST, (90,), generator=gen)])
+    edges = torch.stack([torch.randint(0, N, (90,), generator=gen),
+                         torch.randint(1, N_DST, (90,), generator=gen)])
     return at.Graph.from_edge_index(edges, size=(N, N_DST))
 
 

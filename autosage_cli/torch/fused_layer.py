@@ -60,7 +60,8 @@ def _ones(rows: int, like: Tensor) -> Tensor:
         ones = like.new_ones(rows)
         # one made inside a CUDA-graph capture lives in the capture's pool, and a tracer's
         # (compiled autograd meeting this backward) is no tensor to keep: used there only
-        if type(like) in (Tensor, torch.nn.Parameter) and not (like.is_cuda and torch.cuda.is_current_stream_capturing()):
+        capturing = like.is_cuda and torch.cuda.is_current_stream_capturing()
+        if type(like) in (Tensor, torch.nn.Parameter) and not capturing:
             _ONES[key] = ones
             for stale in list(_ONES)[:-_ONES_KEPT]:
                 del _ONES[stale]
@@ -96,7 +97,8 @@ class LinearAggregate(torch.autograd.Function):
         else:
             h = x.mm(weight_l.t())
             row = epilogues.choose(bias is not None, "relu" if relu and not relu_after else None)
-            out = ops_epilogue.spmm_epilogue(g, None, h, bias, row.name) if row.fused else ops.spmm(g, None, h)
+            out = (ops_epilogue.spmm_epilogue(g, None, h, bias, row.name) if row.fused
+                   else ops.spmm(g, None, h))
             kept = x
         if weight_r is not None:
             out.addmm_(root_input, weight_r.t())

@@ -29,8 +29,6 @@ from ..kernels import epilogues
 from . import ops, ops_epilogue
 from .functions import check_tensor
 
-_BIAS = epilogues.choose(True, None).name
-
 
 def applies(*tensors) -> bool:
     """Whether an eager layer call on these tensors (None: absent) may run as one node."""

@@ -137,8 +137,9 @@ class GCNConv(nn.Module):
         g = as_graph(edge_index, x.shape[0])
         weight, bias = self.lin.weight, self.bias     # each read once (a module's __getattr__)
         if edge_weight is None and fused_layer.applies(x, weight, bias):
+            aggregate_first = self.aggregation_width < self.out_channels
             return fused_layer.linear_aggregate(self._normalised(g), x, None, weight, bias, None,
-                                                self.in_channels < self.out_channels, self.act == "relu")
+                                                aggregate_first, self.act == "relu")
         if self.aggregation_width < self.out_channels:
             # A (x W) = (A x) W: aggregated first, the SpMM moves the narrower rows, and when x
             # needs no gradient (a first layer) its backward runs no transposed SpMM at all; the
@@ -233,7 +234,7 @@ class SAGEConv(nn.Module):
         if fused_layer.applies(x_src, None if weight_r is None else x_dst, weight_l, bias_l, weight_r):
             root_input = None if weight_r is None or x_dst is x_src else x_dst   # None: x_src's own
             out = fused_layer.linear_aggregate(g, x_src, root_input, weight_l, bias_l, weight_r,
-                                               self.out_channels >= lin_l.in_features,
+                                               self.aggregation_width == lin_l.in_features,
                                                self.act == "relu" and not self.normalize)
             return self._finish(out, activated=not self.normalize)
         # The root term and the bias ride on a GEMM that runs anyway (cuBLAS's epilogue), not on

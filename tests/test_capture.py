@@ -1,5 +1,5 @@
 """autosage_cli.torch.capture on the CPU: the rules that need no device (the optimizer must be
-capturable, warm-up steps, a callable) and, without a GPU, the one-line error naming the missing
+capturable, warm-up steps, a callable), the watch a replay keeps on its Graphs and, without a GPU, the one-line error naming the missing
 GPU. tests/test_capture_gpu.py captures and replays on a device."""
 from __future__ import annotations
 
@@ -131,3 +131,47 @@ def test_a_vendor_plan_runs_where_no_capture_is_recording(monkeypatch):
 
 def test_capturable_plans_is_public():
     assert at.capturable_plans is capture.cuda.capturable_plans and "capturable_plans" in at.__all__
+
+
+def _watched_graphs(n=3):
+    graphs = []
+    for i in range(n):
+        g = at.Graph.from_edge_index(torch.tensor([[0, 1, 2, 2], [1, 2, 0, 1]]) + i % 2, num_nodes=4)
+        g.gpu[("plan", "spmm", 16)] = object()
+        g.gpu[("device", "cuda:0")] = object()
+        graphs.append(g)
+    return graphs
+
+
+def test_a_replays_watch_sees_nothing_while_the_graphs_stay_as_captured():
+    graphs = _watched_graphs()
+    watch = capture._Watch(graphs)
+    assert watch.graphs() == tuple(graphs)
+    graphs[1].gpu[("plan", "spmm", 64)] = object()         # a new width's plan, run eagerly: fine
+    graphs[2].gpu[("device", "cuda:0")] = object()         # not a plan
+    assert watch.first_changed(watch.graphs()) is None
+
+
+@pytest.mark.parametrize("change", ["in place", "new tensor", "replaced plan", "dropped plan"])
+def test_a_replays_watch_names_the_graph_that_changed(change):
+    graphs = _watched_graphs()
+    watch = capture._Watch(graphs)
+    g = graphs[1]
+    if change == "in place":
+        g.col.add_(0)                                      # same values, a new version
+    elif change == "new tensor":
+        g.rowptr = g.rowptr.clone()
+    elif change == "replaced plan":
+        g.gpu[("plan", "spmm", 16)] = object()
+    else:
+        del g.gpu[("plan", "spmm", 16)]
+    assert watch.first_changed(watch.graphs()) is g
+
+
+def test_a_replays_watch_sees_a_freed_graph():
+    graphs = _watched_graphs()
+    watch = capture._Watch(graphs)
+    del graphs[0]
+    import gc
+    gc.collect()
+    assert watch.graphs()[0] is None and watch.graphs()[1] is graphs[0]

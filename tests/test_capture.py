@@ -1,6 +1,6 @@
 """autosage_cli.torch.capture on the CPU: the rules that need no device (the optimizer must be
-capturable, warm-up steps, a callable), the watch a replay keeps on its Graphs and, without a GPU, the one-line error naming the missing
-GPU. tests/test_capture_gpu.py captures and replays on a device."""
+capturable, warm-up steps, a callable), the watch a replay keeps on its Graphs and, without a
+GPU, the one-line error naming the missing GPU. tests/test_capture_gpu.py captures and replays on a device."""
 from __future__ import annotations
 
 import pytest

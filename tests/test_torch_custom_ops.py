@@ -153,3 +153,34 @@ def test_a_graph_first_met_while_compiling_gets_its_handle_at_trace_time():
     out = torch.compile(f, fullgraph=True, backend="aot_eager")(x)
     assert handles.graph(fresh._op_handle) is fresh
     torch.testing.assert_close(out, f(x))
+
+
+class _Recorder(torch.utils._python_dispatch.TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.names = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.names.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+def test_an_untraced_call_without_grad_runs_the_implementation_and_a_traced_one_the_op(graph, monkeypatch):
+    """A compiled graph's run-time calls (no grad, no tracer) skip torch.library's wrappers; a
+    dispatch mode, or a gradient to record, still meets the op and its autograd node."""
+    h, B = handles.handle(graph), leaf(N, 3, seed=1)
+    backend = []
+    fns = ops.spmm_op._backend_fns
+    monkeypatch.setitem(fns, None, lambda *a, _f=fns[None]: backend.append(1) or _f(*a))
+    with torch.no_grad():
+        direct = torch.ops.autosage.spmm.default(h, None, B, N)
+    assert backend == []
+    assert torch.equal(direct, ops._spmm(graph, None, B.detach(), N))
+    with torch.no_grad(), _Recorder() as mode:
+        traced = torch.ops.autosage.spmm.default(h, None, B, N)
+    assert backend == [1] and "autosage.spmm.default" in mode.names
+    assert torch.equal(traced, direct)
+    out = torch.ops.autosage.spmm.default(h, None, B, N)
+    assert out.grad_fn is not None
+    out.sum().backward()
+    assert torch.allclose(B.grad, ops._spmm_t(graph, None, torch.ones_like(direct), N))

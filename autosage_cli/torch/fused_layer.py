@@ -23,6 +23,7 @@ export meet the custom ops as before), outside autocast, every tensor of one dty
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from ..kernels import epilogues
@@ -80,27 +81,29 @@ class LinearAggregate(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, g, x, x_dst, weight_l, bias, weight_r, aggregate_first, relu):
+        # F.linear is x Wᵀ (+ b) in one call where mm needs the transpose's view first: on a
+        # small graph each call from Python is host time
         root_input = x if x_dst is None else x_dst
-        relu_after = relu and weight_r is not None     # else in the SpMM's or the GEMM's epilogue
+        relu_pending = relu and weight_r is not None    # then with the root term's GEMM
         if aggregate_first:
             aggregated = ops.spmm(g, None, x)
-            if bias is None:
-                out = aggregated.mm(weight_l.t())
-                relu_after = relu
-            elif relu and not relu_after:              # cuBLASLt's bias-ReLU epilogue
+            if relu and bias is not None and weight_r is None:   # cuBLASLt's bias-ReLU epilogue
                 out = torch._addmm_activation(bias, aggregated, weight_l.t())
             else:
-                out = torch.addmm(bias, aggregated, weight_l.t())
+                out = F.linear(aggregated, weight_l, bias)
+                relu_pending = relu
             kept = aggregated
         else:
-            h = x.mm(weight_l.t())
-            row = epilogues.choose(bias is not None, "relu" if relu and not relu_after else None)
+            h = F.linear(x, weight_l)
+            row = epilogues.choose(bias is not None, "relu" if relu and not relu_pending else None)
             out = (ops_epilogue.spmm_epilogue(g, None, h, bias, row.name) if row.fused
                    else ops.spmm(g, None, h))
             kept = x
-        if weight_r is not None:
+        if weight_r is not None and relu_pending:   # relu(out + x_dst W_rᵀ) in one call
+            out = torch._addmm_activation(out, root_input, weight_r.t())
+        elif weight_r is not None:
             out.addmm_(root_input, weight_r.t())
-        if relu_after:
+        elif relu_pending:
             out.relu_()
         ctx.graph, ctx.aggregate_first, ctx.shared = g, aggregate_first, x_dst is None
         ctx.save_for_backward(kept, root_input if weight_r is not None else None, weight_l, weight_r,

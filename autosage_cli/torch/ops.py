@@ -32,6 +32,7 @@ meets the custom ops and an eager one the direct path.
 """
 from __future__ import annotations
 
+import warnings
 from typing import Optional
 
 import torch
@@ -342,6 +343,45 @@ def attention(g, Q: Tensor, K: Tensor, V: Tensor, scale: float) -> Tensor:
 def additive_attention(g, a_dst: Tensor, a_src: Tensor, V: Tensor, negative_slope: float) -> Tensor:
     return _call(additive_attention_op, _additive_attention, _EagerAdditive, g, (a_dst, a_src, V),
                  (a_dst, a_src, V, negative_slope))[0]
+
+
+# ------------------------------------------------------------------------ calls through the dispatcher
+_AFTER_AUTOGRAD = torch._C._after_autograd_keyset
+
+
+def direct_when_untraced(op, impl) -> None:
+    """Replace custom op `op`'s autograd kernel by one that runs `impl` itself when nothing needs
+    its autograd node and nothing traces: a compiled graph's calls at run time (its forward and
+    backward run without grad) and calls under torch.no_grad. Through torch.library's own
+    kernel such a call costs a Python autograd wrapper, a redispatch, and a backend wrapper that
+    disables dynamo and checks the outputs' aliasing: 23.5 us against 15.4 here on a CPU for
+    a 3-row SpMM whose implementation takes 9.8, and several times that on the GPU hosts.
+    Everything else (a gradient to record, a tracer, a dispatch mode, a tensor subclass) goes to
+    torch.library's generated kernel, as before. Left as torch.library made it where this torch
+    has no `make_autograd_impl` (a private helper: its absence costs speed, never a result)."""
+    make = getattr(getattr(torch._library, "autograd", None), "make_autograd_impl", None)
+    if make is None:
+        return
+    overload = op._opoverload
+    general = make(overload, op)
+
+    def kernel(keyset, *args):
+        if torch.is_grad_enabled() and torch._C._any_requires_grad(*args):
+            return general(keyset, *args)
+        if _traced(*args):
+            with torch._C._AutoDispatchBelowAutograd():
+                return overload.redispatch(keyset & _AFTER_AUTOGRAD, *args)
+        return impl(*args)
+    with warnings.catch_warnings():   # torch says once that a kernel was replaced: on purpose here
+        warnings.simplefilter("ignore")
+        op._lib.impl(op._name, kernel, "Autograd", with_keyset=True)
+
+
+for _op, _impl in ((spmm_op, _spmm), (spmm_t_op, _spmm_t), (sddmm_op, _sddmm), (attention_op, _attention),
+                   (attention_backward_op, _attention_backward_impl),
+                   (additive_attention_op, _additive_attention),
+                   (additive_attention_backward_op, _additive_attention_backward_impl)):
+    direct_when_untraced(_op, _impl)
 
 
 def _untracked(op, impl, g, tensors: tuple, args: tuple):

@@ -20,7 +20,7 @@ from torch import Tensor
 
 from ..kernels import epilogues
 from . import epilogue as fused
-from .ops import _call, _eager, _keep, _on, sddmm, spmm_t
+from .ops import _call, _eager, _keep, _on, direct_when_untraced, sddmm, spmm_t
 
 
 def _spmm_epilogue(graph: int, values: Optional[Tensor], B: Tensor, bias: Optional[Tensor], n_rows: int,
@@ -65,6 +65,7 @@ def _spmm_epilogue_backward(ctx, dC):
 
 spmm_epilogue_op.register_autograd(_spmm_epilogue_backward, setup_context=_setup_epilogue)
 
+direct_when_untraced(spmm_epilogue_op, _spmm_epilogue)
 _EagerSpMMEpilogue = _eager("EagerSpMMEpilogue", _spmm_epilogue, _setup_epilogue, _spmm_epilogue_backward)
 
 

@@ -101,12 +101,14 @@ def dtype_name(t: torch.Tensor) -> str:
 def operand(name: str, t: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
     """A C-contiguous, 16-byte aligned tensor of an accepted value type, or of `dtype` (rounded
     to it) when given; copied only when it is not one already."""
+    # No detach: the kernels read the memory by its pointer, and every caller runs without grad
+    # (inside an autograd node's forward or backward, or below autograd), so a copy made here
+    # records nothing; a detach per operand was host time on every call.
     if dtype is not None and t.dtype != dtype:
-        t = t.detach().to(dtype)
+        t = t.to(dtype)
     if t.dtype not in VALUE_TYPES:
         raise AutosageError(f"{name}: the CUDA ops take {', '.join(VALUE_TYPES.values())}, "
                             f"got {str(t.dtype).replace('torch.', '')}")
-    t = t.detach()
     if not t.is_contiguous() or t.data_ptr() % _ALIGN:
         t = t.clone(memory_format=torch.contiguous_format)
     return t

@@ -32,6 +32,7 @@ meets the custom ops and an eager one the direct path.
 """
 from __future__ import annotations
 
+import inspect
 import warnings
 from typing import Optional
 
@@ -372,9 +373,27 @@ def direct_when_untraced(op, impl) -> None:
             with torch._C._AutoDispatchBelowAutograd():
                 return overload.redispatch(keyset & _AFTER_AUTOGRAD, *args)
         return impl(*args)
+    _replace_kernel(op, kernel, "Autograd")
+
+
+def _replace_kernel(op, kernel, dispatch_key: str) -> None:
+    """Register `kernel` over the one torch.library registered for `op` at `dispatch_key`.
+    Newer torch overrides by default (`allow_override`, default True since 2.13); older releases
+    refuse a second Python kernel for the same key (torch.library._impls remembers the first)
+    unless the keyword says otherwise, and the oldest have no keyword: there the record is
+    dropped first. Where torch still refuses, its own kernel stays: slower, never wrong."""
+    lib = op._lib
+    kwargs = {"with_keyset": True}
+    if "allow_override" in inspect.signature(lib.impl).parameters:
+        kwargs["allow_override"] = True
+    else:
+        getattr(torch.library, "_impls", set()).discard(f"{lib.ns}/{op._name}/{dispatch_key}")
     with warnings.catch_warnings():   # torch says once that a kernel was replaced: on purpose here
         warnings.simplefilter("ignore")
-        op._lib.impl(op._name, kernel, "Autograd", with_keyset=True)
+        try:
+            lib.impl(op._name, kernel, dispatch_key, **kwargs)
+        except RuntimeError:
+            pass
 
 
 for _op, _impl in ((spmm_op, _spmm), (spmm_t_op, _spmm_t), (sddmm_op, _sddmm), (attention_op, _attention),

@@ -15,6 +15,10 @@ epilogue when the GEMM runs first) and a GEMM that accumulates the root term int
 (addmm_); the backward accumulates x's two gradients the same way, in the GEMM's epilogue. The
 kernels are those of the separate ops, so outputs and gradients are theirs.
 
+A layer aggregating first an input that needs no gradient (a first layer's features) is no
+node of ours in an eager call: its backward runs no SpMM, so the same GEMMs are left to autograd's
+own nodes, whose backward runs in C++ (`gemms_only`).
+
 The backward's ops are differentiable (the SpMM's transpose through ops.py's dispatching call), so
 a second derivative through create_graph still works. Layers use this path only where it computes
 what their separate ops do: an eager call (ops._traced: nothing traces, so torch.compile and
@@ -41,11 +45,35 @@ def applies(*tensors) -> bool:
 
 def linear_aggregate(g, x: Tensor, x_dst: Tensor | None, weight_l: Tensor, bias: Tensor | None,
                      weight_r: Tensor | None, aggregate_first: bool, relu: bool = False) -> Tensor:
-    """The layer's output as one node (LinearAggregate), its input checked as the SpMM checks it."""
+    """The layer's output, its input checked as the SpMM checks it: as one node (LinearAggregate),
+    or as GEMMs autograd records itself where the aggregation needs no gradient (`gemms_only`)."""
     check_tensor("B", x, 2, g.n_cols)
     if x_dst is not None:
         check_tensor("x_dst", x_dst, 2, g.n_rows)
+    if gemms_only(aggregate_first, x, x_dst):
+        return _gemms_after_aggregation(g, x, x_dst, weight_l, bias, weight_r, relu)
     return LinearAggregate.apply(g, x, x_dst, weight_l, bias, weight_r, aggregate_first, relu)
+
+
+def gemms_only(aggregate_first: bool, x: Tensor, x_dst: Tensor | None) -> bool:
+    """Whether the layer is its aggregation, a constant, then GEMMs: aggregated first from inputs
+    needing no gradient (a first layer's features). Its backward then runs no SpMM, only the
+    GEMMs' gradients, and autograd's own nodes compute those in C++; a Python node's backward
+    runs on autograd's device thread, where Python ran 2-4x slower than on the calling thread
+    on the GPU hosts measured, and here it would only call the same GEMMs. Not while a CUDA graph
+    captures: a replay has no host time to save, and the node's kernels are fewer (the ReLU in
+    the root GEMM's epilogue) and its bias gradient a matrix-vector product."""
+    return (aggregate_first and not x.requires_grad and (x_dst is None or not x_dst.requires_grad)
+            and not (x.is_cuda and torch.cuda.is_current_stream_capturing()))
+
+
+def _gemms_after_aggregation(g, x, x_dst, weight_l, bias, weight_r, relu):
+    """act((A x) W_lᵀ + b [+ x_dst W_rᵀ]) as LinearAggregate's forward computes it (the same
+    calls, the ReLU a pass of its own: cuBLASLt's ReLU epilogue has no derivative in torch)."""
+    out = F.linear(ops.spmm(g, None, x), weight_l, bias)
+    if weight_r is not None:
+        out = out.addmm_(x if x_dst is None else x_dst, weight_r.t())
+    return out.relu_() if relu else out
 
 
 _ONES: dict = {}       # (rows, dtype, device) -> a vector of ones, the column sums' operand

@@ -32,14 +32,13 @@ meets the custom ops and an eager one the direct path.
 """
 from __future__ import annotations
 
-import inspect
-import warnings
 from typing import Optional
 
 import torch
 from torch import Tensor
 
 from . import backward, handles, kernels
+from .tracing import direct_when_untraced, traced as _traced   # _traced: patched by tests
 from .kernels import TWO_BYTE
 
 
@@ -265,19 +264,6 @@ additive_attention_op.register_autograd(_additive_grads, setup_context=_setup_ad
 
 
 # ------------------------------------------------------------------------ calls on a Graph
-_PLAIN = (Tensor, torch.nn.Parameter)
-
-
-def _traced(*tensors) -> bool:
-    """True when a call must go through the custom op: under torch.compile or export tracing, a
-    dispatch mode, a functorch transform, or an operand of a tensor subclass (a FakeTensor...)."""
-    if torch.compiler.is_compiling() or torch._C._len_torch_dispatch_stack():
-        return True
-    if torch._C._functorch.peek_interpreter_stack() is not None:
-        return True
-    return any(isinstance(t, Tensor) and type(t) not in _PLAIN for t in tensors)
-
-
 def _needs_grad(*tensors) -> bool:
     return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
 
@@ -347,55 +333,6 @@ def additive_attention(g, a_dst: Tensor, a_src: Tensor, V: Tensor, negative_slop
 
 
 # ------------------------------------------------------------------------ calls through the dispatcher
-_AFTER_AUTOGRAD = torch._C._after_autograd_keyset
-
-
-def direct_when_untraced(op, impl) -> None:
-    """Replace custom op `op`'s autograd kernel by one that runs `impl` itself when nothing needs
-    its autograd node and nothing traces: a compiled graph's calls at run time (its forward and
-    backward run without grad) and calls under torch.no_grad. Through torch.library's own
-    kernel such a call costs a Python autograd wrapper, a redispatch, and a backend wrapper that
-    disables dynamo and checks the outputs' aliasing: 23.5 us against 15.4 here on a CPU for
-    a 3-row SpMM whose implementation takes 9.8, and several times that on the GPU hosts.
-    Everything else (a gradient to record, a tracer, a dispatch mode, a tensor subclass) goes to
-    torch.library's generated kernel, as before. Left as torch.library made it where this torch
-    has no `make_autograd_impl` (a private helper: its absence costs speed, never a result)."""
-    make = getattr(getattr(torch._library, "autograd", None), "make_autograd_impl", None)
-    if make is None:
-        return
-    overload = op._opoverload
-    general = make(overload, op)
-
-    def kernel(keyset, *args):
-        if torch.is_grad_enabled() and torch._C._any_requires_grad(*args):
-            return general(keyset, *args)
-        if _traced(*args):
-            with torch._C._AutoDispatchBelowAutograd():
-                return overload.redispatch(keyset & _AFTER_AUTOGRAD, *args)
-        return impl(*args)
-    _replace_kernel(op, kernel, "Autograd")
-
-
-def _replace_kernel(op, kernel, dispatch_key: str) -> None:
-    """Register `kernel` over the one torch.library registered for `op` at `dispatch_key`.
-    Newer torch overrides by default (`allow_override`, default True since 2.13); older releases
-    refuse a second Python kernel for the same key (torch.library._impls remembers the first)
-    unless the keyword says otherwise, and the oldest have no keyword: there the record is
-    dropped first. Where torch still refuses, its own kernel stays: slower, never wrong."""
-    lib = op._lib
-    kwargs = {"with_keyset": True}
-    if "allow_override" in inspect.signature(lib.impl).parameters:
-        kwargs["allow_override"] = True
-    else:
-        getattr(torch.library, "_impls", set()).discard(f"{lib.ns}/{op._name}/{dispatch_key}")
-    with warnings.catch_warnings():   # torch says once that a kernel was replaced: on purpose here
-        warnings.simplefilter("ignore")
-        try:
-            lib.impl(op._name, kernel, dispatch_key, **kwargs)
-        except RuntimeError:
-            pass
-
-
 for _op, _impl in ((spmm_op, _spmm), (spmm_t_op, _spmm_t), (sddmm_op, _sddmm), (attention_op, _attention),
                    (attention_backward_op, _attention_backward_impl),
                    (additive_attention_op, _additive_attention),

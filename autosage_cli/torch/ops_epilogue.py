@@ -20,7 +20,8 @@ from torch import Tensor
 
 from ..kernels import epilogues
 from . import epilogue as fused
-from .ops import _call, _eager, _keep, _on, direct_when_untraced, sddmm, spmm_t
+from .ops import _call, _eager, _keep, _on, sddmm, spmm_t
+from .tracing import direct_when_untraced
 
 
 def _spmm_epilogue(graph: int, values: Optional[Tensor], B: Tensor, bias: Optional[Tensor], n_rows: int,

@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch", reason="torch is not installed: the autosag
 import autosage_cli.torch as at  # noqa: E402
 from autosage_cli.errors import AutosageError  # noqa: E402
 from autosage_cli.torch import handles, ops  # noqa: E402
-from torch_helpers import leaf, random_edge_index  # noqa: E402
+from torch_helpers import DispatchRecorder, leaf, random_edge_index  # noqa: E402
 
 N = 23
 F64 = torch.float64
@@ -155,16 +155,6 @@ def test_a_graph_first_met_while_compiling_gets_its_handle_at_trace_time():
     torch.testing.assert_close(out, f(x))
 
 
-class _Recorder(torch.utils._python_dispatch.TorchDispatchMode):
-    def __init__(self):
-        super().__init__()
-        self.names = []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.names.append(str(func))
-        return func(*args, **(kwargs or {}))
-
-
 def test_an_untraced_call_without_grad_runs_the_implementation_and_a_traced_one_the_op(graph, monkeypatch):
     """A compiled graph's run-time calls (no grad, no tracer) skip torch.library's wrappers; a
     dispatch mode, or a gradient to record, still meets the op and its autograd node."""
@@ -176,7 +166,7 @@ def test_an_untraced_call_without_grad_runs_the_implementation_and_a_traced_one_
         direct = torch.ops.autosage.spmm.default(h, None, B, N)
     assert backend == []
     assert torch.equal(direct, ops._spmm(graph, None, B.detach(), N))
-    with torch.no_grad(), _Recorder() as mode:
+    with torch.no_grad(), DispatchRecorder() as mode:
         traced = torch.ops.autosage.spmm.default(h, None, B, N)
     assert backend == [1] and "autosage.spmm.default" in mode.names
     assert torch.equal(traced, direct)

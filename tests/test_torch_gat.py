@@ -10,7 +10,8 @@ torch = pytest.importorskip("torch", reason="torch is not installed: the autosag
 
 import autosage_cli.torch as at  # noqa: E402
 from autosage_cli.errors import AutosageError  # noqa: E402
-from torch_helpers import dense_adjacency, dense_additive_attention, leaf, random_edge_index  # noqa: E402
+from torch_helpers import (DispatchRecorder, dense_adjacency, dense_additive_attention, leaf,  # noqa: E402
+                           random_edge_index)
 from torch_helpers import grads as _grads  # noqa: E402
 
 N, IN = 37, 13
@@ -163,17 +164,6 @@ def test_gat_layer_attention_is_one_autograd_node(edges, bipartite):
     """The score terms, the softmax and the weighted sum are one node (gat_attention): no products
     and sums of their own, and x's gradient reaches the linear map once; under a dispatch mode (as
     torch.compile traces) the layer takes the custom operator instead, with the same output."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    class Calls(TorchDispatchMode):
-        def __init__(self):
-            super().__init__()
-            self.names = []
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            self.names.append(str(func))
-            return func(*args, **(kwargs or {}))
-
     x = torch.randn(N, IN, dtype=F64, requires_grad=True)
     layer = (at.GATConv((IN, IN), 4, heads=2) if bipartite else at.GATConv(IN, 4, heads=2)).double()
     g = at.Graph.from_edge_index(edges, N)
@@ -186,7 +176,7 @@ def test_gat_layer_attention_is_one_autograd_node(edges, bipartite):
     assert names.count("_GATAttentionBackward") == 1, names
     assert not any(n.startswith(("MulBackward", "SumBackward")) for n in names), names
     assert names.count("MmBackward0") == (2 if bipartite else 1), names
-    with Calls() as calls:
+    with DispatchRecorder() as calls:
         traced = layer((x, x) if bipartite else x, g)
     assert any(n.startswith("autosage.additive_attention") for n in calls.names), calls.names
     torch.testing.assert_close(traced, out, rtol=1e-12, atol=1e-12)

@@ -11,6 +11,19 @@ def leaf(*shape, seed=0, spread=1.0, dtype=torch.float64) -> torch.Tensor:
     return ((torch.rand(*shape, generator=gen, dtype=dtype) * 2 - 1) * spread).requires_grad_()
 
 
+class DispatchRecorder(torch.utils._python_dispatch.TorchDispatchMode):
+    """A dispatch mode (as torch.compile's tracing is one) that records the name of every op it
+    meets: `with DispatchRecorder() as mode: ...; mode.names`."""
+
+    def __init__(self):
+        super().__init__()
+        self.names = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.names.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
 def grads(out: torch.Tensor, inputs, seed=9):
     """Gradients of <out, a random upstream> with respect to `inputs`."""
     upstream = torch.randn(out.shape, generator=torch.Generator().manual_seed(seed), dtype=out.dtype)

@@ -61,9 +61,10 @@ def gemms_only(aggregate_first: bool, x: Tensor, x_dst: Tensor | None, weight_r:
     no SpMM, only the GEMM's gradients, and autograd's own nodes compute those in C++; a Python
     node's backward runs on autograd's device thread, where Python ran 2-4x slower than on the
     calling thread on the GPU hosts measured. Measured on an H100 (interleaved eager steps of the
-    training suite's models): GCN's steps 2-8% faster this way (cora 1.350 against 1.461 ms);
-    SAGE's, whose root term adds a second GEMM, its transpose's node and a ReLU pass of its own,
-    1-13% slower (wiki-Vote 2.156 against 1.913 ms), so a layer with a root term stays one node.
+    training suite's models, two calls): GCN's steps 2-8% faster this way in one call (cora 1.350
+    against 1.461 ms), within the method's 1.5% noise in the other; SAGE's, whose root term adds a
+    second GEMM, its transpose's node and a ReLU pass of its own, 1-13% slower (wiki-Vote 2.156
+    against 1.913 ms), so a layer with a root term stays one node.
     Not while a CUDA graph captures: a replay has no host time to save, and the node's kernels are
     fewer (the ReLU in cuBLASLt's epilogue) and its bias gradient a matrix-vector product."""
     return (aggregate_first and weight_r is None and not x.requires_grad

@@ -2,7 +2,8 @@
 same outputs and gradients as the layer built from separate ops (which autocast, mixed types and
 tracing still take), one node per layer (none of ours where an input needing no gradient is
 aggregated first and no root term follows: a GEMM autograd records), no transposed SpMM for an
-input needing no gradient, and a second derivative through it. On the CPU (the reference kernels), in float64."""
+input needing no gradient, and a second derivative through it. On the CPU (the reference
+kernels), in float64."""
 from __future__ import annotations
 
 import pytest
@@ -11,7 +12,7 @@ torch = pytest.importorskip("torch", reason="torch is not installed: the autosag
 
 import autosage_cli.torch as at  # noqa: E402
 from autosage_cli.torch import backward, fused_layer  # noqa: E402
-from torch_helpers import random_edge_index  # noqa: E402
+from torch_helpers import autograd_nodes, random_edge_index  # noqa: E402
 
 N, N_DST = 37, 15
 F64 = torch.float64
@@ -80,7 +81,7 @@ def test_one_node_computes_what_the_separate_ops_do(graph, monkeypatch, name, in
     torch.testing.assert_close(out, ref_out, rtol=1e-12, atol=1e-12)
     for got, want in zip(grads, ref_grads):
         torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
-    python_nodes = [type(n).__name__ for n in _nodes(out.grad_fn)
+    python_nodes = [type(n).__name__ for n in autograd_nodes(out)
                     if isinstance(n, torch.autograd.function.BackwardCFunction)]
     if not input_grad and layer.in_channels < layer.out_channels and not getattr(layer, "root_weight", False):
         # aggregated first from features needing no gradient, no root term: a GEMM autograd records
@@ -96,24 +97,13 @@ def test_one_node_computes_what_the_separate_ops_do(graph, monkeypatch, name, in
         assert (out >= 0).all() and (out == 0).any()
 
 
-def _nodes(root) -> list:
-    """Every node of the autograd graph below `root`."""
-    seen, todo = [], [root]
-    while todo:
-        node = todo.pop()
-        if node is not None and node not in seen:
-            seen.append(node)
-            todo.extend(next_node for next_node, _ in node.next_functions)
-    return seen
-
-
 @pytest.mark.parametrize("input_grad", [True, False], ids=["x-grad", "x-no-grad"])
 @pytest.mark.parametrize("act", [None, "relu"])
 @pytest.mark.parametrize("widths", [(9, 4), (4, 9)], ids=["transform-first", "aggregate-first"])
 @pytest.mark.parametrize("root", [True, False], ids=["root", "no-root"])
 def test_bipartite_sage(block, monkeypatch, widths, root, act, input_grad):
     layer = at.SAGEConv(widths[0], widths[1], root_weight=root, act=act).double()
-    x = (_x(N, widths[0], seed=4).requires_grad_(input_grad), _x(N_DST, widths[0], seed=5).requires_grad_(input_grad))
+    x = tuple(_x(rows, widths[0], seed=seed).requires_grad_(input_grad) for rows, seed in ((N, 4), (N_DST, 5)))
     out, grads = _run(layer, x, block, True, monkeypatch)
     ref_out, ref_grads = _run(layer, x, block, False, monkeypatch)
     assert out.shape == (N_DST, widths[1])

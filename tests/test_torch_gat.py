@@ -10,8 +10,8 @@ torch = pytest.importorskip("torch", reason="torch is not installed: the autosag
 
 import autosage_cli.torch as at  # noqa: E402
 from autosage_cli.errors import AutosageError  # noqa: E402
-from torch_helpers import (DispatchRecorder, dense_adjacency, dense_additive_attention, leaf,  # noqa: E402
-                           random_edge_index)
+from torch_helpers import (DispatchRecorder, autograd_nodes, dense_adjacency, dense_additive_attention,  # noqa: E402
+                           leaf, random_edge_index)
 from torch_helpers import grads as _grads  # noqa: E402
 
 N, IN = 37, 13
@@ -146,19 +146,6 @@ def test_gat_matches_pyg(edges, out, options):
             torch.testing.assert_close(p.grad, theirs_params[name].grad, rtol=1e-10, atol=1e-10, msg=name)
 
 
-def _backward_nodes(t: torch.Tensor) -> list[str]:
-    """The names of every autograd node t's gradient passes through."""
-    seen, todo, names = set(), [t.grad_fn], []
-    while todo:
-        node = todo.pop()
-        if node is None or node in seen:
-            continue
-        seen.add(node)
-        names.append(type(node).__name__)
-        todo += [next_fn for next_fn, _ in node.next_functions]
-    return names
-
-
 @pytest.mark.parametrize("bipartite", [False, True])
 def test_gat_layer_attention_is_one_autograd_node(edges, bipartite):
     """The score terms, the softmax and the weighted sum are one node (gat_attention): no products
@@ -172,7 +159,7 @@ def test_gat_layer_attention_is_one_autograd_node(edges, bipartite):
     with handles.recording() as seen:    # registered, as every op's graph (captures check them)
         out = layer((x, x) if bipartite else x, g)
     assert len(seen) == 1 and all(getattr(s, "_op_handle", None) is not None for s in seen.values())
-    names = _backward_nodes(out)
+    names = [type(node).__name__ for node in autograd_nodes(out)]
     assert names.count("_GATAttentionBackward") == 1, names
     assert not any(n.startswith(("MulBackward", "SumBackward")) for n in names), names
     assert names.count("MmBackward0") == (2 if bipartite else 1), names

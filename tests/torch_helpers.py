@@ -24,6 +24,17 @@ class DispatchRecorder(torch.utils._python_dispatch.TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
+def autograd_nodes(t: torch.Tensor) -> list:
+    """Every autograd node t's gradient passes through."""
+    seen, todo = [], [t.grad_fn]
+    while todo:
+        node = todo.pop()
+        if node is not None and node not in seen:
+            seen.append(node)
+            todo += [next_fn for next_fn, _ in node.next_functions]
+    return seen
+
+
 def grads(out: torch.Tensor, inputs, seed=9):
     """Gradients of <out, a random upstream> with respect to `inputs`."""
     upstream = torch.randn(out.shape, generator=torch.Generator().manual_seed(seed), dtype=out.dtype)

@@ -29,6 +29,8 @@ def traced(*tensors) -> bool:
 
 
 _AFTER_AUTOGRAD = torch._C._after_autograd_keyset
+# Whether this torch's Library.impl takes `allow_override` (read once, not per op)
+_ASKS_OVERRIDE = "allow_override" in inspect.signature(torch.library.Library.impl).parameters
 
 
 def direct_when_untraced(op, impl) -> None:
@@ -64,11 +66,9 @@ def _replace_kernel(op, kernel, dispatch_key: str) -> None:
     unless the keyword says otherwise, and the oldest have no keyword: there the record is
     dropped first. Where torch still refuses, its own kernel stays: slower, never wrong."""
     lib = op._lib
-    kwargs = {"with_keyset": True}
-    if "allow_override" in inspect.signature(lib.impl).parameters:
-        kwargs["allow_override"] = True
-    else:
+    if not _ASKS_OVERRIDE:
         getattr(torch.library, "_impls", set()).discard(f"{lib.ns}/{op._name}/{dispatch_key}")
+    kwargs = {"with_keyset": True, **({"allow_override": True} if _ASKS_OVERRIDE else {})}
     with warnings.catch_warnings():   # torch says once that a kernel was replaced: on purpose here
         warnings.simplefilter("ignore")
         try:

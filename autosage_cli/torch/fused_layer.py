@@ -1,4 +1,5 @@
-"""A graph layer's linear maps and its aggregation as one autograd node, for eager calls:
+"""A graph layer's linear maps and its aggregation as one autograd node (eager calls) or one custom
+op each way (torch.compile and export):
 
   out = act(A (x W_lᵀ) + b [+ x_dst W_rᵀ])      transform first (`aggregate_first` False)
   out = act((A x) W_lᵀ + b [+ x_dst W_rᵀ])      aggregate first
@@ -19,37 +20,53 @@ A layer without a root term aggregating first an input that needs no gradient (G
 is no node of ours in an eager call: its backward runs no SpMM, so its GEMM is left to autograd's
 own nodes, whose backward runs in C++ (`gemms_only`).
 
-The backward's ops are differentiable (the SpMM's transpose through ops.py's dispatching call), so
-a second derivative through create_graph still works. Layers use this path only where it computes
-what their separate ops do: an eager call (ops._traced: nothing traces, so torch.compile and
-export meet the custom ops as before), outside autocast, every tensor of one dtype and device.
+Why one op under torch.compile: a compiled small-graph step is host time too, and built from the
+separate ops Inductor adds kernels of its own around ours (the ReLU and its mask, each bias
+gradient as two reductions), each a Triton launch from Python. As `autosage::linear_aggregate`
+and `autosage::linear_aggregate_backward` the compiled graphs hold one call per layer each way,
+running what the eager node runs (`_forward`, `_backward`); the backward op is once differentiable.
+
+The eager node's backward is differentiable (the SpMM's transpose through ops.py's dispatching
+call), so a second derivative through create_graph still works. Layers use these paths only where
+they compute what their separate ops do: outside autocast, every tensor of one dtype and device,
+and not under another tracer (a dispatch mode, a functorch transform, a tensor subclass), which
+meets the separate custom ops.
 """
 from __future__ import annotations
+
+from typing import Optional
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from ..kernels import epilogues
-from . import ops, ops_epilogue
+from . import handles, ops, ops_epilogue
 from .functions import check_tensor
+from .tracing import direct_when_untraced
 
 
 def applies(*tensors) -> bool:
-    """Whether an eager layer call on these tensors (None: absent) may run as one node."""
+    """Whether a layer call on these tensors (None: absent) may run as one node (eager) or one
+    custom op (torch.compile or export tracing it)."""
     present = [t for t in tensors if t is not None]
     first = present[0]
-    return (not torch.is_autocast_enabled(first.device.type) and not ops._traced(*present)
+    return (not torch.is_autocast_enabled(first.device.type)
+            and (torch.compiler.is_compiling() or not ops._traced(*present))
             and all(t.dtype == first.dtype and t.device == first.device for t in present))
 
 
 def linear_aggregate(g, x: Tensor, x_dst: Tensor | None, weight_l: Tensor, bias: Tensor | None,
                      weight_r: Tensor | None, aggregate_first: bool, relu: bool = False) -> Tensor:
     """The layer's output, its input checked as the SpMM checks it: as one node (LinearAggregate),
-    or as GEMMs autograd records itself where the aggregation needs no gradient (`gemms_only`)."""
+    or as GEMMs autograd records itself where the aggregation needs no gradient (`gemms_only`);
+    under torch.compile or export, as the custom op autosage::linear_aggregate."""
     check_tensor("B", x, 2, g.n_cols)
     if x_dst is not None:
         check_tensor("x_dst", x_dst, 2, g.n_rows)
+    if torch.compiler.is_compiling():
+        return layer_op(handles.handle(g), x, x_dst, weight_l, bias, weight_r, aggregate_first, relu,
+                        g.n_rows)[0]
     if gemms_only(aggregate_first, x, x_dst, weight_r):
         return _gemms_after_aggregation(g, x, weight_l, bias, relu)
     return LinearAggregate.apply(g, x, x_dst, weight_l, bias, weight_r, aggregate_first, relu)
@@ -105,6 +122,67 @@ def _column_sums(d: Tensor) -> Tensor:
     return torch.mv(d.t(), _ones(d.shape[0], d))
 
 
+def _forward(g, x, x_dst, weight_l, bias, weight_r, aggregate_first: bool, relu: bool):
+    """(out, A x) aggregating first, else (out, None): the layer's output and what its backward
+    reads besides the inputs. Runs without grad (a node's forward, or the custom op's body)."""
+    # F.linear is x Wᵀ (+ b) in one call where mm needs the transpose's view first: on a
+    # small graph each call from Python is host time
+    root_input = x if x_dst is None else x_dst
+    relu_pending = relu and weight_r is not None    # then with the root term's GEMM
+    aggregated = None
+    if aggregate_first:
+        aggregated = ops.spmm(g, None, x)
+        if relu and bias is not None and weight_r is None:   # cuBLASLt's bias-ReLU epilogue
+            out = torch._addmm_activation(bias, aggregated, weight_l.t())
+        else:
+            out = F.linear(aggregated, weight_l, bias)
+            relu_pending = relu
+    else:
+        h = F.linear(x, weight_l)
+        row = epilogues.choose(bias is not None, "relu" if relu and not relu_pending else None)
+        out = (ops_epilogue.spmm_epilogue(g, None, h, bias, row.name) if row.fused
+               else ops.spmm(g, None, h))
+    if weight_r is not None and relu_pending:   # relu(out + x_dst W_rᵀ) in one call
+        out = torch._addmm_activation(out, root_input, weight_r.t())
+    elif weight_r is not None:
+        out.addmm_(root_input, weight_r.t())
+    elif relu_pending:
+        out.relu_()
+    return out, aggregated
+
+
+def _backward(g, d_out, kept, root_input, weight_l, weight_r, out, aggregate_first: bool, shared: bool,
+              needs) -> list:
+    """[d_x, d_x_dst, d_weight_l, d_bias, d_weight_r] (None where `needs`, five flags in that
+    order, asks for none). kept: A x aggregating first, else x; root_input: the root term's input
+    (None without one); out: the output when the ReLU is the layer's (its derivative), else None;
+    shared: the root term reads x itself (no x_dst)."""
+    need_x, need_dst, need_wl, need_bias, need_wr = needs
+    d_out = d_out.contiguous()
+    if out is not None:            # relu's derivative off its output, in one pass
+        d_out = torch.ops.aten.threshold_backward(d_out, out, 0)
+    d_x = d_dst = d_wl = d_bias = d_wr = None
+    if aggregate_first:            # kept: A x
+        if need_wl:
+            d_wl = d_out.t().mm(kept)
+        if need_x:
+            d_x = ops.spmm_t(g, None, d_out.mm(weight_l))
+    elif need_x or need_wl:        # kept: x
+        d_h = ops.spmm_t(g, None, d_out)
+        d_wl = d_h.t().mm(kept) if need_wl else None
+        d_x = d_h.mm(weight_l) if need_x else None
+    if need_bias:
+        d_bias = _column_sums(d_out)
+    if weight_r is not None:
+        if need_wr:
+            d_wr = d_out.t().mm(root_input)
+        if shared and need_x:
+            d_x = d_out.mm(weight_r) if d_x is None else d_x.addmm_(d_out, weight_r)
+        elif need_dst:
+            d_dst = d_out.mm(weight_r)
+    return [d_x, d_dst, d_wl, d_bias, d_wr]
+
+
 class LinearAggregate(torch.autograd.Function):
     """`LinearAggregate.apply(graph, x, x_dst, weight_l, bias, weight_r, aggregate_first, relu)`;
     bias, weight_r and x_dst may be None; `relu`: the output's ReLU in the node too (in the
@@ -112,59 +190,87 @@ class LinearAggregate(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, g, x, x_dst, weight_l, bias, weight_r, aggregate_first, relu):
-        # F.linear is x Wᵀ (+ b) in one call where mm needs the transpose's view first: on a
-        # small graph each call from Python is host time
+        out, aggregated = _forward(g, x, x_dst, weight_l, bias, weight_r, aggregate_first, relu)
         root_input = x if x_dst is None else x_dst
-        relu_pending = relu and weight_r is not None    # then with the root term's GEMM
-        if aggregate_first:
-            aggregated = ops.spmm(g, None, x)
-            if relu and bias is not None and weight_r is None:   # cuBLASLt's bias-ReLU epilogue
-                out = torch._addmm_activation(bias, aggregated, weight_l.t())
-            else:
-                out = F.linear(aggregated, weight_l, bias)
-                relu_pending = relu
-            kept = aggregated
-        else:
-            h = F.linear(x, weight_l)
-            row = epilogues.choose(bias is not None, "relu" if relu and not relu_pending else None)
-            out = (ops_epilogue.spmm_epilogue(g, None, h, bias, row.name) if row.fused
-                   else ops.spmm(g, None, h))
-            kept = x
-        if weight_r is not None and relu_pending:   # relu(out + x_dst W_rᵀ) in one call
-            out = torch._addmm_activation(out, root_input, weight_r.t())
-        elif weight_r is not None:
-            out.addmm_(root_input, weight_r.t())
-        elif relu_pending:
-            out.relu_()
         ctx.graph, ctx.aggregate_first, ctx.shared = g, aggregate_first, x_dst is None
-        ctx.save_for_backward(kept, root_input if weight_r is not None else None, weight_l, weight_r,
+        ctx.save_for_backward(aggregated if aggregate_first else x,
+                              root_input if weight_r is not None else None, weight_l, weight_r,
                               out if relu else None)
         return out
 
     @staticmethod
     def backward(ctx, d_out):
-        kept, root_input, weight_l, weight_r, out = ctx.saved_tensors
-        _, need_x, need_dst, need_wl, need_bias, need_wr, _, _ = ctx.needs_input_grad
-        d_out = d_out.contiguous()
-        if out is not None:            # relu's derivative off its output, in one pass
-            d_out = torch.ops.aten.threshold_backward(d_out, out, 0)
-        d_x = d_dst = d_wl = d_bias = d_wr = None
-        if ctx.aggregate_first:        # kept: A x
-            if need_wl:
-                d_wl = d_out.t().mm(kept)
-            if need_x:
-                d_x = ops.spmm_t(ctx.graph, None, d_out.mm(weight_l))
-        elif need_x or need_wl:        # kept: x
-            d_h = ops.spmm_t(ctx.graph, None, d_out)
-            d_wl = d_h.t().mm(kept) if need_wl else None
-            d_x = d_h.mm(weight_l) if need_x else None
-        if need_bias:
-            d_bias = _column_sums(d_out)
-        if weight_r is not None:
-            if need_wr:
-                d_wr = d_out.t().mm(root_input)
-            if ctx.shared and need_x:
-                d_x = d_out.mm(weight_r) if d_x is None else d_x.addmm_(d_out, weight_r)
-            elif need_dst:
-                d_dst = d_out.mm(weight_r)
-        return None, d_x, d_dst, d_wl, d_bias, d_wr, None, None
+        # differentiable: the backward's ops record a graph of their own under create_graph
+        grads = _backward(ctx.graph, d_out, *ctx.saved_tensors, ctx.aggregate_first, ctx.shared,
+                          ctx.needs_input_grad[1:6])
+        return None, *grads, None, None
+
+
+# ------------------------------------------------------------------ the layer as custom ops (compiled)
+def _layer(graph: int, x: Tensor, x_dst: Optional[Tensor], weight_l: Tensor, bias: Optional[Tensor],
+           weight_r: Optional[Tensor], aggregate_first: bool, relu: bool, n_rows: int) -> tuple[Tensor, Tensor]:
+    # no_grad: below the op's autograd the inputs still require grad, and the body's dispatching
+    # calls (ops.spmm) would record nodes of their own
+    with torch.no_grad():
+        out, aggregated = _forward(ops._on(graph), x, x_dst, weight_l, bias, weight_r, aggregate_first, relu)
+    return out, (x.new_empty(0) if aggregated is None else aggregated)
+
+
+layer_op = torch.library.custom_op("autosage::linear_aggregate", _layer, mutates_args=())
+
+
+@layer_op.register_fake
+def _(graph, x, x_dst, weight_l, bias, weight_r, aggregate_first, relu, n_rows):
+    out = x.new_empty((n_rows, weight_l.shape[0]))
+    return out, x.new_empty((n_rows, x.shape[1]) if aggregate_first else (0,))
+
+
+def _layer_backward_impl(graph: int, d_out: Tensor, kept: Tensor, root_input: Optional[Tensor],
+                         weight_l: Tensor, weight_r: Optional[Tensor], out: Optional[Tensor],
+                         aggregate_first: bool, shared: bool, x_rows: int, need_x: bool, need_dst: bool,
+                         need_wl: bool, need_bias: bool, need_wr: bool) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    with torch.no_grad():
+        grads = _backward(ops._on(graph), d_out, kept, root_input, weight_l, weight_r, out, aggregate_first,
+                          shared, (need_x, need_dst, need_wl, need_bias, need_wr))
+    return tuple(d_out.new_empty(0) if d is None else d for d in grads)
+
+
+layer_backward_op = torch.library.custom_op("autosage::linear_aggregate_backward", _layer_backward_impl,
+                                            mutates_args=())
+
+
+@layer_backward_op.register_fake
+def _(graph, d_out, kept, root_input, weight_l, weight_r, out, aggregate_first, shared, x_rows,
+      need_x, need_dst, need_wl, need_bias, need_wr):
+    def grad(need, shape):
+        return d_out.new_empty(shape if need else (0,))
+    return (grad(need_x, (x_rows, weight_l.shape[1])),
+            grad(need_dst, (0,) if root_input is None else root_input.shape),
+            grad(need_wl, weight_l.shape), grad(need_bias, (weight_l.shape[0],)),
+            grad(need_wr, (0,) if weight_r is None else weight_r.shape))
+
+
+def _setup_layer(ctx, inputs, output):
+    graph, x, x_dst, weight_l, bias, weight_r, aggregate_first, relu, _ = inputs
+    out, aggregated = output
+    ops._keep(ctx, graph)
+    ctx.mark_non_differentiable(aggregated)
+    ctx.aggregate_first, ctx.shared, ctx.x_rows = aggregate_first, x_dst is None, x.shape[0]
+    root_input = x if x_dst is None else x_dst
+    ctx.save_for_backward(aggregated if aggregate_first else x, root_input if weight_r is not None else None,
+                          weight_l, weight_r, out if relu else None)
+
+
+def _layer_grads(ctx, d_out, _d_aggregated):
+    root_input = ctx.saved_tensors[1]
+    # x_dst without a root term is read by nothing: no gradient (None, as the node's)
+    need_x, need_dst, need_wl, need_bias, need_wr = ctx.needs_input_grad[1:6]
+    needs = (need_x, need_dst and root_input is not None, need_wl, need_bias, need_wr)
+    grads = layer_backward_op(ctx.graph, d_out, *ctx.saved_tensors, ctx.aggregate_first, ctx.shared,
+                              ctx.x_rows, *needs)
+    return (None, *(d if need else None for d, need in zip(grads, needs)), None, None, None)
+
+
+layer_op.register_autograd(_layer_grads, setup_context=_setup_layer)
+for _op, _impl in ((layer_op, _layer), (layer_backward_op, _layer_backward_impl)):
+    direct_when_untraced(_op, _impl)

@@ -41,6 +41,17 @@ def grads(out: torch.Tensor, inputs, seed=9):
     return torch.autograd.grad(out, inputs, upstream)
 
 
+def bipartite_graph(n_src: int, n_dst: int, edges: int, seed: int = 8):
+    """A Graph of n_dst targets by n_src sources (a sampler's layer) with `edges` random edges; target
+    0 receives none (an empty row)."""
+    import autosage_cli.torch as at
+
+    gen = torch.Generator().manual_seed(seed)
+    edge_index = torch.stack([torch.randint(0, n_src, (edges,), generator=gen),
+                              torch.randint(1, n_dst, (edges,), generator=gen)])
+    return at.Graph.from_edge_index(edge_index, size=(n_src, n_dst))
+
+
 def random_edge_index(n: int, seed: int, *, avg_degree: int = 4, hubs: int = 2, hub_degree: int | None = None,
                       empty_every: int = 5, duplicates: bool = True) -> torch.Tensor:
     """A (2, E) source -> target edge_index in random order: every `empty_every`-th node receives

@@ -108,10 +108,13 @@ def test_the_attention_backward_is_once_differentiable_on_the_eager_path(graph):
         dQ.sum().backward()
 
 
-def test_an_eager_call_registers_the_graphs_handle():
-    """So that torch.compile reads it as an attribute: registering a Graph met first while tracing
-    takes a call that some dynamo versions cannot trace (a Graph is no constant to them)."""
+def test_an_eager_call_notes_its_graph_in_a_recording_block_under_its_birth_handle():
+    """A captured step checks every Graph its ops ran on (handles.recording); the eager path skips
+    the custom op, yet still notes the Graph, whose handle it had since it was made."""
+    from autosage_cli.torch import handles
+
     g = at.Graph.from_edge_index(random_edge_index(N, seed=9, duplicates=False), N)
-    assert getattr(g, "_op_handle", None) is None
-    at.spmm(g, torch.randn(N, 2, dtype=torch.float64))
-    assert isinstance(g._op_handle, int)
+    born = g._op_handle
+    with handles.recording() as seen:
+        at.spmm(g, torch.randn(N, 2, dtype=torch.float64))
+    assert seen == {id(g): g} and g._op_handle == born and handles.graph(born) is g

@@ -25,7 +25,7 @@ import torch
 
 from ..errors import AutosageError
 from ..graphs.csr import CSRGraph
-from . import host, structure
+from . import handles, host, structure
 from .host import host_copies  # noqa: F401  (autosage_cli.torch's, and the tests')
 from .canonical import canonical_order, rowptr_of
 
@@ -94,10 +94,10 @@ class Graph:
         self._looped_stats = None       # the stats of its self-loop graph, when the build knew them
         self._self_loops = None         # listed self-loop edges, duplicates included
         self._canon_loops = None        # canonical self-loop edges, when the build knew them
-        self._make_listings = None      # with_duplicates without a sort, where the graph's maker knows
-                                        # how: a callable holding no strong reference to this graph
+        self._make_listings = None      # with_duplicates without a sort: the maker's callable (no strong ref)
         self._static = None             # a static graph's StaticShape (torch/static_graph.py), shared
         self._static_role = None        # by its transposes and reweighted graphs; the role: its stats'
+        handles.register(self)          # the custom ops' handle: an attribute from birth (handles.py)
 
     # ------------------------------------------------------------------------------ builders
     @classmethod

@@ -1,15 +1,15 @@
 """Int handles for live Graphs: what autosage's custom operators (autosage_cli.torch.ops) take
 instead of the Graph itself, since a torch custom op only takes tensors and primitive values.
 
-A Graph gets its handle on first use (`handle(g)`, stored on the Graph as `_op_handle`) and keeps
+A Graph gets its handle when it is made (`register`, stored on the Graph as `_op_handle`) and keeps
 it while it lives; the registry holds only a weak reference, so registering never keeps a Graph
 (and its device memory, plans and derived graphs) alive. Handles are never reused: a handle whose
 Graph was freed stays dead, and an op called with it fails in one line instead of running on
 another graph.
 
 Under torch.compile the handle is a constant of the compiled graph, guarded on the Graph (its
-attribute, or for a Graph met first while tracing, its identity), so each Graph gets its own
-compiled graph and the handle never travels as a graph input.
+attribute), so each Graph gets its own compiled graph and the handle never travels as a graph
+input. `handle(g)` is what an op reads; it also notes the Graph in open `recording()` blocks.
 """
 from __future__ import annotations
 
@@ -26,10 +26,17 @@ _live: dict[int, weakref.ref] = {}
 _recorders: list[dict] = []    # open recording() blocks: id -> Graph of every Graph an op ran on
 
 
+def register(graph) -> int:
+    """Give a Graph its handle when it is made (Graph.__init__), without noting it in a recording()
+    block: under torch.compile every Graph's handle is then a plain attribute, a constant of the
+    compiled graph. Registering a Graph met first while tracing takes `_register` at trace time,
+    which some dynamo versions cannot trace (torch 2.11: "Graph is not a constant")."""
+    return getattr(graph, "_op_handle", None) or _register(graph)
+
+
 def handle(graph) -> int:
-    """The handle of `graph`, registered on first use. Under torch.compile a Graph that already
-    has one (any op ran on it eagerly) is read as a plain attribute, a constant the compiled graph
-    is guarded on."""
+    """The handle of `graph` (every Graph has one from birth; registered now otherwise). Under
+    torch.compile it is read as a plain attribute, a constant the compiled graph is guarded on."""
     h = getattr(graph, "_op_handle", None)
     if h is None:
         h = _register(graph)
@@ -42,8 +49,8 @@ def handle(graph) -> int:
 def _register(graph) -> int:
     # assume_constant_result: met during tracing, this runs for real at trace time (dynamo's side
     # effects would only land after the compiled graph, whose ops need the registry entry first).
-    # Dynamo versions that cannot pass an object to such a function stop here instead: the Graph
-    # must then have run an op eagerly before compile, which the layers' first call does anyway.
+    # Dynamo versions that cannot pass an object to such a function stop here instead, which is
+    # why a Graph registers when it is made (`register`), never while a compiled region traces.
     h = next(_next)
     # the callback drops the entry when the Graph is collected (h bound now, not at call time)
     _live[h] = weakref.ref(graph, lambda _ref, h=h: _live.pop(h, None))

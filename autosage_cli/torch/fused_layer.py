@@ -151,6 +151,13 @@ def _forward(g, x, x_dst, weight_l, bias, weight_r, aggregate_first: bool, relu:
     return out, aggregated
 
 
+def _kept(x, x_dst, weight_l, weight_r, aggregate_first: bool, relu: bool, out, aggregated) -> tuple:
+    """What `_backward` reads after d_out: (kept, root_input, weight_l, weight_r, out or None)."""
+    root_input = x if x_dst is None else x_dst
+    return (aggregated if aggregate_first else x, root_input if weight_r is not None else None,
+            weight_l, weight_r, out if relu else None)
+
+
 def _backward(g, d_out, kept, root_input, weight_l, weight_r, out, aggregate_first: bool, shared: bool,
               needs) -> list:
     """[d_x, d_x_dst, d_weight_l, d_bias, d_weight_r] (None where `needs`, five flags in that
@@ -191,11 +198,8 @@ class LinearAggregate(torch.autograd.Function):
     @staticmethod
     def forward(ctx, g, x, x_dst, weight_l, bias, weight_r, aggregate_first, relu):
         out, aggregated = _forward(g, x, x_dst, weight_l, bias, weight_r, aggregate_first, relu)
-        root_input = x if x_dst is None else x_dst
         ctx.graph, ctx.aggregate_first, ctx.shared = g, aggregate_first, x_dst is None
-        ctx.save_for_backward(aggregated if aggregate_first else x,
-                              root_input if weight_r is not None else None, weight_l, weight_r,
-                              out if relu else None)
+        ctx.save_for_backward(*_kept(x, x_dst, weight_l, weight_r, aggregate_first, relu, out, aggregated))
         return out
 
     @staticmethod
@@ -256,18 +260,15 @@ def _setup_layer(ctx, inputs, output):
     ops._keep(ctx, graph)
     ctx.mark_non_differentiable(aggregated)
     ctx.aggregate_first, ctx.shared, ctx.x_rows = aggregate_first, x_dst is None, x.shape[0]
-    root_input = x if x_dst is None else x_dst
-    ctx.save_for_backward(aggregated if aggregate_first else x, root_input if weight_r is not None else None,
-                          weight_l, weight_r, out if relu else None)
+    ctx.save_for_backward(*_kept(x, x_dst, weight_l, weight_r, aggregate_first, relu, out, aggregated))
 
 
 def _layer_grads(ctx, d_out, _d_aggregated):
-    root_input = ctx.saved_tensors[1]
+    saved = ctx.saved_tensors
     # x_dst without a root term is read by nothing: no gradient (None, as the node's)
     need_x, need_dst, need_wl, need_bias, need_wr = ctx.needs_input_grad[1:6]
-    needs = (need_x, need_dst and root_input is not None, need_wl, need_bias, need_wr)
-    grads = layer_backward_op(ctx.graph, d_out, *ctx.saved_tensors, ctx.aggregate_first, ctx.shared,
-                              ctx.x_rows, *needs)
+    needs = (need_x, need_dst and saved[1] is not None, need_wl, need_bias, need_wr)
+    grads = layer_backward_op(ctx.graph, d_out, *saved, ctx.aggregate_first, ctx.shared, ctx.x_rows, *needs)
     return (None, *(d if need else None for d, need in zip(grads, needs)), None, None, None)
 
 

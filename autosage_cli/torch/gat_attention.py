@@ -65,8 +65,6 @@ def gat_attention(g: Graph, h_src: torch.Tensor, h_dst: torch.Tensor | None, att
     g = g.with_duplicates()
     if ops._traced(h_src, h_dst, att_src, att_dst):
         return ops.additive_attention(g, *_score_terms(h_src, h_dst, att_src, att_dst), h_src, slope)
-    # registered now, as ops' calls do: torch.compile reads a registered Graph's handle as an
-    # attribute, and registering one first met while tracing is a call torch 2.11's dynamo cannot
-    # trace (the suite's compiled GAT failed so on the H200: "Graph is not a constant")
+    # noted, as ops' calls do: a captured step checks every Graph its ops ran on (handles.recording)
     handles.handle(g)
     return _GATAttention.apply(g, h_src, h_dst, att_src, att_dst, slope)

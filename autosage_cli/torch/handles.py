@@ -37,9 +37,7 @@ def register(graph) -> int:
 def handle(graph) -> int:
     """The handle of `graph` (every Graph has one from birth; registered now otherwise). Under
     torch.compile it is read as a plain attribute, a constant the compiled graph is guarded on."""
-    h = getattr(graph, "_op_handle", None)
-    if h is None:
-        h = _register(graph)
+    h = register(graph)
     for seen in _recorders:
         seen[id(graph)] = graph
     return h

@@ -298,8 +298,7 @@ def _call(op, impl, eager, g, tensors: tuple, args: tuple):
         return op(g, *args)
     if _traced(*tensors):
         return op(handles.handle(g), *args)
-    # registered now, not only noted: torch.compile then reads the handle as an attribute (a
-    # Graph met first while tracing is registered by a call some dynamo versions cannot trace)
+    # noted: a captured step checks every Graph its ops ran on (handles.recording)
     handles.handle(g)
     if _needs_grad(*tensors):
         return eager.apply(g, *args)

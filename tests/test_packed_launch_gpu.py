@@ -88,3 +88,39 @@ def test_packed_launches_follow_torch_current_stream_and_capture(tmp_path):
     graph.replay()
     torch.cuda.synchronize()
     assert torch.allclose(static_out, expected * 2, rtol=1e-5, atol=1e-5)
+
+
+def test_a_thread_whose_first_cuda_call_is_a_packed_launch_runs_it(tmp_path):
+    # A new thread has no current CUDA context until its first runtime call, and the packed path
+    # launches through the driver: autograd's device thread meets this when the first kernel of a
+    # backward is ours (a loss's sum has a backward without kernels). Here a plain thread's first
+    # CUDA calls are our launches (plans, inputs and cached output blocks made before it starts).
+    import threading
+
+    edges = random_edge_index(N, seed=37).cuda()
+    g = at.Graph.from_edge_index(edges, N, cache=str(tmp_path / "d.json"))
+    B = torch.randn(N, K, device="cuda")
+    X, Y = torch.randn(N, K, device="cuda"), torch.randn(N, K, device="cuda")
+    expected = (at.spmm(g, B), at.sddmm(g, X, Y))
+    spare = (at.spmm(g, B), at.sddmm(g, X, Y))
+    del spare    # their blocks cached: the thread's outputs need no cudaMalloc (a runtime call)
+    torch.cuda.synchronize()
+    got: dict = {}
+
+    def first_calls():
+        from cupy_backends.cuda.api import driver
+
+        try:
+            got["context before"] = driver.ctxGetCurrent()
+            got["out"] = (at.spmm(g, B), at.sddmm(g, X, Y))
+            torch.cuda.synchronize()
+        except BaseException as exc:   # reported on the test's thread
+            got["error"] = exc
+
+    thread = threading.Thread(target=first_calls)
+    thread.start()
+    thread.join()
+    assert got["context before"] == 0      # the case: no context yet on the thread
+    assert "error" not in got, got.get("error")
+    for a, b in zip(got["out"], expected):
+        assert torch.equal(a, b)

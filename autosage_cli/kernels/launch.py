@@ -63,6 +63,7 @@ def function_pointer(kernel) -> int:
 
 
 _driver = None
+_INVALID_CONTEXT = 201    # CUDA_ERROR_INVALID_CONTEXT
 
 
 def launch(function: int, grid: tuple, block: tuple, stream: int, params) -> None:
@@ -70,7 +71,20 @@ def launch(function: int, grid: tuple, block: tuple, stream: int, params) -> Non
     global _driver
     if _driver is None:
         from cupy_backends.cuda.api import driver as _driver
-    _driver.launchKernel(function, *grid, *block, 0, stream, ctypes.addressof(params), 0)
+    try:
+        _driver.launchKernel(function, *grid, *block, 0, stream, ctypes.addressof(params), 0)
+    except _driver.CUDADriverError as exc:
+        # A thread whose first CUDA call this launch is has no current context: the runtime makes
+        # the primary context current lazily, on a thread's first runtime call, and the driver
+        # never does. Autograd runs a CUDA backward on a thread of its own, whose first kernel may
+        # be ours (a loss's sum has a backward without kernels). cudaSetDevice of the thread's
+        # device (the one the caller checked the stream against) makes its context current.
+        if getattr(exc, "status", None) != _INVALID_CONTEXT:
+            raise
+        from cupy.cuda import runtime
+
+        runtime.setDevice(runtime.getDevice())
+        _driver.launchKernel(function, *grid, *block, 0, stream, ctypes.addressof(params), 0)
 
 
 # One parameter block per argument count, reused by every launch_now: the driver has copied the

@@ -28,10 +28,11 @@ def _run(library, mode, ms, losses=(2.0, 1.5), status="ok", error=""):
     return training.Run(library, mode, times_ms=[ms, ms * 0.9, ms * 1.1], losses=list(losses), setup_ms=50.0)
 
 
-def _fake_bench_graph(pyg_compiled_ms=None, captured=True, edge_index=None):
+def _fake_bench_graph(pyg_compiled_ms=None, captured=True, edge_index=None, control=False):
     """bench_graph's stand-in: PyG eager 10 ms on sparse CSR (and, with `edge_index`, a second eager
     row of that mode: its ms, or its skip reason), compiled at pyg_compiled_ms (else skipped with a
     reason), reduce-overhead 8 ms; ours 5 ms eager, 2 ms captured (or failed), 4 ms compiled, 1 ms
+    reduce-overhead; with `control`, the graph-free control last: 1 ms eager, 1.6 ms compiled, 0.5 ms
     reduce-overhead."""
     def bench_graph(name, graph, models, *, steps, warmup, seed, dtype, modes):
         assert modes == training.MODES
@@ -51,6 +52,9 @@ def _fake_bench_graph(pyg_compiled_ms=None, captured=True, edge_index=None):
                     _run("autosage", "compiled", 4.0, (2.0, 1.0)),
                     _run("autosage", "reduce-overhead", 1.0, (2.0, 1.0))]
             yield model, theirs, ours
+        if control:
+            yield training.CONTROL, [], [_run("torch", "graph", 1.0), _run("torch", "compiled", 1.6),
+                                         _run("torch", "reduce-overhead", 0.5)]
     return bench_graph
 
 
@@ -157,7 +161,13 @@ def test_cpu_smoke_run_of_every_mode(tmp_path):
     by_mode = {(r.backend, r.schedule): r for r in rows}
     assert list(by_mode) == [("pyg", "sparse-csr"), ("pyg", "edge-index"), ("pyg", "compiled"),
                              ("pyg", "reduce-overhead"), ("autosage", "graph"), ("autosage", "captured"), ("autosage", "compiled"),
-                             ("autosage", "reduce-overhead")]
+                             ("autosage", "reduce-overhead"), ("torch", "graph"), ("torch", "compiled"),
+                             ("torch", "reduce-overhead")]
+    # the graph-free control: torch alone, eager and compiled, its replayed mode skipped off the GPU
+    assert {r.op for r in rows if r.backend == "torch"} == {"train-mlp"}
+    assert by_mode["torch", "graph"].status == by_mode["torch", "compiled"].status == "ok"
+    assert by_mode["torch", "compiled"].loss_last != by_mode["torch", "compiled"].loss_first
+    assert math.isclose(by_mode["torch", "compiled"].loss_last, by_mode["torch", "graph"].loss_last, rel_tol=1e-4)
     captured = by_mode["autosage", "captured"]
     assert captured.status == "skipped" and captured.error == "captured steps need a CUDA device"
     for library in ("pyg", "autosage"):
@@ -188,6 +198,26 @@ def test_small_graph_targets_judge_the_captured_and_compiled_rows(monkeypatch, t
         r.nnz = targets.SMALL_GRAPH_NNZ
     names = {t.name for t in targets.training_targets(rows)}
     assert not any("small graphs" in n for n in names)
+
+
+def test_the_graph_free_control_is_shown_beside_the_compile_targets_not_judged(monkeypatch, tmp_path):
+    """The control's rows (torch alone) get no baseline; each compile target still judges our rows
+    (default 1.25x, reduce-overhead 5x) and shows the control's ratio on the same graph beside it."""
+    rows = _rows(monkeypatch, tmp_path, control=True)
+    control = [r for r in rows if r.op == "train-mlp"]
+    assert [(r.backend, r.schedule) for r in control] == [("torch", "graph"), ("torch", "compiled"),
+                                                          ("torch", "reduce-overhead")]
+    assert all(not r.best_vendor and math.isnan(r.speedup_vs_best_vendor) for r in control)
+    got = {t.name: t for t in targets.training_targets(rows)}
+    default = got["torch.compile (compiled) of our models vs our eager epoch, small graphs"]
+    replayed = got["torch.compile (reduce-overhead) of our models vs our eager epoch, small graphs"]
+    assert math.isclose(default.value, 1.25) and math.isclose(replayed.value, 5.0)
+    assert default.detail.endswith("; torch alone (no graph op): fake-50 0.62x")
+    assert replayed.detail.endswith("; torch alone (no graph op): fake-50 2.00x")
+    assert "GCN training epoch vs PyG" in got and not any("mlp" in name.lower() for name in got)
+    line = bench_training._progress_line(control)
+    assert line == ("  fake-50 train-mlp (torch alone, no graph op): graph 1.0 ms; compiled 1.6 ms; "
+                    "reduce-overhead 0.5 ms")
 
 
 def test_the_reduce_overhead_warm_up_makes_capturable_plans(monkeypatch):

@@ -156,6 +156,9 @@ def test_gpu_run_on_cora_trains_every_model_like_pyg(tmp_path):
         assert r.rel_error < 1e-3, (r.op, r.schedule, r.loss_last)
     compiled_pyg = [r for r in rows if r.backend == "pyg" and r.schedule == "compiled"]
     assert len(compiled_pyg) == 3 and all(r.status == "ok" or r.error for r in compiled_pyg)
+    control = {r.schedule: r for r in rows if r.backend == "torch"}    # torch alone, no graph op
+    assert sorted(control) == ["compiled", "graph", "reduce-overhead"]
+    assert all(r.op == "train-mlp" and r.status == "ok" and r.ms_median > 0 for r in control.values())
 
 
 def test_dtypes_make_one_case_per_type_and_a_bad_one_is_one_line():

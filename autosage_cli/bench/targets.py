@@ -9,6 +9,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Iterable
 
+from .compile_targets import COMPILED_MODES, compile_targets
 from .reorder_targets import reorder_targets
 from .rows import Row
 from .target import Target
@@ -28,7 +29,6 @@ MINIBATCH_PREFIX = "minibatch-"   # ops of the mini-batch suite (steps on sample
 # training rows of a mode of their own beside the eager ones (schedule column): a captured CUDA
 # graph per step (ours), torch.compile in its default and reduce-overhead modes (both libraries;
 # torch/training.py's COMPILE_MODES runs them). The targets judge the eager rows.
-COMPILED_MODES = ("compiled", "reduce-overhead")
 TRAINING_MODES = ("captured", *COMPILED_MODES)
 # (op, model, our epoch speed-up over PyG's to reach) of the training suite
 TRAINING_TARGETS = (("train-gcn", "GCN", 1.3), ("train-sage", "GraphSAGE", 1.3), ("train-gat", "GAT", 5.0))
@@ -297,7 +297,7 @@ def training_targets(rows: list[Row]) -> list[Target]:
     captured = [r for r in small if r.backend == "pyg" or r.schedule == "captured"]
     out += [t for t in _model_targets(captured, CAPTURED_TARGETS, "captured epoch on small graphs", "Captured")
             if "loss" not in t.name]
-    out += _compile_targets(small)
+    out += compile_targets(small)
     # the mini-batch suite's captured step (its own rows, PyG's beside them) is a second set
     captured = [r for r in rows if r.op.startswith(MINIBATCH_PREFIX) and (r.backend == "pyg" or r.schedule == "captured")]
     for label, minibatch in (("Mini-batch", eager), ("Mini-batch captured", captured)):
@@ -315,25 +315,6 @@ def training_targets(rows: list[Row]) -> list[Target]:
             out.append(Target(f"{label} first step (tuning included)", first.first_step_ms, FIRST_STEP_MS,
                               f"slowest: {first.graph} {first.op} {first.dtype}, {first.probes:g} probes in all",
                               True, "ms", True))
-    return out
-
-
-def _compile_targets(rows: list[Row]) -> list[Target]:
-    """Per torch.compile mode: our compiled epoch against our eager one on the same graph, model
-    and type (the worst pair), no slower (>= 1x)."""
-    eager = {(r.graph, r.op, r.dtype): r for r in rows if r.backend == "autosage" and r.schedule == "graph"
-             and r.status == "ok" and not r.reorder}
-    out = []
-    for mode in COMPILED_MODES:
-        pairs = [(eager[key].ms_median / r.ms_median, r) for r in rows
-                 if r.backend == "autosage" and r.schedule == mode and r.status == "ok"
-                 and (key := (r.graph, r.op, r.dtype)) in eager and r.ms_median > 0]
-        if not any(r.backend == "autosage" and r.schedule == mode for r in rows):
-            continue
-        worst = min(pairs, key=lambda p: p[0], default=None)
-        detail = ", ".join(f"{r.graph} {r.op.removeprefix('train-')} {x:.2f}x" for x, r in pairs)
-        out.append(Target(f"torch.compile ({mode}) of our models vs our eager epoch, small graphs",
-                          worst[0] if worst else math.nan, 1.0, detail or "no timed rows", worst is not None))
     return out
 
 

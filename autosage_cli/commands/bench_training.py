@@ -8,8 +8,10 @@ ours `graph` (eager), `captured` (the whole step one CUDA graph, autosage_cli.to
 `compiled` (torch.compile, fullgraph) and `reduce-overhead` (torch.compile in that mode: its graphs
 replayed as CUDA graphs); PyG's eager modes (`sparse-csr` and `edge-index`: which is faster depends
 on the graph and the model), `compiled` and `reduce-overhead` (torch.compile of the faster eager
-mode; a `skipped` row with the reason when it fails). Our eager row's baseline is PyG's fastest
-eager row, the other rows' the fastest PyG row (best_vendor `pyg`,
+mode; a `skipped` row with the reason when it fails); with a compile mode, the graph-free control
+(`train-mlp`, backend `torch`: two linear maps of GCN's widths, torch alone) in `graph` (eager)
+and each compile mode, which shows torch.compile's own cost on a step this small. Our eager row's
+baseline is PyG's fastest eager row, the other rows' the fastest PyG row (best_vendor `pyg`,
 `pyg-compiled` or `pyg-reduce-overhead`). ms_median/p20/p80 the epoch time over
 the timed epochs, prepare_ms the wall time of the warm-up epochs (tuning, kernel builds, PyG's
 caches). Ours carries the baseline's median (best_vendor, best_vendor_ms,
@@ -152,11 +154,13 @@ def _rows_of(spec, graph, model: str, theirs: list, ours: list, stamp: dict,
     """PyG's rows (each eager mode, then `compiled` and `reduce-overhead`), then ours (one per
     mode). Our eager row's baseline is PyG's fastest eager run; the captured and compiled rows' is the fastest PyG run of any mode
     (best_vendor `pyg`, `pyg-compiled`, `pyg-reduce-overhead`). rel_error: the last loss against PyG's eager one."""
-    from ..torch.training import width
+    from ..torch.training import CONTROL, width
 
     k, heads = width(model)
     base = dict(graph=spec.label, n_rows=graph.n_rows, n_cols=graph.n_cols, nnz=graph.nnz,
                 op=f"train-{model}", k=k, heads=heads, dtype=dtype, **stamp)
+    if model == CONTROL:     # torch alone, no baseline: its compiled epochs against its eager one
+        return [run_row(base, run) for run in ours]
     pyg_rows = [run_row(base, run) for run in theirs]
     our_rows = [run_row(base, run, reorder=run.reorder, reorder_s=run.reorder_s) for run in ours]
     amortise(our_rows)
@@ -340,7 +344,11 @@ def run_models(specs, params: dict, out: Path, old_rows, device: str, bench, row
 
 def _progress_line(rows: list[Row]) -> str:
     """One line per model: ours eagerly against PyG's fastest eager run (PyG's alone when --modes
-    leaves our eager row out), then the other modes' times."""
+    leaves our eager row out), then the other modes' times; the control's modes (torch alone)."""
+    if rows[0].backend == "torch":
+        return f"  {rows[0].graph} {rows[0].op} (torch alone, no graph op): " + "; ".join(
+            f"{r.schedule} " + (f"{r.ms_median:.1f} ms" if r.status == "ok" else f"{r.status}: {r.error}")
+            for r in rows)
     pyg = pyg_eager(rows)
     mine = next((r for r in rows if r.backend == "autosage" and r.schedule == "graph"), None)
     first = mine or rows[0]

@@ -41,7 +41,7 @@ from . import nn as autosage_layers
 from .cuda import capturable_plans
 from .graph import Graph
 from .training_data import FEATURES, OTHER_FEATURES, feature_dims, pyg_inputs, random_data, training_graph  # noqa: F401  (the suite's names)
-from .training_models import (EXTRA_MODELS, GAT_CHANNELS, GAT_HEADS, HIDDEN, MODELS, Net, build,  # noqa: F401
+from .training_models import (CONTROL, EXTRA_MODELS, GAT_CHANNELS, GAT_HEADS, HIDDEN, MODELS, Net, build,  # noqa: F401
                               decision_width, spmm_widths, width)
 
 LEARNING_RATE = 0.01
@@ -305,6 +305,32 @@ def run_pyg_compiled(model_name: str, dims, inputs: dict, eager: Run, x, labels,
         free_memory()
 
 
+def run_control(dims, x, labels, steps: int, warmup: int, modes=MODES) -> list[Run]:
+    """The graph-free control (CONTROL, torch alone; library "torch") eagerly and under each
+    compile mode of `modes`, from one initial state: what torch.compile does to a step of this
+    size (dims: GCN's input and class counts) when no graph op is in it."""
+    torch.manual_seed(0)
+    init_state = build(torch.nn, CONTROL, *dims).state_dict()
+    runs = []
+    for mode in ("graph", *(m for m in COMPILE_MODES if m in modes)):
+        if mode in CUDA_GRAPH_MODES and x.device.type != "cuda":
+            runs.append(Run("torch", mode, status="skipped", error=CUDA_GRAPH_MODES[mode]))
+            continue
+        model = build(torch.nn, CONTROL, *dims).to(device=x.device, dtype=x.dtype)
+        model.load_state_dict(init_state)
+        try:
+            run = train(OUR_MODES[mode], model, None, x, labels, steps, warmup)
+            run.library, run.mode = "torch", mode
+        except Exception as exc:    # torch.compile's own exceptions: a reason to record
+            run = Run("torch", mode, status="failed", error=failure_text(exc))
+        finally:
+            del model
+            forget_compiled()
+            free_memory()
+        runs.append(run)
+    return runs
+
+
 def require_torch_cuda() -> None:
     if not torch.cuda.is_available():
         raise AutosageError("torch sees no CUDA device (a CPU-only torch build?): the training "
@@ -322,7 +348,8 @@ def bench_graph(name: str, graph: Graph, models, *, steps: int, warmup: int, see
     weights, everything in `dtype` (the features drawn in float32 and rounded, as the weights are).
     PyG's: every eager mode, then torch.compile of the fastest in each COMPILE_MODES row in `modes`; ours: one
     Run per mode, in MODES order, then one eager Run per ReorderedGraph of `reorderings` (the same
-    features and labels, in the user's order; the Run's reorder_s is the graph's `cost_s`)."""
+    features and labels, in the user's order; the Run's reorder_s is the graph's `cost_s`). Last,
+    where `modes` has a compile mode, (CONTROL, [], the control's Runs: run_control)."""
     import torch_geometric.nn as pyg
 
     x, labels = random_data(name, graph.n_rows, graph.device, seed, dtype)
@@ -341,6 +368,8 @@ def bench_graph(name: str, graph: Graph, models, *, steps: int, warmup: int, see
         theirs += [run_pyg_compiled(model_name, (n_in, n_out), inputs, fastest(theirs), *args, mode=m)
                    for m in COMPILE_MODES if m in modes]
         yield model_name, theirs, ours
+    if any(m in COMPILE_MODES for m in modes):
+        yield CONTROL, [], run_control((n_in, n_out), x, labels, steps, warmup, modes)
 
 
 def device_bytes(model: str, n_rows: int, nnz: int, n_in: int, n_out: int) -> int:

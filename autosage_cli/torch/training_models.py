@@ -11,6 +11,9 @@ from ..errors import AutosageError
 
 MODELS = ("gcn", "sage", "gat")          # the suite's models
 EXTRA_MODELS = ("transformer",)          # run when asked for by name
+# The graph-free control beside the compiled rows: two linear maps of GCN's widths with a ReLU,
+# torch alone, so the suite shows what torch.compile does to a step this small without a graph op
+CONTROL = "mlp"
 HIDDEN = 256
 GAT_HEADS, GAT_CHANNELS = 8, 8
 
@@ -52,6 +55,13 @@ class Net(torch.nn.Module):
         return x
 
 
+class Dense(torch.nn.Linear):
+    """The control's layer: a linear map that takes the graph a Net hands every layer, unused."""
+
+    def forward(self, x, graph=None):
+        return super().forward(x)
+
+
 def build(lib, model: str, n_in: int, n_out: int, pyg_mode: str | None = None,
           fuse_relu: bool | None = None) -> Net:
     """The model from `lib` (autosage_cli.torch or torch_geometric.nn); PyG's GCN caches its
@@ -71,6 +81,8 @@ def build(lib, model: str, n_in: int, n_out: int, pyg_mode: str | None = None,
     if model == "gat":
         return Net([lib.GATConv(n_in, GAT_CHANNELS, heads=GAT_HEADS),
                     lib.GATConv(GAT_HEADS * GAT_CHANNELS, n_out, heads=1)])
+    if model == CONTROL:
+        return Net([Dense(n_in, HIDDEN), Dense(HIDDEN, n_out)])
     if model == "transformer":
         return Net([lib.TransformerConv(n_in, GAT_CHANNELS, heads=GAT_HEADS),
                     lib.TransformerConv(GAT_HEADS * GAT_CHANNELS, n_out, heads=1)])

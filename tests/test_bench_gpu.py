@@ -39,12 +39,24 @@ def backends_per_case(path: str, op: str, k: int, heads: int = 1) -> int:
     return 1 + len(ops.vendor_names(op)) + len(plans) + len(skipped)
 
 
+def _stream_state() -> dict:
+    """What this process's streams and math flags are (the run is in-process): told when a row
+    fails. A torch-sampled-addmm row read as all zeros in three full GPU-suite runs (never when
+    this file ran alone); a stream left current by an earlier test is one suspect."""
+    import cupy
+    import torch
+
+    return {"torch stream": torch.cuda.current_stream().cuda_stream,
+            "cupy stream": cupy.cuda.get_current_stream().ptr,
+            "tf32": torch.backends.cuda.matmul.allow_tf32}
+
+
 def check_rows(rows) -> None:
     for r in rows:
         if r.status == "skipped":  # a baseline not installed here: marked with its reason
             assert r.backend in ("torch", "pyg") and r.error
             continue
-        assert r.status == "ok", (r.backend, r.schedule, r.status, r.error)
+        assert r.status == "ok", (r.backend, r.schedule, r.status, r.error, r.provider, _stream_state())
         assert math.isfinite(r.ms_median) and r.ms_median > 0, (r.backend, r.schedule)
         assert math.isfinite(r.rel_error) and r.rel_error <= 1e-4, (r.backend, r.schedule, r.rel_error)
         # a vendor beyond 3x the fastest keeps its one screening launch, and says so

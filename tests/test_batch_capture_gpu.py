@@ -144,7 +144,9 @@ def test_a_loss_fn_that_synchronises_runs_eagerly_and_says_why(cache):
 
     step = at.capture_batch_step(loss_fn, torch.optim.Adam(net.parameters(), lr=LR, capturable=True),
                                  warmup=1, cache=cache)
+    before = torch.cuda.current_stream()
     for i in range(4):
         step(*_batch(0, 3000))
     assert step.captures == 0 and "capture failed" in step.reason and step.eager_steps == 4
+    assert torch.cuda.current_stream() == before    # the failed capture's side stream is not left current
     assert seen[-1] < seen[0]         # it trained

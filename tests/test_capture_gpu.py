@@ -249,9 +249,13 @@ def test_host_synchronisation_inside_the_step_is_one_line_naming_the_cause(edges
     step = at.capture_training_step(loss_fn, _adam(net), _graph(edges, cache), *_batch(0, torch.float32),
                                     warmup=1)
     step(*_batch(0, torch.float32))                 # the eager warm-up call runs
+    before = torch.cuda.current_stream()
     with pytest.raises(AutosageError, match="capturing the training step failed: .*host synchronisation") as info:
         step(*_batch(1, torch.float32))
     _one_line(info)
+    # torch's capture context leaves its side stream current when ending an invalidated capture
+    # raises: the step puts the caller's stream back
+    assert torch.cuda.current_stream() == before
     torch.cuda.synchronize()                        # the device is usable after the failed capture
     assert not step.captured
     assert torch.randn(5, device="cuda").shape == (5,)   # and so are its random numbers

@@ -223,6 +223,35 @@ def test_torch_sddmm_on_a_non_default_stream():
     assert stats.median_ms > 0
 
 
+@pytest.mark.skipif(not HAVE_TORCH, reason="torch is not installed")
+def test_torch_work_goes_to_cupys_null_stream_whatever_stream_torch_has_current():
+    """CuPy on its null stream and torch on a side stream of its own (a caller's, or one a failed
+    capture left current): the bridge puts torch's work on the legacy default stream, where CuPy
+    fills and reads the output. torch reads ExternalStream(0) as a new pool stream, unordered with
+    it: the bench read torch's SDDMM output as zeros so."""
+    import cupy
+    import torch
+
+    from autosage_cli.backends.sddmm_providers import TorchBridge, TorchSampledAddmm
+
+    side = torch.cuda.Stream()
+    bridge = TorchBridge()
+    with torch.cuda.stream(side):
+        assert cupy.cuda.get_current_stream().ptr == 0 and torch.cuda.current_stream().cuda_stream != 0
+        with bridge.stream():
+            assert torch.cuda.current_stream().cuda_stream == 0
+        dg = device_graph("empty-rows")
+        provider = TorchSampledAddmm(dg, 32, 1)
+        X = cupy.random.rand(dg.n_rows, 32, dtype=cupy.float32)
+        Y = cupy.random.rand(dg.n_cols, 32, dtype=cupy.float32)
+        out = cupy.zeros(dg.nnz, dtype=cupy.float32)
+        provider.launch(X, Y, out)
+        got = out.get()         # CuPy's null stream: ordered after torch's launch
+    ones = CSRGraph(dg.host.indptr, dg.host.indices, np.ones_like(dg.host.values), dg.host.shape)
+    assert rel_error(got, reference("sddmm", ones, (X, Y))) < TOL
+    assert torch.cuda.current_stream() == torch.cuda.default_stream()
+
+
 # -------------------------------------------------------------------------------------- baselines
 @pytest.mark.skipif(not HAVE_TORCH, reason="torch is not installed")
 @pytest.mark.parametrize("k", [1, 5, 64])

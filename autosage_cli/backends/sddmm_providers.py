@@ -50,7 +50,10 @@ class TorchBridge:
             return contextlib.nullcontext()
         ext = self._streams.get(ptr)
         if ext is None:
-            ext = self._streams[ptr] = torch.cuda.ExternalStream(ptr)
+            # CuPy's null stream is torch's default stream: torch reads ExternalStream(0), a null
+            # pointer, as "a new stream from the pool", which is non-blocking and so unordered
+            # with the legacy stream CuPy fills and reads the output on
+            ext = self._streams[ptr] = torch.cuda.default_stream() if ptr == 0 else torch.cuda.ExternalStream(ptr)
         return torch.cuda.stream(ext)
 
     def cached(self, key, make):

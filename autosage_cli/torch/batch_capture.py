@@ -46,7 +46,7 @@ import torch
 from ..errors import AutosageError
 from . import cuda
 from .capture import _cause, check_optimizer, on_side_stream, training_step
-from .captured_build import release_generators
+from .captured_build import capturing, release_generators
 from .graph import check_edge_index
 from .static_graph import StaticShape, batch_graph
 
@@ -206,7 +206,7 @@ class CapturedBatchStep:
         self.optimizer.zero_grad(set_to_none=True)   # backward allocates the grads in the graph's pool
         cuda_graph = torch.cuda.CUDAGraph()
         try:
-            with torch.cuda.graph(cuda_graph, stream=stream), cuda.capturable_plans():
+            with capturing(cuda_graph, stream), cuda.capturable_plans():
                 slot.graph, slot.outputs = self._body(slot)
         except Exception as exc:      # torch's, CuPy's or ours: this capacity runs eagerly
             release_generators()

@@ -44,7 +44,7 @@ import torch
 
 from ..errors import AutosageError
 from . import cuda, handles
-from .captured_build import release_generators
+from .captured_build import capturing, release_generators
 
 WARMUP = 3     # eager steps before the capture, as PyTorch's examples do
 
@@ -269,7 +269,7 @@ class _Captured(abc.ABC):
         self._before_capture()
         cuda_graph = torch.cuda.CUDAGraph()
         try:
-            with torch.cuda.graph(cuda_graph, stream=self._stream), cuda.capturable_plans():
+            with capturing(cuda_graph, self._stream), cuda.capturable_plans():
                 self.outputs = self._eager()
         except Exception as exc:   # torch's, CuPy's or cuSPARSE's capture error, or ours
             release_generators()

@@ -17,6 +17,7 @@ this process (the reason is kept in `disabled`).
 from __future__ import annotations
 
 import collections
+import contextlib
 import math
 import threading
 
@@ -67,7 +68,7 @@ class CapturedBuild:
             run()
         torch.cuda.current_stream(device).wait_stream(side)
         self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
+        with capturing(self.graph):
             self.out = run()
 
     def __call__(self, row, col, weight, sizes: tuple):
@@ -106,6 +107,21 @@ def sort_edges(device_part, row: torch.Tensor, col: torch.Tensor, weight, shape:
             _builds.popitem(last=False)
     _builds.move_to_end(key)
     return build(row, col, weight, (row.numel(), n_rows, n_cols)), build.nodes
+
+
+@contextlib.contextmanager
+def capturing(cuda_graph, stream=None):
+    """torch.cuda.graph(cuda_graph, stream=stream), with torch's current stream put back however
+    the capture ends. torch's context ends the capture, then restores the stream; when ending the
+    capture raises (the body broke a capture rule, which invalidates it), the capture's side stream
+    stays current, and every later op of the process runs there: a non-blocking stream, which the
+    legacy default stream (CuPy's, other libraries') no longer orders against."""
+    previous = torch.cuda.current_stream(None if stream is None else stream.device)
+    try:
+        with torch.cuda.graph(cuda_graph, stream=stream):
+            yield
+    finally:
+        torch.cuda.set_stream(previous)
 
 
 def release_generators() -> None:

@@ -305,11 +305,12 @@ def run_pyg_compiled(model_name: str, dims, inputs: dict, eager: Run, x, labels,
         free_memory()
 
 
-def run_control(dims, x, labels, steps: int, warmup: int, modes=MODES) -> list[Run]:
+def run_control(dims, x, labels, steps: int, warmup: int, modes=MODES, seed: int = 0) -> list[Run]:
     """The graph-free control (CONTROL, torch alone; library "torch") eagerly and under each
-    compile mode of `modes`, from one initial state: what torch.compile does to a step of this
-    size (dims: GCN's input and class counts) when no graph op is in it."""
-    torch.manual_seed(0)
+    compile mode of `modes`, from one initial state (drawn from `seed`, as the models' are): what
+    torch.compile does to a step of this size (dims: GCN's input and class counts) when no graph
+    op is in it."""
+    torch.manual_seed(seed)
     init_state = build(torch.nn, CONTROL, *dims).state_dict()
     runs = []
     for mode in ("graph", *(m for m in COMPILE_MODES if m in modes)):
@@ -369,7 +370,7 @@ def bench_graph(name: str, graph: Graph, models, *, steps: int, warmup: int, see
                    for m in COMPILE_MODES if m in modes]
         yield model_name, theirs, ours
     if any(m in COMPILE_MODES for m in modes):
-        yield CONTROL, [], run_control((n_in, n_out), x, labels, steps, warmup, modes)
+        yield CONTROL, [], run_control((n_in, n_out), x, labels, steps, warmup, modes, seed)
 
 
 def device_bytes(model: str, n_rows: int, nnz: int, n_in: int, n_out: int) -> int:

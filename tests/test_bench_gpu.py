@@ -41,8 +41,8 @@ def backends_per_case(path: str, op: str, k: int, heads: int = 1) -> int:
 
 def _stream_state() -> dict:
     """What this process's streams and math flags are (the run is in-process): told when a row
-    fails. A torch-sampled-addmm row read as all zeros in three full GPU-suite runs (never when
-    this file ran alone); a stream left current by an earlier test is one suspect."""
+    fails. A side stream left current by an earlier test's failed capture once made the torch
+    baseline's row read as zeros (the bridge then ran torch on a pool stream)."""
     import cupy
     import torch
 

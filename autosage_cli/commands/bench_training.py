@@ -35,7 +35,7 @@ from .. import dtypes as dtype_table
 from ..bench import report
 from ..bench.rows import AMORTISE_EPOCHS, Row, speedup
 from ..bench.suites import AUTO_REORDER, TRAINING as SUITE, parse_reorder, resolve_graph
-from ..bench.targets import COMPILED_MODES
+from ..bench.compile_targets import COMPILED_MODES
 from ..capability import require_gpu
 from ..environment import environment, now_iso
 from ..errors import AutosageError
@@ -346,9 +346,8 @@ def _progress_line(rows: list[Row]) -> str:
     """One line per model: ours eagerly against PyG's fastest eager run (PyG's alone when --modes
     leaves our eager row out), then the other modes' times; the control's modes (torch alone)."""
     if rows[0].backend == "torch":
-        return f"  {rows[0].graph} {rows[0].op} (torch alone, no graph op): " + "; ".join(
-            f"{r.schedule} " + (f"{r.ms_median:.1f} ms" if r.status == "ok" else f"{r.status}: {r.error}")
-            for r in rows)
+        return (f"  {rows[0].graph} {rows[0].op} (torch alone, no graph op): "
+                + "; ".join(f"{r.schedule} {_time_or_status(r)}" for r in rows))
     pyg = pyg_eager(rows)
     mine = next((r for r in rows if r.backend == "autosage" and r.schedule == "graph"), None)
     first = mine or rows[0]
@@ -363,8 +362,12 @@ def _progress_line(rows: list[Row]) -> str:
     else:
         what = (f"{what}, PyG ({pyg.schedule}) {pyg.ms_median:.1f} ms -> {mine.speedup_vs_best_vendor:.2f}x; "
                 f"last loss {mine.loss_last:.5f} vs {pyg.loss_last:.5f} (rel {mine.rel_error:.1e})")
-    others = [f"{'ours' if r.backend == 'autosage' else 'PyG'} {r.schedule} "
-              + (f"{r.ms_median:.1f} ms" if r.status == "ok" else f"{r.status}: {r.error}")
+    others = [f"{'ours' if r.backend == 'autosage' else 'PyG'} {r.schedule} {_time_or_status(r)}"
               for r in rows if r.schedule in ("captured", *COMPILED_MODES)
               or (r.backend == "pyg" and r is not pyg)]
     return "; ".join([what, *others])
+
+
+def _time_or_status(row: Row) -> str:
+    """A mode's median epoch, or why it has none."""
+    return f"{row.ms_median:.1f} ms" if row.status == "ok" else f"{row.status}: {row.error}"

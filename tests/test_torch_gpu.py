@@ -124,6 +124,32 @@ def test_runs_on_torch_current_stream_and_in_inference_modes(tmp_path):
         assert torch.allclose(at.spmm(g, B.detach()), expected)
 
 
+def test_cupys_object_for_a_torch_stream_is_that_stream_and_dropping_it_leaves_the_stream_alive():
+    """The CuPy object our ops run under wraps torch's own handle (no deprecated ExternalStream
+    where CuPy has the stream protocol), and a wrapper made and dropped does not destroy the
+    stream torch still owns: work on it afterwards runs and synchronises."""
+    import gc
+    import warnings
+
+    import cupy
+
+    from autosage_cli.torch import cuda as bridge
+
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side), warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        wrapped = bridge._stream(torch.device("cuda"))
+        assert wrapped.ptr == side.cuda_stream and wrapped.device_id == torch.cuda.current_device()
+        dropped = bridge._wrap_stream(cupy, side.cuda_stream, torch.cuda.current_device())
+    assert dropped.ptr == side.cuda_stream
+    del dropped
+    gc.collect()
+    with torch.cuda.stream(side):
+        y = torch.arange(1000, device="cuda", dtype=torch.float32) * 2
+    side.synchronize()
+    assert float(y.sum()) == 999000.0
+
+
 def test_misaligned_and_strided_inputs(tmp_path):
     edges = random_edge_index(N, seed=19).cuda()
     g = at.Graph.from_edge_index(edges, N, cache=str(tmp_path / "d.json"))

@@ -2,7 +2,7 @@
 
 Every operand is shared with CuPy through DLPack (no copy) and every output is allocated by torch
 (its caching allocator), then written in place by the plan. CuPy runs on torch's current stream of
-the tensors' device (`cupy.cuda.ExternalStream`), so kernels, cuSPARSE and torch's own work are
+the tensors' device (a CuPy stream object wrapping torch's stream handle), so kernels, cuSPARSE and torch's own work are
 ordered without any synchronisation.
 
 Per Graph and device this module keeps (in `graph.gpu`): the device graph (a `DeviceGraph` whose
@@ -52,8 +52,30 @@ def _stream(device: torch.device):
         return cupy.cuda.Stream.null
     stream = _streams.get(ptr)
     if stream is None:
-        stream = _streams[ptr] = cupy.cuda.ExternalStream(ptr, device.index)
+        stream = _streams[ptr] = _wrap_stream(cupy, ptr, _index(device))
     return stream
+
+
+class _StreamHandle:
+    """A raw stream handle as the CUDA stream protocol hands one over: (version 0, the handle)."""
+    __slots__ = ("ptr",)
+
+    def __init__(self, ptr: int):
+        self.ptr = ptr
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        return (0, self.ptr)
+
+
+def _wrap_stream(cupy, ptr: int, index: int):
+    """A CuPy stream object for a stream CuPy does not own. CuPy 14 deprecates ExternalStream for
+    Stream.from_external (the stream protocol), which takes the device that is current when it
+    is called, and does not destroy the stream when the wrapper goes; CuPy 13 has only the first."""
+    from_external = getattr(cupy.cuda.Stream, "from_external", None)
+    if from_external is None:
+        return cupy.cuda.ExternalStream(ptr, index)
+    with cupy.cuda.Device(index):
+        return from_external(_StreamHandle(ptr))
 
 
 _devices: dict = {}

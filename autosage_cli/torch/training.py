@@ -29,10 +29,7 @@ modes (graph breaks allowed; the reason is kept when it fails). Each mode starts
 from __future__ import annotations
 
 import re
-import time
-from dataclasses import dataclass, field
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -41,57 +38,13 @@ from . import nn as autosage_layers
 from .cuda import capturable_plans
 from .graph import Graph
 from .training_data import FEATURES, OTHER_FEATURES, feature_dims, pyg_inputs, random_data, training_graph  # noqa: F401  (the suite's names)
+from .training_runs import Run, Trainer, alternate, train  # noqa: F401  (the suite's names)
 from .training_models import (CONTROL, EXTRA_MODELS, GAT_CHANNELS, GAT_HEADS, HIDDEN, MODELS, Net, build,  # noqa: F401
                               decision_width, spmm_widths, width)
 
 LEARNING_RATE = 0.01
 PYG_MODES = {"gcn": ("sparse-csr", "edge-index"), "sage": ("sparse-csr", "edge-index"),
              "gat": ("edge-index", "sparse-csr"), "transformer": ("edge-index", "sparse-csr")}
-
-
-class Timer:
-    """Epoch time: CUDA events on a GPU, the wall clock on the CPU."""
-
-    def __init__(self, device: torch.device):
-        self.cuda = device.type == "cuda"
-
-    def __enter__(self):
-        if self.cuda:
-            self.start, self.end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            self.start.record()
-        self.t0 = time.perf_counter()
-        return self
-
-    def __exit__(self, *exc):
-        if self.cuda:
-            self.end.record()
-            self.end.synchronize()
-            self.ms = self.start.elapsed_time(self.end)
-        else:
-            self.ms = (time.perf_counter() - self.t0) * 1e3
-        self.wall_ms = (time.perf_counter() - self.t0) * 1e3
-        return False
-
-
-@dataclass
-class Run:
-    """One library's training of one model: epoch times of the timed steps, every step's loss, the
-    wall time of the untimed warm-up epochs, and why it did not run (status "failed"/"skipped")."""
-    library: str
-    mode: str = ""
-    times_ms: list = field(default_factory=list)
-    losses: list = field(default_factory=list)
-    setup_ms: float = float("nan")
-    status: str = "ok"
-    error: str = ""
-    reorder: str = ""           # ours on a reordered graph (torch.reordered): the method
-    reorder_s: float = float("nan")
-
-    def stats(self) -> tuple[float, float, float]:
-        """(median, p20, p80) of the timed epochs."""
-        if not self.times_ms:
-            return (float("nan"),) * 3
-        return tuple(float(np.percentile(self.times_ms, q)) for q in (50, 20, 80))
 
 
 def adam(model: torch.nn.Module, capturable: bool = False) -> torch.optim.Adam:
@@ -170,23 +123,6 @@ def compiled_step(model: Net, graph, x, labels, warmup: int, fullgraph: bool = F
     return eager_step(torch.compile(model, fullgraph=fullgraph, mode=mode), graph, x, labels, warmup)
 
 
-def train(make_step, model: Net, graph, x, labels, steps: int, warmup: int) -> Run:
-    """`steps` epochs of make_step(model, graph, x, labels, warmup)(); the first `warmup` and the
-    making of the step are setup, the rest timed."""
-    t0 = time.perf_counter()
-    step = make_step(model, graph, x, labels, warmup)
-    run = Run("", setup_ms=(time.perf_counter() - t0) * 1e3)
-    for i in range(steps):
-        with Timer(x.device) as timer:
-            loss = step()
-        run.losses.append(loss.item())
-        if i < warmup:
-            run.setup_ms += timer.wall_ms
-        else:
-            run.times_ms.append(timer.ms)
-    return run
-
-
 _ASKED = re.compile(r"Tried to allocate ([0-9.]+ ?[KMGTP]?i?B)")
 
 
@@ -217,15 +153,20 @@ OUR_MODES = {"graph": eager_step, "captured": captured_step, **{m: _compiled(m) 
 MODES = tuple(OUR_MODES)     # the suite's modes: eager (PyG's best mode / our "graph"), captured, compiled ones
 
 
-def run_ours(model_name: str, dims, graph: Graph, x, labels, init_state, steps: int, warmup: int,
-             mode: str = "graph", reordered=None) -> Run:
-    """Our model on its own handle of `graph` (the same index tensors, none of the derived graphs,
-    transposes and plans of an earlier model), all of which are freed before PyG runs; in x's
-    device and dtype. `mode`: graph (eager), captured (a CUDA graph; skipped off the GPU) or
-    compiled (torch.compile, fullgraph). `reordered`: a torch.reordered.ReorderedGraph whose
-    `graph` is `graph`: the model runs wrapped in `Reordered`, x and labels in the user's order."""
-    if mode in CUDA_GRAPH_MODES and x.device.type != "cuda":
-        return Run("autosage", mode, status="skipped", error=CUDA_GRAPH_MODES[mode])
+# The modes whose epochs are host time on a small graph: ours and the control's run in turns with
+# each other and, for the models, with PyG's eager modes (training_runs.alternate), so the ratios
+# between them do not move with the host's drift
+ALTERNATED = ("graph", "compiled")
+# what a library's failure to run in a mode is, and which exceptions are such failures: ours (and
+# the control) record any; PyG's eager modes a mode it cannot run here (out of memory or a sparse
+# kernel torch lacks for the dtype, both RuntimeError; a layout it refuses, ValueError)
+FAILURES = {"autosage": ("failed", Exception), "torch": ("failed", Exception),
+            "pyg": ("skipped", (RuntimeError, ValueError))}
+
+
+def _our_model(model_name: str, dims, graph: Graph, x, init_state, reordered=None):
+    """(our model in x's device and dtype, its own handle of `graph`: the same index tensors, none
+    of the derived graphs, transposes and plans of another model)."""
     own = Graph(graph.rowptr, graph.row, graph.col, graph.weight, graph.shape, cache=graph.cache)
     model = build(autosage_layers, model_name, *dims).to(device=x.device, dtype=x.dtype)
     model.load_state_dict(init_state)
@@ -233,6 +174,18 @@ def run_ours(model_name: str, dims, graph: Graph, x, labels, init_state, steps: 
         from .reordered import Reordered
 
         model = Reordered(model, reordered)
+    return model, own
+
+
+def run_ours(model_name: str, dims, graph: Graph, x, labels, init_state, steps: int, warmup: int,
+             mode: str = "graph", reordered=None) -> Run:
+    """Our model alone on its own handle of `graph` (_our_model), freed before the next run.
+    `mode`: graph (eager), captured (a CUDA graph; skipped off the GPU) or a compile mode.
+    `reordered`: a torch.reordered.ReorderedGraph whose `graph` is `graph`: the model runs
+    wrapped in `Reordered`, x and labels in the user's order."""
+    if mode in CUDA_GRAPH_MODES and x.device.type != "cuda":
+        return Run("autosage", mode, status="skipped", error=CUDA_GRAPH_MODES[mode])
+    model, own = _our_model(model_name, dims, graph, x, init_state, reordered)
     try:
         run = train(OUR_MODES[mode], model, own, x, labels, steps, warmup)
         run.library, run.mode = "autosage", mode
@@ -247,30 +200,59 @@ def run_ours(model_name: str, dims, graph: Graph, x, labels, init_state, steps: 
         free_memory()
 
 
-def run_pyg(model_name: str, dims, inputs: dict, x, labels, init_state, steps: int, warmup: int) -> list[Run]:
-    """PyG's model in each of its eager modes (PYG_MODES: edge_index message passing and the
-    sparse CSR adjacency), one Run each: which is faster depends on the graph and the model
-    (on the H200 SAGE epochs are 20-35% faster on edge_index on most shipped graphs, GCN epochs
-    mostly faster on the sparse CSR), so the baseline is the fastest that ran (`fastest`). A mode PyG cannot run
-    here is a skipped Run with the reason."""
+def side_by_side(entries, x, labels, steps: int, warmup: int) -> list[Run]:
+    """One Run per entry (run, make_step, make), make() -> (model, graph input): each is made and
+    warmed up in turn, then their timed epochs alternate. One that fails is a Run of FAILURES'
+    status for its library, with the reason, and leaves the others running (an exception that is
+    no such failure propagates). Every model is freed at the end."""
+    runs, trainers = [run for run, _, _ in entries], {}
+    warm = min(warmup, steps)
+
+    def failed(i: int, exc: BaseException) -> None:
+        status, kinds = FAILURES[runs[i].library]
+        if not isinstance(exc, kinds):
+            raise exc
+        runs[i] = Run(runs[i].library, runs[i].mode, status=status, error=failure_text(exc))
+        trainers.pop(i, None)
+        free_memory()
+
+    try:
+        for i, (run, make_step, make) in enumerate(entries):
+            try:
+                model, graph = make()
+                trainers[i] = Trainer(make_step, model, graph, x, labels, warm, run=run)
+            except Exception as exc:
+                failed(i, exc)
+        alternate(trainers, steps - warm, failed)
+        return runs
+    finally:
+        trainers.clear()
+        forget_compiled()
+        free_memory()
+
+
+def run_side_by_side(model_name: str, dims, graph: Graph, inputs: dict, x, labels, init_state,
+                     steps: int, warmup: int, modes=MODES) -> tuple[dict, list[Run]]:
+    """Our model in each ALTERNATED mode of `modes` and PyG's in each of its eager modes (PYG_MODES:
+    the sparse CSR adjacency and edge_index message passing; which is faster depends on the graph
+    and the model, so the baseline is the fastest that ran, `fastest`), timed in turns
+    (side_by_side). Returns (our Runs by mode, PyG's Runs in PYG_MODES order)."""
     import torch_geometric.nn as pyg
 
-    runs = []
-    for mode in PYG_MODES[model_name]:
-        model = build(pyg, model_name, *dims, pyg_mode=mode).to(device=x.device, dtype=x.dtype)
-        model.load_state_dict(init_state)
-        try:
-            run = train(eager_step, model, inputs[mode], x, labels, steps, warmup)
-            run.library, run.mode = "pyg", mode
-        except (RuntimeError, ValueError) as exc:
-            # a mode PyG cannot run here: out of memory or a sparse kernel torch lacks for this
-            # dtype (both RuntimeError, the second a subclass), a layout it refuses (ValueError)
-            run = Run("pyg", mode, status="skipped", error=failure_text(exc))
-        finally:
-            del model
-            free_memory()
-        runs.append(run)
-    return runs
+    def ours(mode):
+        return Run("autosage", mode), OUR_MODES[mode], lambda: _our_model(model_name, dims, graph, x, init_state)
+
+    def theirs(mode):
+        def make():
+            model = build(pyg, model_name, *dims, pyg_mode=mode).to(device=x.device, dtype=x.dtype)
+            model.load_state_dict(init_state)
+            return model, inputs[mode]
+        return Run("pyg", mode), eager_step, make
+
+    our_modes = [m for m in ALTERNATED if m in modes]
+    runs = side_by_side([ours(m) for m in our_modes] + [theirs(m) for m in PYG_MODES[model_name]],
+                        x, labels, steps, warmup)
+    return dict(zip(our_modes, runs)), runs[len(our_modes):]
 
 
 def fastest(runs: list[Run]) -> Run:
@@ -309,27 +291,27 @@ def run_control(dims, x, labels, steps: int, warmup: int, modes=MODES, seed: int
     """The graph-free control (CONTROL, torch alone; library "torch") eagerly and under each
     compile mode of `modes`, from one initial state (drawn from `seed`, as the models' are): what
     torch.compile does to a step of this size (dims: GCN's input and class counts) when no graph
-    op is in it."""
+    op is in it. Its ALTERNATED modes run in turns (side_by_side), as the models' do."""
     torch.manual_seed(seed)
     init_state = build(torch.nn, CONTROL, *dims).state_dict()
-    runs = []
-    for mode in ("graph", *(m for m in COMPILE_MODES if m in modes)):
-        if mode in CUDA_GRAPH_MODES and x.device.type != "cuda":
-            runs.append(Run("torch", mode, status="skipped", error=CUDA_GRAPH_MODES[mode]))
-            continue
+
+    def make():
         model = build(torch.nn, CONTROL, *dims).to(device=x.device, dtype=x.dtype)
         model.load_state_dict(init_state)
-        try:
-            run = train(OUR_MODES[mode], model, None, x, labels, steps, warmup)
-            run.library, run.mode = "torch", mode
-        except Exception as exc:    # torch.compile's own exceptions: a reason to record
-            run = Run("torch", mode, status="failed", error=failure_text(exc))
-        finally:
-            del model
-            forget_compiled()
-            free_memory()
-        runs.append(run)
-    return runs
+        return model, None
+
+    wanted = ("graph", *(m for m in COMPILE_MODES if m in modes))
+    together = [m for m in wanted if m in ALTERNATED]
+    runs = dict(zip(together, side_by_side([(Run("torch", m), OUR_MODES[m], make) for m in together],
+                                           x, labels, steps, warmup)))
+    for mode in wanted:
+        if mode in runs:
+            continue
+        if mode in CUDA_GRAPH_MODES and x.device.type != "cuda":
+            runs[mode] = Run("torch", mode, status="skipped", error=CUDA_GRAPH_MODES[mode])
+            continue
+        runs[mode] = side_by_side([(Run("torch", mode), OUR_MODES[mode], make)], x, labels, steps, warmup)[0]
+    return [runs[m] for m in wanted]
 
 
 def require_torch_cuda() -> None:
@@ -348,7 +330,7 @@ def bench_graph(name: str, graph: Graph, models, *, steps: int, warmup: int, see
     """Yield (model, PyG's Runs, our Runs) for every model on one graph, same data and initial
     weights, everything in `dtype` (the features drawn in float32 and rounded, as the weights are).
     PyG's: every eager mode, then torch.compile of the fastest in each COMPILE_MODES row in `modes`; ours: one
-    Run per mode, in MODES order, then one eager Run per ReorderedGraph of `reorderings` (the same
+    Run per mode, in MODES order (the ALTERNATED ones timed in turns with PyG's eager modes), then one eager Run per ReorderedGraph of `reorderings` (the same
     features and labels, in the user's order; the Run's reorder_s is the graph's `cost_s`). Last,
     where `modes` has a compile mode, (CONTROL, [], the control's Runs: run_control)."""
     import torch_geometric.nn as pyg
@@ -360,12 +342,13 @@ def bench_graph(name: str, graph: Graph, models, *, steps: int, warmup: int, see
         torch.manual_seed(seed)
         init_state = build(pyg, model_name, n_in, n_out).state_dict()
         args = (x, labels, init_state, steps, warmup)
-        ours = [run_ours(model_name, (n_in, n_out), graph, *args, mode=m) for m in MODES if m in modes]
+        alternated, theirs = run_side_by_side(model_name, (n_in, n_out), graph, inputs, *args, modes)
+        ours = [alternated[m] if m in alternated else run_ours(model_name, (n_in, n_out), graph, *args, mode=m)
+                for m in MODES if m in modes]
         for rg in reorderings:
             run = run_ours(model_name, (n_in, n_out), rg.graph, *args, reordered=rg)
             run.reorder, run.reorder_s = rg.method, rg.cost_s
             ours.append(run)
-        theirs = run_pyg(model_name, (n_in, n_out), inputs, *args)
         theirs += [run_pyg_compiled(model_name, (n_in, n_out), inputs, fastest(theirs), *args, mode=m)
                    for m in COMPILE_MODES if m in modes]
         yield model_name, theirs, ours

@@ -117,3 +117,28 @@ def test_side_by_side_records_a_library_failure_and_propagates_anything_else():
 
     with pytest.raises(TypeError):
         training.side_by_side([(Run("pyg", "edge-index"), _recording_step("pyg", []), bug)], X, None, 4, 1)
+
+
+def test_pyg_compiled_falls_back_to_the_next_fastest_eager_mode_that_compiles(monkeypatch):
+    """torch.compile of PyG's fastest eager mode fails: the compiled row is its next mode's, not a
+    skipped row; when every mode fails, one skipped row with each reason, fastest first."""
+    eager = [Run("pyg", "sparse-csr", times_ms=[3.0]), Run("pyg", "edge-index", times_ms=[2.0]),
+             Run("pyg", "broken", status="skipped", error="no")]
+    tried = []
+
+    def fake(model_name, dims, inputs, run, *args, mode="compiled"):
+        tried.append(run.mode)
+        if run.mode == "edge-index":
+            return Run("pyg", mode, status="skipped", error="torch.compile (edge-index): IndexError")
+        return Run("pyg", mode, times_ms=[1.5])
+
+    monkeypatch.setattr(training, "run_pyg_compiled", fake)
+    run = training.run_pyg_compiled_fastest("gcn", (4, 3), {}, eager, X, None, {}, 4, 1, mode="compiled")
+    assert tried == ["edge-index", "sparse-csr"] and run.status == "ok" and run.mode == "compiled"
+
+    tried.clear()
+    monkeypatch.setattr(training, "run_pyg_compiled",
+                        lambda m, d, i, run, *a, mode="compiled": Run("pyg", mode, status="skipped", error=f"{run.mode} failed"))
+    run = training.run_pyg_compiled_fastest("gcn", (4, 3), {}, eager, X, None, {}, 4, 1, mode="reduce-overhead")
+    assert run.status == "skipped" and run.mode == "reduce-overhead"
+    assert run.error == "edge-index failed; sparse-csr failed"

@@ -142,3 +142,37 @@ def test_pyg_compiled_falls_back_to_the_next_fastest_eager_mode_that_compiles(mo
     run = training.run_pyg_compiled_fastest("gcn", (4, 3), {}, eager, X, None, {}, 4, 1, mode="reduce-overhead")
     assert run.status == "skipped" and run.mode == "reduce-overhead"
     assert run.error == "edge-index failed; sparse-csr failed"
+
+
+def test_a_run_out_of_memory_beside_others_trains_again_alone(monkeypatch):
+    """A trainer that runs out of memory while another model is resident gets a second run alone;
+    one that runs out of memory alone stays a skipped row (no endless retry)."""
+    resident = {"ours": False}
+
+    def ours_step(model, graph, x, labels, warmup):
+        resident["ours"] = True
+        return lambda: torch.tensor(1.0)
+
+    def greedy_step(model, graph, x, labels, warmup):
+        def step():
+            if resident["ours"]:
+                raise RuntimeError("CUDA out of memory. Tried to allocate 40.00 GiB")
+            return torch.tensor(2.0)
+        return step
+
+    def make_ours():
+        resident["ours"] = False       # a fresh rotation: nothing of ours held yet
+        return None, None
+
+    entries = [(Run("autosage", "graph"), ours_step, make_ours),
+               (Run("pyg", "sparse-csr"), greedy_step, lambda: (None, None))]
+    monkeypatch.setattr(training, "free_memory", lambda: resident.update(ours=False))   # our model freed
+    ours, pyg = training.side_by_side(entries, X, None, steps=5, warmup=1)
+    assert ours.status == "ok" and len(ours.times_ms) == 4
+    assert pyg.status == "ok" and len(pyg.times_ms) == 4 and pyg.losses == [2.0] * 5
+
+    def always_oom(model, graph, x, labels, warmup):
+        raise RuntimeError("CUDA out of memory. Tried to allocate 400.00 GiB")
+
+    (alone,) = training.side_by_side([(Run("pyg", "edge-index"), always_oom, lambda: (None, None))], X, None, 5, 1)
+    assert alone.status == "skipped" and "asked for 400.00 GiB" in alone.error

@@ -126,11 +126,16 @@ def compiled_step(model: Net, graph, x, labels, warmup: int, fullgraph: bool = F
 _ASKED = re.compile(r"Tried to allocate ([0-9.]+ ?[KMGTP]?i?B)")
 
 
+def out_of_memory(exc: BaseException) -> bool:
+    """torch's or CuPy's out-of-memory error (CuPy's is no torch type: its text says it)."""
+    return isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in str(exc).lower()
+
+
 def failure_text(exc: BaseException) -> str:
     """One line: the exception's first line, and for running out of GPU memory how much was asked."""
     first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:240]
     asked = _ASKED.search(str(exc))
-    if isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in str(exc).lower():
+    if out_of_memory(exc):
         return "out of GPU memory" + (f" (asked for {asked.group(1)})" if asked else "") + f": {first}"
     return f"{type(exc).__name__}: {first}"
 
@@ -204,14 +209,18 @@ def side_by_side(entries, x, labels, steps: int, warmup: int) -> list[Run]:
     """One Run per entry (run, make_step, make), make() -> (model, graph input): each is made and
     warmed up in turn, then their timed epochs alternate. One that fails is a Run of FAILURES'
     status for its library, with the reason, and leaves the others running (an exception that is
-    no such failure propagates). Every model is freed at the end."""
-    runs, trainers = [run for run, _, _ in entries], {}
+    no such failure propagates). One that runs out of memory beside the others trains again alone
+    once they are freed, as every run did before runs took turns: a library is never reported out
+    of memory for the memory another one holds. Every model is freed at the end."""
+    runs, trainers, alone = [run for run, _, _ in entries], {}, []
     warm = min(warmup, steps)
 
     def failed(i: int, exc: BaseException) -> None:
         status, kinds = FAILURES[runs[i].library]
         if not isinstance(exc, kinds):
             raise exc
+        if len(entries) > 1 and out_of_memory(exc):
+            alone.append(i)
         runs[i] = Run(runs[i].library, runs[i].mode, status=status, error=failure_text(exc))
         trainers.pop(i, None)
         free_memory()
@@ -223,12 +232,16 @@ def side_by_side(entries, x, labels, steps: int, warmup: int) -> list[Run]:
                 trainers[i] = Trainer(make_step, model, graph, x, labels, warm, run=run)
             except Exception as exc:
                 failed(i, exc)
+            model = graph = None
         alternate(trainers, steps - warm, failed)
-        return runs
     finally:
         trainers.clear()
         forget_compiled()
         free_memory()
+    for i in alone:
+        _, make_step, make = entries[i]
+        runs[i] = side_by_side([(Run(runs[i].library, runs[i].mode), make_step, make)], x, labels, steps, warmup)[0]
+    return runs
 
 
 def run_side_by_side(model_name: str, dims, graph: Graph, inputs: dict, x, labels, init_state,

@@ -232,7 +232,7 @@ def side_by_side(entries, x, labels, steps: int, warmup: int) -> list[Run]:
                 trainers[i] = Trainer(make_step, model, graph, x, labels, warm, run=run)
             except Exception as exc:
                 failed(i, exc)
-            model = graph = None
+            model = graph = None     # a model that failed is not held while the next one is made
         alternate(trainers, steps - warm, failed)
     finally:
         trainers.clear()

@@ -131,8 +131,6 @@ def test_cupys_object_for_a_torch_stream_is_that_stream_and_dropping_it_leaves_t
     import gc
     import warnings
 
-    import cupy
-
     from autosage_cli.torch import cuda as bridge
 
     side = torch.cuda.Stream()
@@ -141,7 +139,7 @@ def test_cupys_object_for_a_torch_stream_is_that_stream_and_dropping_it_leaves_t
         wrapped = bridge._stream(torch.device("cuda"))
         # device -1: CuPy's "the device current where it is used" (CuPy 14.2's from_external)
         assert wrapped.ptr == side.cuda_stream and wrapped.device_id in (-1, torch.cuda.current_device())
-        dropped = bridge._wrap_stream(cupy, side.cuda_stream, torch.cuda.current_device())
+        dropped = bridge._wrap_stream(side.cuda_stream, torch.cuda.current_device())
     assert dropped.ptr == side.cuda_stream
     del dropped
     gc.collect()

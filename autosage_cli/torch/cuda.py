@@ -52,7 +52,7 @@ def _stream(device: torch.device):
         return cupy.cuda.Stream.null
     stream = _streams.get(ptr)
     if stream is None:
-        stream = _streams[ptr] = _wrap_stream(cupy, ptr, _index(device))
+        stream = _streams[ptr] = _wrap_stream(ptr, _index(device))
     return stream
 
 
@@ -67,10 +67,12 @@ class _StreamHandle:
         return (0, self.ptr)
 
 
-def _wrap_stream(cupy, ptr: int, index: int):
+def _wrap_stream(ptr: int, index: int):
     """A CuPy stream object for a stream CuPy does not own. CuPy 14 deprecates ExternalStream for
     Stream.from_external (the stream protocol), which takes the device that is current when it
     is called, and does not destroy the stream when the wrapper goes; CuPy 13 has only the first."""
+    import cupy
+
     from_external = getattr(cupy.cuda.Stream, "from_external", None)
     if from_external is None:
         return cupy.cuda.ExternalStream(ptr, index)

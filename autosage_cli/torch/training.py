@@ -169,12 +169,25 @@ FAILURES = {"autosage": ("failed", Exception), "torch": ("failed", Exception),
             "pyg": ("skipped", (RuntimeError, ValueError))}
 
 
+def _loaded(lib, model_name: str, dims, x, init_state, pyg_mode: str | None = None) -> Net:
+    """The model from `lib` (build) in x's device and dtype, with the run's initial weights."""
+    model = build(lib, model_name, *dims, pyg_mode=pyg_mode).to(device=x.device, dtype=x.dtype)
+    model.load_state_dict(init_state)
+    return model
+
+
+def _no_cuda_graph_here(library: str, mode: str, x) -> Run | None:
+    """The skipped Run of a mode that replays CUDA graphs when x is not on a GPU, else None."""
+    if mode in CUDA_GRAPH_MODES and x.device.type != "cuda":
+        return Run(library, mode, status="skipped", error=CUDA_GRAPH_MODES[mode])
+    return None
+
+
 def _our_model(model_name: str, dims, graph: Graph, x, init_state, reordered=None):
     """(our model in x's device and dtype, its own handle of `graph`: the same index tensors, none
     of the derived graphs, transposes and plans of another model)."""
     own = Graph(graph.rowptr, graph.row, graph.col, graph.weight, graph.shape, cache=graph.cache)
-    model = build(autosage_layers, model_name, *dims).to(device=x.device, dtype=x.dtype)
-    model.load_state_dict(init_state)
+    model = _loaded(autosage_layers, model_name, dims, x, init_state)
     if reordered is not None:
         from .reordered import Reordered
 
@@ -188,8 +201,9 @@ def run_ours(model_name: str, dims, graph: Graph, x, labels, init_state, steps: 
     `mode`: graph (eager), captured (a CUDA graph; skipped off the GPU) or a compile mode.
     `reordered`: a torch.reordered.ReorderedGraph whose `graph` is `graph`: the model runs
     wrapped in `Reordered`, x and labels in the user's order."""
-    if mode in CUDA_GRAPH_MODES and x.device.type != "cuda":
-        return Run("autosage", mode, status="skipped", error=CUDA_GRAPH_MODES[mode])
+    skipped = _no_cuda_graph_here("autosage", mode, x)
+    if skipped:
+        return skipped
     model, own = _our_model(model_name, dims, graph, x, init_state, reordered)
     try:
         run = train(OUR_MODES[mode], model, own, x, labels, steps, warmup)
@@ -256,11 +270,7 @@ def run_side_by_side(model_name: str, dims, graph: Graph, inputs: dict, x, label
         return Run("autosage", mode), OUR_MODES[mode], lambda: _our_model(model_name, dims, graph, x, init_state)
 
     def theirs(mode):
-        def make():
-            model = build(pyg, model_name, *dims, pyg_mode=mode).to(device=x.device, dtype=x.dtype)
-            model.load_state_dict(init_state)
-            return model, inputs[mode]
-        return Run("pyg", mode), eager_step, make
+        return Run("pyg", mode), eager_step, lambda: (_loaded(pyg, model_name, dims, x, init_state, mode), inputs[mode])
 
     our_modes = [m for m in ALTERNATED if m in modes]
     runs = side_by_side([ours(m) for m in our_modes] + [theirs(m) for m in PYG_MODES[model_name]],
@@ -277,10 +287,10 @@ def run_pyg_compiled(model_name: str, dims, inputs: dict, eager: Run, x, labels,
 
     if eager.status != "ok":
         return Run("pyg", mode, status="skipped", error="PyG ran in no mode eagerly")
-    if mode in CUDA_GRAPH_MODES and x.device.type != "cuda":
-        return Run("pyg", mode, status="skipped", error=CUDA_GRAPH_MODES[mode])
-    model = build(pyg, model_name, *dims, pyg_mode=eager.mode).to(device=x.device, dtype=x.dtype)
-    model.load_state_dict(init_state)
+    skipped = _no_cuda_graph_here("pyg", mode, x)
+    if skipped:
+        return skipped
+    model = _loaded(pyg, model_name, dims, x, init_state, eager.mode)
     try:
         step = lambda *a: compiled_step(*a, mode=COMPILE_MODES[mode])   # noqa: E731
         run = train(step, model, inputs[eager.mode], x, labels, steps, warmup)
@@ -320,21 +330,16 @@ def run_control(dims, x, labels, steps: int, warmup: int, modes=MODES, seed: int
     init_state = build(torch.nn, CONTROL, *dims).state_dict()
 
     def make():
-        model = build(torch.nn, CONTROL, *dims).to(device=x.device, dtype=x.dtype)
-        model.load_state_dict(init_state)
-        return model, None
+        return _loaded(torch.nn, CONTROL, dims, x, init_state), None
 
     wanted = ("graph", *(m for m in COMPILE_MODES if m in modes))
     together = [m for m in wanted if m in ALTERNATED]
     runs = dict(zip(together, side_by_side([(Run("torch", m), OUR_MODES[m], make) for m in together],
                                            x, labels, steps, warmup)))
     for mode in wanted:
-        if mode in runs:
-            continue
-        if mode in CUDA_GRAPH_MODES and x.device.type != "cuda":
-            runs[mode] = Run("torch", mode, status="skipped", error=CUDA_GRAPH_MODES[mode])
-            continue
-        runs[mode] = side_by_side([(Run("torch", mode), OUR_MODES[mode], make)], x, labels, steps, warmup)[0]
+        if mode not in runs:
+            runs[mode] = (_no_cuda_graph_here("torch", mode, x)
+                          or side_by_side([(Run("torch", mode), OUR_MODES[mode], make)], x, labels, steps, warmup)[0])
     return [runs[m] for m in wanted]
 
 

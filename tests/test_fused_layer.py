@@ -125,6 +125,27 @@ def test_an_aggregating_first_layer_runs_no_transposed_spmm_for_an_input_without
     assert calls == [(N, 4)]
 
 
+
+@pytest.mark.parametrize("widths", [(9, 4), (4, 9)], ids=["transform-first", "aggregate-first"])
+def test_the_eager_node_calls_its_kernels_without_the_ops_dispatch_and_notes_its_graph(graph, monkeypatch, widths):
+    """An eager node's SpMMs (forward, and a backward recording nothing) run their implementations
+    directly: no ops.py dispatch (host time on every call), yet the Graph is noted where a captured
+    step collects the Graphs its ops ran on. A backward under create_graph dispatches, and records."""
+    from autosage_cli.torch import ops, ops_epilogue
+    from autosage_cli.torch.norm import mean_graph
+    dispatched = []
+    real = ops._call
+    for module in (ops, ops_epilogue):
+        monkeypatch.setattr(module, "_call", lambda *a: dispatched.append(a[0]) or real(*a))
+    layer = at.SAGEConv(*widths, act="relu").double()
+    x = _x(N, widths[0], seed=8)
+    with handles.recording() as seen:
+        out = layer(x, graph)
+        (d_x,) = torch.autograd.grad(out.square().sum(), [x])
+    assert dispatched == [] and id(mean_graph(graph)) in seen
+    d_x, = torch.autograd.grad(layer(x, graph).square().sum(), [x], create_graph=True)
+    assert dispatched and d_x.grad_fn is not None
+
 @pytest.mark.parametrize("act", [None, "relu"])
 def test_second_derivative(graph, act):
     layer = at.SAGEConv(3, 5, act=act).double()
@@ -176,10 +197,10 @@ def test_the_column_sums_keep_a_few_ones_vectors_of_real_tensors_only():
     fused_layer._ONES.clear()
     for rows in range(3, 3 + fused_layer._ONES_KEPT + 4):       # a mini-batch's varying row counts
         d = torch.randn(rows, 5, dtype=F64)
-        torch.testing.assert_close(fused_layer._column_sums(d), d.sum(0), rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(fused_layer._column_sums(d.t()), d.sum(0), rtol=1e-12, atol=1e-12)
     assert len(fused_layer._ONES) == fused_layer._ONES_KEPT
     with FakeTensorMode() as mode:
-        fused_layer._column_sums(mode.from_tensor(torch.randn(100, 5)))
+        fused_layer._column_sums(mode.from_tensor(torch.randn(100, 5)).t())
     assert all(type(t) is torch.Tensor for t in fused_layer._ONES.values())
 
 

@@ -41,19 +41,25 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..kernels import epilogues
-from . import handles, ops, ops_epilogue
+from . import backward as formulas, epilogue as fused_epilogue, handles, kernels, ops, ops_epilogue
 from .functions import check_tensor
-from .tracing import direct_when_untraced
+from .tracing import direct_when_untraced, traced
 
 
 def applies(*tensors) -> bool:
     """Whether a layer call on these tensors (None: absent) may run as one node (eager) or one
     custom op (torch.compile or export tracing it)."""
+    # called on every eager layer call: a loop, not generators, and each device read once
     present = [t for t in tensors if t is not None]
-    first = present[0]
-    return (not torch.is_autocast_enabled(first.device.type)
-            and (torch.compiler.is_compiling() or not ops._traced(*present))
-            and all(t.dtype == first.dtype and t.device == first.device for t in present))
+    dtype, device = present[0].dtype, present[0].device
+    if torch.is_autocast_enabled(device.type):
+        return False
+    if not torch.compiler.is_compiling() and ops._traced(*present):
+        return False
+    for t in present:
+        if t.dtype != dtype or t.device != device:
+            return False
+    return True
 
 
 def linear_aggregate(g, x: Tensor, x_dst: Tensor | None, weight_l: Tensor, bias: Tensor | None,
@@ -69,7 +75,7 @@ def linear_aggregate(g, x: Tensor, x_dst: Tensor | None, weight_l: Tensor, bias:
                         g.n_rows)[0]
     if gemms_only(aggregate_first, x, x_dst, weight_r):
         return _gemms_after_aggregation(g, x, weight_l, bias, relu)
-    return LinearAggregate.apply(g, x, x_dst, weight_l, bias, weight_r, aggregate_first, relu)
+    return _apply_node(g, x, x_dst, weight_l, bias, weight_r, aggregate_first, relu)
 
 
 def gemms_only(aggregate_first: bool, x: Tensor, x_dst: Tensor | None, weight_r: Tensor | None) -> bool:
@@ -115,23 +121,61 @@ def _ones(rows: int, like: Tensor) -> Tensor:
     return ones
 
 
-def _column_sums(d: Tensor) -> Tensor:
-    """The bias's gradient, dᵀ 1 as a matrix-vector product: on the H200 7.6 us for 19717 x 256
-    (pubmed's hidden layer) where PyTorch's column reduction d.sum(0) takes 24.8, 60 against 148
-    us at reddit-like's 232965 x 256, and never slower down to 2708 x 16."""
-    return torch.mv(d.t(), _ones(d.shape[0], d))
+def _column_sums(d_t: Tensor) -> Tensor:
+    """The bias's gradient from d's transpose `d_t`, dᵀ 1 as a matrix-vector product: on the H200
+    7.6 us for 19717 x 256 (pubmed's hidden layer) where PyTorch's column reduction d.sum(0) takes
+    24.8, 60 against 148 us at reddit-like's 232965 x 256, and never slower down to 2708 x 16."""
+    return torch.mv(d_t, _ones(d_t.shape[1], d_t))
 
 
-def _forward(g, x, x_dst, weight_l, bias, weight_r, aggregate_first: bool, relu: bool):
+class _Dispatched:
+    """The aggregations as ops.py's dispatching calls: what the custom ops' bodies run (a dispatch
+    mode around a compiled graph sees each SpMM as an op of its own) and a backward that may record
+    a graph (create_graph)."""
+    spmm = staticmethod(ops.spmm)
+    spmm_t = staticmethod(ops.spmm_t)
+
+    @staticmethod
+    def spmm_epilogue(g, B, bias, row):
+        return ops_epilogue.spmm_epilogue(g, None, B, bias, row.name)
+
+
+class _Direct:
+    """The same aggregations as their implementations, for the eager node where nothing traces
+    (`applies` checked) and nothing records: ops.py's dispatch (its tracer, gradient and handle
+    checks) was ~12 of an SpMM call's ~30 us of host time on the H100's host. The handle is still
+    taken: a captured step checks every Graph its ops ran on (handles.recording)."""
+
+    @staticmethod
+    def spmm(g, values, B):
+        handles.handle(g)
+        return kernels.spmm(g, values, B)
+
+    @staticmethod
+    def spmm_t(g, values, X):
+        handles.handle(g)
+        return formulas.spmm_t(g, values, X)
+
+    @staticmethod
+    def spmm_epilogue(g, B, bias, row):
+        handles.handle(g)
+        return fused_epilogue.spmm(g, None, B, row, bias, 1.0, row.alpha)
+
+
+# relu's derivative, by its overload (the op packet's lookup is host time on every call)
+_THRESHOLD_BACKWARD = torch.ops.aten.threshold_backward.default
+
+
+def _forward(g, x, x_dst, weight_l, bias, weight_r, aggregate_first: bool, relu: bool, calls=_Dispatched):
     """(out, A x) aggregating first, else (out, None): the layer's output and what its backward
     reads besides the inputs. Runs without grad (a node's forward, or the custom op's body)."""
     # F.linear is x Wᵀ (+ b) in one call where mm needs the transpose's view first: on a
     # small graph each call from Python is host time
     root_input = x if x_dst is None else x_dst
-    relu_pending = relu and weight_r is not None    # then with the root term's GEMM
+    relu_pending = relu and weight_r is not None    # after the root term's GEMM
     aggregated = None
     if aggregate_first:
-        aggregated = ops.spmm(g, None, x)
+        aggregated = calls.spmm(g, None, x)
         if relu and bias is not None and weight_r is None:   # cuBLASLt's bias-ReLU epilogue
             out = torch._addmm_activation(bias, aggregated, weight_l.t())
         else:
@@ -140,13 +184,13 @@ def _forward(g, x, x_dst, weight_l, bias, weight_r, aggregate_first: bool, relu:
     else:
         h = F.linear(x, weight_l)
         row = epilogues.choose(bias is not None, "relu" if relu and not relu_pending else None)
-        out = (ops_epilogue.spmm_epilogue(g, None, h, bias, row.name) if row.fused
-               else ops.spmm(g, None, h))
-    if weight_r is not None and relu_pending:   # relu(out + x_dst W_rᵀ) in one call
-        out = torch._addmm_activation(out, root_input, weight_r.t())
-    elif weight_r is not None:
+        out = calls.spmm_epilogue(g, h, bias, row) if row.fused else calls.spmm(g, None, h)
+    # The root term accumulates into the output, which this function made: in place, then the
+    # ReLU in place. torch._addmm_activation(out, ...) would copy `out` into a new tensor first
+    # (its ReLU rides on cuBLASLt only for a bias vector): a launch more for the same result.
+    if weight_r is not None:
         out.addmm_(root_input, weight_r.t())
-    elif relu_pending:
+    if relu_pending:
         out.relu_()
     return out, aggregated
 
@@ -159,7 +203,7 @@ def _kept(x, x_dst, weight_l, weight_r, aggregate_first: bool, relu: bool, out, 
 
 
 def _backward(g, d_out, kept, root_input, weight_l, weight_r, out, aggregate_first: bool, shared: bool,
-              needs) -> list:
+              needs, calls=_Dispatched) -> list:
     """[d_x, d_x_dst, d_weight_l, d_bias, d_weight_r] (None where `needs`, five flags in that
     order, asks for none). kept: A x aggregating first, else x; root_input: the root term's input
     (None without one); out: the output when the ReLU is the layer's (its derivative), else None;
@@ -167,22 +211,23 @@ def _backward(g, d_out, kept, root_input, weight_l, weight_r, out, aggregate_fir
     need_x, need_dst, need_wl, need_bias, need_wr = needs
     d_out = d_out.contiguous()
     if out is not None:            # relu's derivative off its output, in one pass
-        d_out = torch.ops.aten.threshold_backward(d_out, out, 0)
+        d_out = _THRESHOLD_BACKWARD(d_out, out, 0)
+    d_out_t = d_out.t()            # one view for every product that reads d_outᵀ
     d_x = d_dst = d_wl = d_bias = d_wr = None
     if aggregate_first:            # kept: A x
         if need_wl:
-            d_wl = d_out.t().mm(kept)
+            d_wl = d_out_t.mm(kept)
         if need_x:
-            d_x = ops.spmm_t(g, None, d_out.mm(weight_l))
+            d_x = calls.spmm_t(g, None, d_out.mm(weight_l))
     elif need_x or need_wl:        # kept: x
-        d_h = ops.spmm_t(g, None, d_out)
+        d_h = calls.spmm_t(g, None, d_out)
         d_wl = d_h.t().mm(kept) if need_wl else None
         d_x = d_h.mm(weight_l) if need_x else None
     if need_bias:
-        d_bias = _column_sums(d_out)
+        d_bias = _column_sums(d_out_t)
     if weight_r is not None:
         if need_wr:
-            d_wr = d_out.t().mm(root_input)
+            d_wr = d_out_t.mm(root_input)
         if shared and need_x:
             d_x = d_out.mm(weight_r) if d_x is None else d_x.addmm_(d_out, weight_r)
         elif need_dst:
@@ -197,17 +242,34 @@ class LinearAggregate(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, g, x, x_dst, weight_l, bias, weight_r, aggregate_first, relu):
-        out, aggregated = _forward(g, x, x_dst, weight_l, bias, weight_r, aggregate_first, relu)
+        # called by `linear_aggregate` only where `applies` held: untraced, so the direct calls
+        out, aggregated = _forward(g, x, x_dst, weight_l, bias, weight_r, aggregate_first, relu, _Direct)
         ctx.graph, ctx.aggregate_first, ctx.shared = g, aggregate_first, x_dst is None
         ctx.save_for_backward(*_kept(x, x_dst, weight_l, weight_r, aggregate_first, relu, out, aggregated))
         return out
 
     @staticmethod
     def backward(ctx, d_out):
-        # differentiable: the backward's ops record a graph of their own under create_graph
+        # differentiable: under create_graph (grad enabled) or a tracer (compiled autograd meeting
+        # this node) the SpMM's transpose goes through ops.py's dispatching call, which records it
+        direct = not torch.is_grad_enabled() and not traced(d_out)
         grads = _backward(ctx.graph, d_out, *ctx.saved_tensors, ctx.aggregate_first, ctx.shared,
-                          ctx.needs_input_grad[1:6])
+                          ctx.needs_input_grad[1:6], _Direct if direct else _Dispatched)
         return None, *grads, None, None
+
+
+# Function.apply's Python runs on every eager layer call: a functorch check and a generator that
+# unwraps, argument by argument, a functorch wrapper that outlived its transform (a "dead" one).
+# `applies` has ruled active transforms out, so torch's C apply runs the node; the inputs are
+# unwrapped as Function.apply would (the weights are a module's parameters, never a wrapper
+# outside a transform). 9.8 against 5.6 us per call on a CPU for a Function of eight arguments.
+_c_apply = super(torch.autograd.Function, LinearAggregate).apply
+_unwrap_if_dead = torch._C._functorch.unwrap_if_dead
+
+
+def _apply_node(g, x, x_dst, weight_l, bias, weight_r, aggregate_first: bool, relu: bool) -> Tensor:
+    x_dst = None if x_dst is None else _unwrap_if_dead(x_dst)
+    return _c_apply(g, _unwrap_if_dead(x), x_dst, weight_l, bias, weight_r, aggregate_first, relu)
 
 
 # ------------------------------------------------------------------ the layer as custom ops (compiled)

@@ -125,7 +125,6 @@ def test_an_aggregating_first_layer_runs_no_transposed_spmm_for_an_input_without
     assert calls == [(N, 4)]
 
 
-
 @pytest.mark.parametrize("widths", [(9, 4), (4, 9)], ids=["transform-first", "aggregate-first"])
 def test_the_eager_node_calls_its_kernels_without_the_ops_dispatch_and_notes_its_graph(graph, monkeypatch, widths):
     """An eager node's SpMMs (forward, and a backward recording nothing) run their implementations
@@ -143,8 +142,9 @@ def test_the_eager_node_calls_its_kernels_without_the_ops_dispatch_and_notes_its
         out = layer(x, graph)
         (d_x,) = torch.autograd.grad(out.square().sum(), [x])
     assert dispatched == [] and id(mean_graph(graph)) in seen
-    d_x, = torch.autograd.grad(layer(x, graph).square().sum(), [x], create_graph=True)
+    (d_x,) = torch.autograd.grad(layer(x, graph).square().sum(), [x], create_graph=True)
     assert dispatched and d_x.grad_fn is not None
+
 
 @pytest.mark.parametrize("act", [None, "relu"])
 def test_second_derivative(graph, act):

@@ -41,7 +41,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..kernels import epilogues
-from . import backward as formulas, epilogue as fused_epilogue, handles, kernels, ops, ops_epilogue
+from . import handles, ops, ops_epilogue
 from .functions import check_tensor
 from .tracing import direct_when_untraced, traced
 
@@ -141,25 +141,26 @@ class _Dispatched:
 
 
 class _Direct:
-    """The same aggregations as their implementations, for the eager node where nothing traces
-    (`applies` checked) and nothing records: ops.py's dispatch (its tracer, gradient and handle
-    checks) was ~12 of an SpMM call's ~30 us of host time on the H100's host. The handle is still
-    taken: a captured step checks every Graph its ops ran on (handles.recording)."""
+    """The same aggregations as the custom ops' own implementations (ops._spmm, ops._spmm_t,
+    ops_epilogue._spmm_epilogue), for the eager node where nothing traces (`applies` checked) and
+    nothing records: ops.py's dispatch (its tracer, gradient and handle checks) was ~12 of an SpMM
+    call's ~30 us of host time on the H100's host. The handle is still taken: a captured step
+    checks every Graph its ops ran on (handles.recording)."""
 
     @staticmethod
     def spmm(g, values, B):
         handles.handle(g)
-        return kernels.spmm(g, values, B)
+        return ops._spmm(g, values, B, g.n_rows)
 
     @staticmethod
     def spmm_t(g, values, X):
         handles.handle(g)
-        return formulas.spmm_t(g, values, X)
+        return ops._spmm_t(g, values, X, g.n_cols)
 
     @staticmethod
     def spmm_epilogue(g, B, bias, row):
         handles.handle(g)
-        return fused_epilogue.spmm(g, None, B, row, bias, 1.0, row.alpha)
+        return ops_epilogue._spmm_epilogue(g, None, B, bias, g.n_rows, row.name, 1.0, row.alpha)
 
 
 # relu's derivative, by its overload (the op packet's lookup is host time on every call)

@@ -275,21 +275,20 @@ class NativeSpmmPlan(RowsOutPlan):
         own = self._own_values() if values is None else values
         self.launch(own, B, out, self.k, self.k, bias, scale, alpha)
 
-    def packed(self, per_call_values: bool, ldb: int | None = None, ldc: int | None = None):
+    def packed(self, per_call_values: bool):
         """run (or with `per_call_values`, run_values) as PackedLaunches taking the pointers of
-        B, out (and values), their rows at ldb and ldc elements (None: k, contiguous), and for a
-        fused epilogue the bias pointer and the scale and alpha bits (packed.float_bits) per call;
-        None where an argument cannot be packed. The caller vouches for the alignment of B and
-        out at those leading dimensions."""
+        B, out (and values), contiguous at ld = k, and for a fused epilogue the bias pointer and
+        the scale and alpha bits (packed.float_bits) per call; None where an argument cannot be
+        packed."""
         packs = self.__dict__.setdefault("_packed", {})
-        key = (per_call_values, ldb or self.k, ldc or self.k)
-        if key not in packs:
+        if per_call_values not in packs:
             from .packed import Slot, pack_all
 
             values = Slot("values") if per_call_values else self._own_values()
             epilogue = {name: Slot(name) for name in EPILOGUE_OPERANDS if name != "bias" or self.epilogue.bias}
-            packs[key] = pack_all(self._launch_args(values, Slot("B"), Slot("out"), key[1], key[2], **epilogue))
-        return packs[key]
+            packs[per_call_values] = pack_all(self._launch_args(values, Slot("B"), Slot("out"), self.k,
+                                                                self.k, **epilogue))
+        return packs[per_call_values]
 
     def rebind(self, dgraph: DeviceGraph):
         """This plan's schedule on another graph without preparing it afresh (no kernel lookup, no

@@ -12,12 +12,12 @@ from . import kernels
 from .graph import Graph
 
 
-def spmm_t(g: Graph, values, X: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+def spmm_t(g: Graph, values, X: torch.Tensor) -> torch.Tensor:
     """Aᵀ X with per-edge `values` given in the graph's edge order (None: the graph's own weights,
-    which the transpose already holds in its order); `out`: where to write it, returned."""
+    which the transpose already holds in its order)."""
     if values is not None:
         values = values.index_select(0, g.on("t_perm", values.device))
-    return kernels.spmm(g.T, values, X, out)
+    return kernels.spmm(g.T, values, X)
 
 
 def heads_spmm_t(g: Graph, values: torch.Tensor, X: torch.Tensor) -> torch.Tensor:

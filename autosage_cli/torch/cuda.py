@@ -32,10 +32,85 @@ from ..dtypes import DTYPES
 from ..errors import AutosageError
 from ..kernels import epilogues as epilogue_ops
 from . import host, static_graph
-from .cuda_streams import _on_torch_stream, _stream, _wrap_stream, release_pool  # noqa: F401 (this module's names)
 from .graph import Graph
 
 _ALIGN = 16  # bytes: the widest vector load a kernel may use
+_streams: dict = {}
+
+
+def _index(device: torch.device) -> int:
+    """The device's ordinal (torch.device("cuda") has none: the current device's)."""
+    return torch.cuda.current_device() if device.index is None else device.index
+
+
+def _stream(device: torch.device):
+    """A CuPy stream object for torch's current stream on `device`."""
+    import cupy
+
+    ptr = torch._C._cuda_getCurrentRawStream(_index(device))   # what current_stream() wraps, ~10x cheaper
+    if ptr == 0:
+        return cupy.cuda.Stream.null
+    stream = _streams.get(ptr)
+    if stream is None:
+        stream = _streams[ptr] = _wrap_stream(ptr, _index(device))
+    return stream
+
+
+class _StreamHandle:
+    """A raw stream handle as the CUDA stream protocol hands one over: (version 0, the handle)."""
+    __slots__ = ("ptr",)
+
+    def __init__(self, ptr: int):
+        self.ptr = ptr
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        return (0, self.ptr)
+
+
+def _wrap_stream(ptr: int, index: int):
+    """A CuPy stream object for a stream CuPy does not own. CuPy 14 deprecates ExternalStream for
+    Stream.from_external (the stream protocol), which takes the device that is current when it
+    is called, and does not destroy the stream when the wrapper goes; CuPy 13 has only the first."""
+    import cupy
+
+    from_external = getattr(cupy.cuda.Stream, "from_external", None)
+    if from_external is None:
+        return cupy.cuda.ExternalStream(ptr, index)
+    with cupy.cuda.Device(index):
+        return from_external(_StreamHandle(ptr))
+
+
+_devices: dict = {}
+
+
+class _on_torch_stream:
+    """`with _on_torch_stream(device):` CuPy work goes to torch's current stream on that device."""
+
+    def __init__(self, device: torch.device):
+        found = _devices.get(device.index)
+        if found is None:
+            import cupy
+
+            found = _devices[device.index] = cupy.cuda.Device(device.index)
+        self.device = found
+        self.stream = _stream(device)
+
+    def __enter__(self):
+        self.device.__enter__()
+        self.stream.__enter__()
+
+    def __exit__(self, *exc):
+        self.stream.__exit__(*exc)
+        self.device.__exit__(*exc)
+        return False
+
+
+def release_pool() -> None:
+    """Return the blocks CuPy's memory pool caches unused (plan buffers, tuning inputs) to the
+    driver, where torch's allocator can have them."""
+    import cupy
+
+    cupy.get_default_memory_pool().free_all_blocks()
 
 
 # The torch dtype of each value type, from its row (dtypes.DTYPES: torch_name).
@@ -252,42 +327,17 @@ def _launch_packed(launches, device: torch.device, pointers: dict) -> bool:
     return True
 
 
-def rows_view(t: torch.Tensor) -> int:
-    """The leading dimension (elements) at which a packed launch may read or write `t` in place:
-    a 2-D tensor of unit column stride whose base pointer and row stride are 16-byte aligned (a
-    column block of a wider matrix, as a layer's stacked products are); 0 where it is not one."""
-    if t.dim() != 2 or (t.stride(1) != 1 and t.shape[1] > 1):
-        return 0
-    ld = t.stride(0) if t.shape[0] > 1 else t.shape[1]
-    if ld < t.shape[1] or t.data_ptr() % _ALIGN or (ld * t.element_size()) % _ALIGN:
-        return 0
-    return ld
-
-
 def spmm(graph: Graph, values, B: torch.Tensor, epilogue=None, bias=None, scale: float = 1.0,
-         alpha: float | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
+         alpha: float | None = None) -> torch.Tensor:
     """A(values) B, or with `epilogue` (a kernels/epilogues.py row) act(scale A(values) B + bias,
-    alpha) in one launch: the plan of the fused op (ops/epilogue.py), its operands per call.
-    `out`: where to write it (n_rows x K of B's type, any row stride), returned; else a new tensor.
-    B and `out` may be column blocks of wider matrices (`rows_view`): a packed native launch reads
-    and writes them in place at their row strides, any other plan through contiguous copies."""
-    ldb = rows_view(B) if B.dtype in VALUE_TYPES else 0
-    B = B if ldb else operand("B", B)
+    alpha) in one launch: the plan of the fused op (ops/epilogue.py), its operands per call."""
+    B = operand("B", B)
     k = int(B.shape[1])
-    ldb = ldb or k
-    target = out
-    ldc = k if out is None else rows_view(out)
-    if not ldc:
-        out = None
-    if out is None:
-        out = torch.empty((graph.n_rows, k), dtype=B.dtype, device=B.device)
-        ldc = k
+    out = torch.empty((graph.n_rows, k), dtype=B.dtype, device=B.device)
     fused = epilogue is not None and epilogue.fused
     if graph.nnz == 0:   # no plan for an empty graph: zeros, through the epilogue
         out.zero_()
-        if fused:
-            out.copy_(epilogue.apply(out, bias, scale, alpha, torch))
-        return _written(out, target)
+        return epilogue.apply(out, bias, scale, alpha, torch).to(B.dtype) if fused else out
     op = epilogue_ops.op_name(epilogue) if fused else "spmm"
     p = plan(graph, op, k, B.device, weighted=True, dtype=dtype_name(B))
     if values is not None:
@@ -297,13 +347,8 @@ def spmm(graph: Graph, values, B: torch.Tensor, epilogue=None, bias=None, scale:
         bias = operand("bias", bias, B.dtype) if epilogue.bias else None
         alpha = epilogue.alpha if alpha is None else alpha
         pointers.update(bias=0 if bias is None else bias.data_ptr(), scale=float_bits(scale), alpha=float_bits(alpha))
-    strided = ldb != k or ldc != k
-    pack = (values is not None, ldb, ldc) if strided else (values is not None,)
-    if _launch_packed(_packed_launches(p, B.device, *pack), B.device, pointers):
-        return _written(out, target)
-    if strided:   # a plan run through CuPy (cuSPARSE's): contiguous operands
-        B = operand("B", B)
-        out = torch.empty((graph.n_rows, k), dtype=B.dtype, device=B.device)
+    if _launch_packed(_packed_launches(p, B.device, values is not None), B.device, pointers):
+        return out
     with _on_torch_stream(B.device):
         if fused:
             p.run_fused(_cupy(B), _cupy(out), None if bias is None else _cupy(bias), scale, alpha,
@@ -315,15 +360,7 @@ def spmm(graph: Graph, values, B: torch.Tensor, epilogue=None, bias=None, scale:
             if run_values is None:
                 raise AutosageError(f"SpMM plan {p.schedule} cannot take per-call edge values")
             run_values(_cupy(values), _cupy(B), _cupy(out))
-    return _written(out, target)
-
-
-def _written(result: torch.Tensor, target: torch.Tensor | None) -> torch.Tensor:
-    """The output asked for: `target` (copied into where the kernel could not write it in place)
-    or, without one, the result."""
-    if target is None or result is target:
-        return result
-    return target.copy_(result)
+    return out
 
 
 def sddmm(graph: Graph, X: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:

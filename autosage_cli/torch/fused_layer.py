@@ -14,9 +14,7 @@ ops, a SAGE layer records four (the two linear maps, the SpMM, the root's add) a
 gradients in a pass of its own. Here the forward launches a GEMM, the SpMM (the bias in its
 epilogue when the GEMM runs first) and a GEMM that accumulates the root term into the output
 (addmm_); the backward accumulates x's two gradients the same way, in the GEMM's epilogue. The
-kernels are those of the separate ops, so outputs and gradients are theirs. A SAGE layer that
-transforms first with its root term on its own input runs both linear maps as one GEMM each way
-(torch/stacked_layer.py).
+kernels are those of the separate ops, so outputs and gradients are theirs.
 
 A layer without a root term aggregating first an input that needs no gradient (GCN's first layer)
 is no node of ours in an eager call: its backward runs no SpMM, so its GEMM is left to autograd's
@@ -43,9 +41,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..kernels import epilogues
-from . import handles, ops, stacked_layer
+from . import handles, ops, ops_epilogue
 from .functions import check_tensor
-from .layer_calls import THRESHOLD_BACKWARD, Direct, Dispatched, column_sums
 from .tracing import direct_when_untraced, traced
 
 
@@ -105,7 +102,72 @@ def _gemms_after_aggregation(g, x, weight_l, bias, relu):
     return out.relu_() if relu else out
 
 
-def _forward(g, x, x_dst, weight_l, bias, weight_r, aggregate_first: bool, relu: bool, calls=Dispatched):
+_ONES: dict = {}       # (rows, dtype, device) -> a vector of ones, the column sums' operand
+_ONES_KEPT = 8         # a mini-batch's row counts vary: keep the latest few
+
+
+def _ones(rows: int, like: Tensor) -> Tensor:
+    key = (rows, like.dtype, like.device)
+    ones = _ONES.get(key)
+    if ones is None:
+        ones = like.new_ones(rows)
+        # one made inside a CUDA-graph capture lives in the capture's pool, and a tracer's
+        # (compiled autograd meeting this backward) is no tensor to keep: used there only
+        capturing = like.is_cuda and torch.cuda.is_current_stream_capturing()
+        if type(like) in (Tensor, torch.nn.Parameter) and not capturing:
+            _ONES[key] = ones
+            for stale in list(_ONES)[:-_ONES_KEPT]:
+                del _ONES[stale]
+    return ones
+
+
+def _column_sums(d_t: Tensor) -> Tensor:
+    """The bias's gradient from d's transpose `d_t`, dᵀ 1 as a matrix-vector product: on the H200
+    7.6 us for 19717 x 256 (pubmed's hidden layer) where PyTorch's column reduction d.sum(0) takes
+    24.8, 60 against 148 us at reddit-like's 232965 x 256, and never slower down to 2708 x 16."""
+    return torch.mv(d_t, _ones(d_t.shape[1], d_t))
+
+
+class _Dispatched:
+    """The aggregations as ops.py's dispatching calls: what the custom ops' bodies run (a dispatch
+    mode around a compiled graph sees each SpMM as an op of its own) and a backward that may record
+    a graph (create_graph)."""
+    spmm = staticmethod(ops.spmm)
+    spmm_t = staticmethod(ops.spmm_t)
+
+    @staticmethod
+    def spmm_epilogue(g, B, bias, row):
+        return ops_epilogue.spmm_epilogue(g, None, B, bias, row.name)
+
+
+class _Direct:
+    """The same aggregations as the custom ops' own implementations (ops._spmm, ops._spmm_t,
+    ops_epilogue._spmm_epilogue), for the eager node where nothing traces (`applies` checked) and
+    nothing records: ops.py's dispatch (its tracer, gradient and handle checks) was ~12 of an SpMM
+    call's ~30 us of host time on the H100's host. The handle is still taken: a captured step
+    checks every Graph its ops ran on (handles.recording)."""
+
+    @staticmethod
+    def spmm(g, values, B):
+        handles.handle(g)
+        return ops._spmm(g, values, B, g.n_rows)
+
+    @staticmethod
+    def spmm_t(g, values, X):
+        handles.handle(g)
+        return ops._spmm_t(g, values, X, g.n_cols)
+
+    @staticmethod
+    def spmm_epilogue(g, B, bias, row):
+        handles.handle(g)
+        return ops_epilogue._spmm_epilogue(g, None, B, bias, g.n_rows, row.name, 1.0, row.alpha)
+
+
+# relu's derivative, by its overload (the op packet's lookup is host time on every call)
+_THRESHOLD_BACKWARD = torch.ops.aten.threshold_backward.default
+
+
+def _forward(g, x, x_dst, weight_l, bias, weight_r, aggregate_first: bool, relu: bool, calls=_Dispatched):
     """(out, A x) aggregating first, else (out, None): the layer's output and what its backward
     reads besides the inputs. Runs without grad (a node's forward, or the custom op's body)."""
     # F.linear is x Wᵀ (+ b) in one call where mm needs the transpose's view first: on a
@@ -120,8 +182,6 @@ def _forward(g, x, x_dst, weight_l, bias, weight_r, aggregate_first: bool, relu:
         else:
             out = F.linear(aggregated, weight_l, bias)
             relu_pending = relu
-    elif stacked_layer.stacks(weight_l, weight_r, x_dst is None):
-        return stacked_layer.forward(g, x, weight_l, bias, weight_r, relu, calls), None
     else:
         h = F.linear(x, weight_l)
         row = epilogues.choose(bias is not None, "relu" if relu and not relu_pending else None)
@@ -144,17 +204,15 @@ def _kept(x, x_dst, weight_l, weight_r, aggregate_first: bool, relu: bool, out, 
 
 
 def _backward(g, d_out, kept, root_input, weight_l, weight_r, out, aggregate_first: bool, shared: bool,
-              needs, calls=Dispatched) -> list:
+              needs, calls=_Dispatched) -> list:
     """[d_x, d_x_dst, d_weight_l, d_bias, d_weight_r] (None where `needs`, five flags in that
     order, asks for none). kept: A x aggregating first, else x; root_input: the root term's input
     (None without one); out: the output when the ReLU is the layer's (its derivative), else None;
     shared: the root term reads x itself (no x_dst)."""
     need_x, need_dst, need_wl, need_bias, need_wr = needs
     d_out = d_out.contiguous()
-    if not aggregate_first and stacked_layer.stacks(weight_l, weight_r, shared):
-        return stacked_layer.backward(g, d_out, kept, weight_l, weight_r, out, needs, calls)
     if out is not None:            # relu's derivative off its output, in one pass
-        d_out = THRESHOLD_BACKWARD(d_out, out, 0)
+        d_out = _THRESHOLD_BACKWARD(d_out, out, 0)
     d_out_t = d_out.t()            # one view for every product that reads d_outᵀ
     d_x = d_dst = d_wl = d_bias = d_wr = None
     if aggregate_first:            # kept: A x
@@ -167,7 +225,7 @@ def _backward(g, d_out, kept, root_input, weight_l, weight_r, out, aggregate_fir
         d_wl = d_h.t().mm(kept) if need_wl else None
         d_x = d_h.mm(weight_l) if need_x else None
     if need_bias:
-        d_bias = column_sums(d_out_t)
+        d_bias = _column_sums(d_out_t)
     if weight_r is not None:
         if need_wr:
             d_wr = d_out_t.mm(root_input)
@@ -186,7 +244,7 @@ class LinearAggregate(torch.autograd.Function):
     @staticmethod
     def forward(ctx, g, x, x_dst, weight_l, bias, weight_r, aggregate_first, relu):
         # called by `linear_aggregate` only where `applies` held: untraced, so the direct calls
-        out, aggregated = _forward(g, x, x_dst, weight_l, bias, weight_r, aggregate_first, relu, Direct)
+        out, aggregated = _forward(g, x, x_dst, weight_l, bias, weight_r, aggregate_first, relu, _Direct)
         ctx.graph, ctx.aggregate_first, ctx.shared = g, aggregate_first, x_dst is None
         ctx.save_for_backward(*_kept(x, x_dst, weight_l, weight_r, aggregate_first, relu, out, aggregated))
         return out
@@ -197,7 +255,7 @@ class LinearAggregate(torch.autograd.Function):
         # this node) the SpMM's transpose goes through ops.py's dispatching call, which records it
         direct = not torch.is_grad_enabled() and not traced(d_out)
         grads = _backward(ctx.graph, d_out, *ctx.saved_tensors, ctx.aggregate_first, ctx.shared,
-                          ctx.needs_input_grad[1:6], Direct if direct else Dispatched)
+                          ctx.needs_input_grad[1:6], _Direct if direct else _Dispatched)
         return None, *grads, None, None
 
 

@@ -52,14 +52,12 @@ def widened(t: torch.Tensor) -> torch.Tensor:
     return t.float() if t.dtype in TWO_BYTE else t
 
 
-def spmm(graph: Graph, values: torch.Tensor | None, B: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-    """A(values) B; `out` (n_rows x K, any row stride): where to write it, returned."""
+def spmm(graph: Graph, values: torch.Tensor | None, B: torch.Tensor) -> torch.Tensor:
     if _is_cuda(B):
         from . import cuda
 
-        return cuda.spmm(graph, values, B, out=out)
-    product = reference_product(graph, values, B)
-    return product.to(B.dtype) if out is None else out.copy_(product)
+        return cuda.spmm(graph, values, B)
+    return reference_product(graph, values, B).to(B.dtype)
 
 
 def reference_product(graph: Graph, values: torch.Tensor | None, B: torch.Tensor) -> torch.Tensor:

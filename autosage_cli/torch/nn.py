@@ -25,7 +25,7 @@ from torch import nn
 
 from ..errors import AutosageError
 from ..kernels import epilogues
-from . import fused_layer, ops_epilogue, stacked_layer
+from . import fused_layer, ops_epilogue
 from .functions import SpMMFunction, attention, spmm
 from .gat_attention import gat_attention
 from .graph import Graph
@@ -233,13 +233,9 @@ class SAGEConv(nn.Module):
         weight_r = self.lin_r.weight if self.root_weight else None
         if fused_layer.applies(x_src, None if weight_r is None else x_dst, weight_l, bias_l, weight_r):
             root_input = None if weight_r is None or x_dst is x_src else x_dst   # None: x_src's own
-            aggregate_first = self.aggregation_width == lin_l.in_features
-            if aggregate_first and lin_l.in_features == lin_l.out_features:
-                # equal widths: the SpMM moves as many columns either way, and transforming first
-                # the two linear maps may run as one GEMM each way (stacked_layer.stacks)
-                aggregate_first = not stacked_layer.stacks(weight_l, weight_r, root_input is None)
             out = fused_layer.linear_aggregate(g, x_src, root_input, weight_l, bias_l, weight_r,
-                                               aggregate_first, self.act == "relu" and not self.normalize)
+                                               self.aggregation_width == lin_l.in_features,
+                                               self.act == "relu" and not self.normalize)
             return self._finish(out, activated=not self.normalize)
         # The root term and the bias ride on a GEMM that runs anyway (cuBLAS's epilogue), not on
         # passes of their own over the output: a mini-batch's wide layers over every batch row

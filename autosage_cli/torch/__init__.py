@@ -20,7 +20,9 @@ reordered (a Graph renumbered for locality, features and outputs in the user's o
 sampler (a neighbour sampler for mini-batches), structure (the kind features of a Graph),
 minibatch and training (the benchmarks' step runners). `probe_count()` counts the tuning probes
 run in this process (a mini-batch loop probes once per new kind of graph,
-scheduler/decisions/kinds.py); `host_copies()` the copies of a graph to the host.
+scheduler/decisions/kinds.py); `host_copies()` the copies of a graph to the host;
+`keep_aggregations(False)` stops layers keeping an unchanged input's aggregation across calls
+(kept_aggregation).
 """
 from __future__ import annotations
 
@@ -41,9 +43,11 @@ from .capture import capture_inference, capture_training_step
 from .cuda import capturable_plans
 from .functions import additive_attention, attention, sddmm, spmm
 from .graph import Graph, host_copies
+from .kept_aggregation import keep_aggregations
 from .nn import GATConv, GCNConv, SAGEConv, TransformerConv
 from .reordered import Reordered, ReorderedGraph, reorder
 
 __all__ = ["Graph", "spmm", "sddmm", "attention", "additive_attention", "GCNConv", "SAGEConv",
            "TransformerConv", "GATConv", "probe_count", "host_copies", "capture_training_step",
-           "capture_inference", "capture_batch_step", "capturable_plans", "CapturedBatchStep", "reorder", "Reordered", "ReorderedGraph"]
+           "capture_inference", "capture_batch_step", "capturable_plans", "CapturedBatchStep", "reorder", "Reordered", "ReorderedGraph",
+           "keep_aggregations"]

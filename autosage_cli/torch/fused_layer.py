@@ -20,6 +20,10 @@ A layer without a root term aggregating first an input that needs no gradient (G
 is no node of ours in an eager call: its backward runs no SpMM, so its GEMM is left to autograd's
 own nodes, whose backward runs in C++ (`gemms_only`).
 
+A layer whose input recurs unchanged and needs no gradient (a full graph's features, step after
+step) reads A x kept from an earlier call (kept_aggregation.py) and runs its GEMMs only, as
+autograd's own nodes: no SpMM either way.
+
 Why one op under torch.compile: a compiled small-graph step is host time too, and built from the
 separate ops Inductor adds kernels of its own around ours (the ReLU and its mask, each bias
 gradient as two reductions), each a Triton launch from Python. As `autosage::linear_aggregate`
@@ -41,7 +45,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..kernels import epilogues
-from . import handles, ops, ops_epilogue
+from . import handles, kept_aggregation, ops, ops_epilogue
 from .functions import check_tensor
 from .tracing import direct_when_untraced, traced
 
@@ -73,6 +77,10 @@ def linear_aggregate(g, x: Tensor, x_dst: Tensor | None, weight_l: Tensor, bias:
     if torch.compiler.is_compiling():
         return layer_op(handles.handle(g), x, x_dst, weight_l, bias, weight_r, aggregate_first, relu,
                         g.n_rows)[0]
+    if kept_aggregation.eligible(g, x, x_dst):
+        aggregated = kept_aggregation.kept(g, x, _aggregate)
+        if aggregated is not None:
+            return _gemms_after_kept(aggregated, x if x_dst is None else x_dst, weight_l, bias, weight_r, relu)
     if gemms_only(aggregate_first, x, x_dst, weight_r):
         return _gemms_after_aggregation(g, x, weight_l, bias, relu)
     return _apply_node(g, x, x_dst, weight_l, bias, weight_r, aggregate_first, relu)
@@ -99,6 +107,20 @@ def _gemms_after_aggregation(g, x, weight_l, bias, relu):
     """act((A x) W_lᵀ + b) as LinearAggregate's forward computes it (the same calls, the ReLU a
     pass of its own: cuBLASLt's ReLU epilogue has no derivative in torch)."""
     out = F.linear(ops.spmm(g, None, x), weight_l, bias)
+    return out.relu_() if relu else out
+
+
+def _aggregate(g, x: Tensor) -> Tensor:
+    return _Direct.spmm(g, None, x)
+
+
+def _gemms_after_kept(aggregated, root_input, weight_l, bias, weight_r, relu):
+    """act((A x) W_lᵀ + b [+ x_dst W_rᵀ]) from a kept A x (kept_aggregation.py): GEMMs only, which
+    autograd records as its own nodes (their backward runs in C++, see `gemms_only`); the root
+    term accumulates into the output in place, as the node's forward does."""
+    out = F.linear(aggregated, weight_l, bias)
+    if weight_r is not None:
+        out = out.addmm_(root_input, weight_r.t())
     return out.relu_() if relu else out
 
 

@@ -15,6 +15,7 @@ torch = pytest.importorskip("torch", reason="torch is not installed: the autosag
 
 import autosage_cli.torch as at  # noqa: E402
 from autosage_cli.torch import kept_aggregation, ops, ops_epilogue  # noqa: E402
+from autosage_cli.torch.norm import gcn_graph  # noqa: E402
 from torch_helpers import bipartite_graph, random_edge_index  # noqa: E402
 
 N, N_DST = 37, 15
@@ -151,7 +152,7 @@ def test_the_product_goes_with_its_input(graph):
     x = _features(N, 9, seed=8)
     for _ in range(2):
         _step(layer, x, graph)
-    noted = next(iter(kept_aggregation._NOTED.values()))
+    noted = kept_aggregation.noted(gcn_graph(graph))
     assert noted.aggregated is not None and noted.aggregated.shape == (N, 9)
     del x
     gc.collect()

@@ -80,7 +80,7 @@ class Graph:
         self.user_to_canon = user_to_canon  # None: the user's order is the canonical one
         self.user_weight = user_weight      # the weights as given, in the user's order (or None)
         self.cache, self.tune, self.schedules = cache, tune, dict(schedules or {})
-        self.derived: dict = {}         # normalised graphs, keyed by what made them
+        self.derived: dict = {}         # normalised graphs (and a kept A x), keyed by what made them
         self.gpu: dict = {}             # owned by autosage_cli.torch.cuda: device graphs, plans
         self._moved: dict = {}
         self._transpose = None          # the transpose this graph made (held), see T

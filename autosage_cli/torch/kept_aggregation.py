@@ -30,7 +30,8 @@ from torch import Tensor
 
 _MEMORY_SHARE = 4          # a kept product takes at most 1/4 of the device's free memory
 _state = {"enabled": True}
-_NOTED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # Graph -> _Noted
+_KEY = "kept input"        # a Graph's derived entry (graph.derived): its _Noted
+_graphs: "weakref.WeakSet" = weakref.WeakSet()   # the Graphs holding one, for keep_aggregations(False)
 
 
 def keep_aggregations(enabled: bool = True) -> None:
@@ -38,7 +39,9 @@ def keep_aggregations(enabled: bool = True) -> None:
     it off drops what is kept."""
     _state["enabled"] = bool(enabled)
     if not enabled:
-        _NOTED.clear()
+        for g in list(_graphs):
+            g.derived.pop(_KEY, None)
+        _graphs.clear()
 
 
 class _Noted:
@@ -62,6 +65,11 @@ def _layout(x: Tensor) -> tuple:
     return x.data_ptr(), x.shape, x.stride(), x.dtype
 
 
+def noted(g) -> "_Noted | None":
+    """What `g` holds for its input: the input's reference, version and layout, and A x once kept."""
+    return g.derived.get(_KEY)
+
+
 def eligible(g, x: Tensor, x_dst: Tensor | None) -> bool:
     """Whether a layer call may read or keep A x: see the module's docstring."""
     return (_state["enabled"] and type(x) is Tensor and not x.requires_grad
@@ -72,9 +80,11 @@ def eligible(g, x: Tensor, x_dst: Tensor | None) -> bool:
 def kept(g, x: Tensor, aggregate) -> Tensor | None:
     """A x kept for `x` on `g`, computed now (`aggregate(g, x)`, without grad) on x's second
     unchanged sight; None on a first sight, which only notes x. The caller checked `eligible`."""
-    noted = _NOTED.get(g)
+    noted = g.derived.get(_KEY)
     if noted is None or not noted.matches(x):
-        _NOTED[g] = _Noted(x)
+        if noted is None:
+            _graphs.add(g)
+        g.derived[_KEY] = _Noted(x)
         return None
     if not noted.sized:
         noted.sized = True

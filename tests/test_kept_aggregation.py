@@ -2,8 +2,8 @@
 GCNConv and SAGEConv (one node set and bipartite, either multiplication order, with and without
 the ReLU) give the outputs and gradients they give without it, call after call; the first sight
 runs the layer's usual SpMMs, the second one SpMM (A x) and later calls none either way; an input
-written in place, a new tensor, an input needing a gradient and `keep_aggregations(False)` are
-aggregated anew; the product goes when the input does. On the CPU (the reference kernels), in
+written in place, a new tensor, an input needing a gradient, a call under inference mode and
+`keep_aggregations(False)` are aggregated anew; the product goes when the input does. On the CPU (the reference kernels), in
 float64."""
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch", reason="torch is not installed: the autosag
 
 import autosage_cli.torch as at  # noqa: E402
 from autosage_cli.torch import kept_aggregation, ops, ops_epilogue  # noqa: E402
-from autosage_cli.torch.norm import gcn_graph  # noqa: E402
+from autosage_cli.torch.norm import gcn_graph, mean_graph  # noqa: E402
 from torch_helpers import bipartite_graph, random_edge_index  # noqa: E402
 
 N, N_DST = 37, 15
@@ -157,3 +157,17 @@ def test_the_product_goes_with_its_input(graph):
     del x
     gc.collect()
     assert noted.aggregated is None
+
+
+def test_inference_mode_keeps_nothing_and_a_later_training_call_keeps_as_before(graph, spmms):
+    layer = at.SAGEConv(9, 4).double()
+    x = _features(N, 9, seed=9)
+    with torch.inference_mode():
+        made_there = _features(N, 9, seed=9)     # an inference tensor: no version counter
+        outs = [layer(t, graph) for t in (made_there, made_there, x, x)]
+    assert len(spmms) == 4 and all(width == 4 for _, width in spmms)
+    torch.testing.assert_close(outs[3], outs[0])
+    want = _reference(layer, x, graph)
+    for _ in range(3):                   # a product made under inference mode could not be saved
+        _assert_equal(_step(layer, x, graph), want)
+    assert kept_aggregation.noted(mean_graph(graph)).aggregated is not None

@@ -13,11 +13,13 @@ transform-first product it replaces; a dropout on the input makes a new tensor e
 
 Unchanged means the same tensor object (held by a weak reference: the kept product never keeps
 the features alive), its version counter (every in-place write, through any view, moves it) and
-its storage, shape and strides; the product is dropped when the input is. Not kept: inputs that need a gradient, graphs whose buffers are
-refilled in place (a captured mini-batch's static graphs), tensor subclasses, and calls under a
-CUDA-graph capture (a replay reads whatever the features' buffer holds then, so A x must be in
-the graph) or under torch.compile (the compiled op is its own path). A kept product larger than a
-quarter of the device's free memory is not kept.
+its storage, shape and strides; the product is dropped when the input is. Not kept: inputs that
+need a gradient, tensor subclasses, graphs whose buffers are refilled in place (a captured
+mini-batch's static graphs), calls under torch.inference_mode and the inference tensors it makes
+(no version counter; a product made there could not be saved for a training call's backward),
+and calls under a CUDA-graph capture (a replay reads whatever the features' buffer holds then, so
+A x must be in the graph) or under torch.compile (the compiled op is its own path). A product
+larger than a quarter of the device's free memory is not kept.
 
 `keep_aggregations(False)` turns it off for the process: every call then runs its aggregation.
 """
@@ -72,7 +74,10 @@ def noted(g) -> "_Noted | None":
 
 def eligible(g, x: Tensor, x_dst: Tensor | None) -> bool:
     """Whether a layer call may read or keep A x: see the module's docstring."""
-    return (_state["enabled"] and type(x) is Tensor and not x.requires_grad
+    # an inference tensor has no version counter to watch, and a product made under inference
+    # mode would be one, which autograd may not save for a later training call
+    return (_state["enabled"] and type(x) is Tensor and not x.requires_grad and not x.is_inference()
+            and not torch.is_inference_mode_enabled()
             and (x_dst is None or not x_dst.requires_grad) and g._static is None
             and not (x.is_cuda and torch.cuda.is_current_stream_capturing()))
 

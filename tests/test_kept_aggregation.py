@@ -152,11 +152,12 @@ def test_the_product_goes_with_its_input(graph):
     x = _features(N, 9, seed=8)
     for _ in range(2):
         _step(layer, x, graph)
-    noted = kept_aggregation.noted(gcn_graph(graph))
-    assert noted.aggregated is not None and noted.aggregated.shape == (N, 9)
-    del x
+    table = gcn_graph(graph).derived[kept_aggregation._KEY]
+    noted = kept_aggregation.noted(gcn_graph(graph), x)
+    assert noted.aggregated is not None and noted.aggregated.shape == (N, 9) and len(table) == 1
+    del x, noted
     gc.collect()
-    assert noted.aggregated is None
+    assert table == {}
 
 
 def test_inference_mode_keeps_nothing_and_a_later_training_call_keeps_as_before(graph, spmms):
@@ -170,4 +171,20 @@ def test_inference_mode_keeps_nothing_and_a_later_training_call_keeps_as_before(
     want = _reference(layer, x, graph)
     for _ in range(3):                   # a product made under inference mode could not be saved
         _assert_equal(_step(layer, x, graph), want)
-    assert kept_aggregation.noted(mean_graph(graph)).aggregated is not None
+    assert kept_aggregation.noted(mean_graph(graph), x).aggregated is not None
+
+
+def test_a_stack_without_gradients_keeps_its_first_layers_product(graph, spmms):
+    """Inference: every layer's input needs no gradient, on one graph; the features recur, the
+    hidden layers' inputs are new each call."""
+    from autosage_cli.torch.training import build
+    net = build(at, "sage", 9, 3).double().eval()
+    x = _features(N, 9, seed=10)
+    with torch.no_grad():
+        first = net(x, graph)
+        for _ in range(2):
+            spmms.clear()
+            out = net(x, graph)
+    assert ("_spmm", 9) not in spmms and len(spmms) == 2       # the two later layers' own
+    torch.testing.assert_close(out, first)
+    assert len(mean_graph(graph).derived[kept_aggregation._KEY]) == 1   # the hidden inputs went

@@ -77,8 +77,8 @@ def test_a_capture_after_a_kept_warm_up_follows_new_features(graph, model):
     static = forward.static_inputs[0]
     for _ in range(2):                   # the static buffer itself: unchanged, so kept
         forward(static)
-    noted = kept_aggregation.noted(mean_graph(graph) if model == "sage" else net.layers[0]._normalised(graph))
-    assert noted is not None and noted.ref() is static and noted.aggregated is not None
+    noted = kept_aggregation.noted(mean_graph(graph) if model == "sage" else net.layers[0]._normalised(graph), static)
+    assert noted is not None and noted.aggregated is not None
     for i in range(1, 4):
         x = _features(i)
         out = forward(x)                 # the capture, then replays

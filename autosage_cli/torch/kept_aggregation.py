@@ -25,14 +25,16 @@ larger than a quarter of the device's free memory is not kept.
 """
 from __future__ import annotations
 
+import functools
 import weakref
 
 import torch
 from torch import Tensor
 
 _MEMORY_SHARE = 4          # a kept product takes at most 1/4 of the device's free memory
+_NOTES_PER_GRAPH = 8       # inputs noted per graph at once (the oldest goes first)
 _state = {"enabled": True}
-_KEY = "kept input"        # a Graph's derived entry (graph.derived): its _Noted
+_KEY = "kept inputs"       # a Graph's derived entry (graph.derived): {id(input): _Noted}
 _graphs: "weakref.WeakSet" = weakref.WeakSet()   # the Graphs holding one, for keep_aggregations(False)
 
 
@@ -47,29 +49,33 @@ def keep_aggregations(enabled: bool = True) -> None:
 
 
 class _Noted:
-    """An input seen on a graph, and its aggregation once it recurred (else None)."""
+    """An input seen on a graph, and its aggregation once it recurred (else None). Its entry goes
+    when the input does (the weak reference's callback), and the product with it."""
     __slots__ = ("ref", "version", "layout", "aggregated", "sized")
 
-    def __init__(self, x: Tensor):
-        # the product goes when the input does, not at the graph's next call
-        self.ref, self.version, self.layout = weakref.ref(x, self._drop), x._version, _layout(x)
+    def __init__(self, x: Tensor, table: dict):
+        self.ref = weakref.ref(x, functools.partial(_forget, table, id(x)))
+        self.version, self.layout = x._version, _layout(x)
         self.aggregated = None
         self.sized = False     # whether its size was weighed (once: a free-memory query costs)
 
-    def _drop(self, _ref) -> None:
-        self.aggregated = None
-
     def matches(self, x: Tensor) -> bool:
         return self.ref() is x and x._version == self.version and _layout(x) == self.layout
+
+
+def _forget(table: dict, key: int, ref) -> None:
+    noted = table.get(key)
+    if noted is not None and noted.ref is ref:    # not a later input given the same id
+        del table[key]
 
 
 def _layout(x: Tensor) -> tuple:
     return x.data_ptr(), x.shape, x.stride(), x.dtype
 
 
-def noted(g) -> "_Noted | None":
-    """What `g` holds for its input: the input's reference, version and layout, and A x once kept."""
-    return g.derived.get(_KEY)
+def noted(g, x: Tensor) -> "_Noted | None":
+    """What `g` holds for the input `x`: its version and layout, and A x once kept."""
+    return g.derived.get(_KEY, {}).get(id(x))
 
 
 def eligible(g, x: Tensor, x_dst: Tensor | None) -> bool:
@@ -84,12 +90,20 @@ def eligible(g, x: Tensor, x_dst: Tensor | None) -> bool:
 
 def kept(g, x: Tensor, aggregate) -> Tensor | None:
     """A x kept for `x` on `g`, computed now (`aggregate(g, x)`, without grad) on x's second
-    unchanged sight; None on a first sight, which only notes x. The caller checked `eligible`."""
-    noted = g.derived.get(_KEY)
+    unchanged sight; None on a first sight, which only notes x. The caller checked `eligible`.
+    Several inputs are noted per graph: a forward without gradients (inference) feeds every layer
+    of a stack on one graph an input needing none, the features first."""
+    table = g.derived.get(_KEY)
+    if table is None:
+        table = g.derived[_KEY] = {}
+        _graphs.add(g)
+    key = id(x)
+    noted = table.get(key)
     if noted is None or not noted.matches(x):
-        if noted is None:
-            _graphs.add(g)
-        g.derived[_KEY] = _Noted(x)
+        table.pop(key, None)             # re-inserted last: the newest
+        table[key] = _Noted(x, table)
+        if len(table) > _NOTES_PER_GRAPH:
+            del table[next(iter(table))]
         return None
     if not noted.sized:
         noted.sized = True

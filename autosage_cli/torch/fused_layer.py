@@ -80,9 +80,9 @@ def linear_aggregate(g, x: Tensor, x_dst: Tensor | None, weight_l: Tensor, bias:
     if kept_aggregation.eligible(g, x, x_dst):
         aggregated = kept_aggregation.kept(g, x, _aggregate)
         if aggregated is not None:
-            return _gemms_after_kept(aggregated, x if x_dst is None else x_dst, weight_l, bias, weight_r, relu)
+            return _gemms_after(aggregated, x if x_dst is None else x_dst, weight_l, bias, weight_r, relu)
     if gemms_only(aggregate_first, x, x_dst, weight_r):
-        return _gemms_after_aggregation(g, x, weight_l, bias, relu)
+        return _gemms_after(ops.spmm(g, None, x), None, weight_l, bias, None, relu)
     return _apply_node(g, x, x_dst, weight_l, bias, weight_r, aggregate_first, relu)
 
 
@@ -103,21 +103,15 @@ def gemms_only(aggregate_first: bool, x: Tensor, x_dst: Tensor | None, weight_r:
             and not (x.is_cuda and torch.cuda.is_current_stream_capturing()))
 
 
-def _gemms_after_aggregation(g, x, weight_l, bias, relu):
-    """act((A x) W_lᵀ + b) as LinearAggregate's forward computes it (the same calls, the ReLU a
-    pass of its own: cuBLASLt's ReLU epilogue has no derivative in torch)."""
-    out = F.linear(ops.spmm(g, None, x), weight_l, bias)
-    return out.relu_() if relu else out
-
-
 def _aggregate(g, x: Tensor) -> Tensor:
     return _Direct.spmm(g, None, x)
 
 
-def _gemms_after_kept(aggregated, root_input, weight_l, bias, weight_r, relu):
-    """act((A x) W_lᵀ + b [+ x_dst W_rᵀ]) from a kept A x (kept_aggregation.py): GEMMs only, which
-    autograd records as its own nodes (their backward runs in C++, see `gemms_only`); the root
-    term accumulates into the output in place, as the node's forward does."""
+def _gemms_after(aggregated, root_input, weight_l, bias, weight_r, relu):
+    """act((A x) W_lᵀ + b [+ x_dst W_rᵀ]) from A x (computed now, or kept by kept_aggregation.py)
+    as LinearAggregate's forward computes it: GEMMs only, which autograd records as its own nodes
+    (their backward runs in C++, see `gemms_only`); the root term accumulates into the output in
+    place, then the ReLU is a pass of its own (cuBLASLt's ReLU epilogue has no derivative in torch)."""
     out = F.linear(aggregated, weight_l, bias)
     if weight_r is not None:
         out = out.addmm_(root_input, weight_r.t())

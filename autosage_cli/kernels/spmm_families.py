@@ -192,7 +192,13 @@ DETERMINISTIC_SHAPES = ((1, 1), (4, 4), (32, 4))
 #   above 256 nonzeros is spread over 256-nonzero chunks (deterministic variants: 1024/1024).
 # - splitwarp: light rows by warps. reddit-like rows are mostly hundreds to a few thousand long
 #   (q99 3805), a warp each; only the ~1% above 2048 are chunked.
-SPLIT_VARIANTS = ((SPLIT_SHAPES, 256, 256, "atomic"), (DETERMINISTIC_SHAPES, 1024, 1024, "twophase"))
+# - short chunks at wide K: a light row is walked by one warp K / (G x V) times over, so rows of
+#   100-256 nonzeros set the time where K >= 64. On wiki-Vote and facebook_combined (hubs of
+#   450-1046 among rows of median 2-26) at K = 128 and 256 every unsplit and 256-chunk schedule
+#   ran 0.6-0.9x cuSPARSE's ALG2 (H100, the training suite's tunes at 9bc2857).
+SHORT_CHUNK_VARIANTS = ((((16, 4), (32, 4)), 64, 64, "atomic"), (((32, 4),), 32, 32, "atomic"))
+SPLIT_VARIANTS = ((SPLIT_SHAPES, 256, 256, "atomic"), (DETERMINISTIC_SHAPES, 1024, 1024, "twophase"),
+                  *SHORT_CHUNK_VARIANTS)
 SPLITWARP_VARIANTS = ((SPLITWARP_SHAPES, 2048, 512, "atomic"),
                       (DETERMINISTIC_SHAPES, 2048, 1024, "twophase"))
 

@@ -99,10 +99,6 @@ def feature_chunks(s: Schedule) -> int:
     return s.tile // (s.lanes * s.vec) if s.tile else 1
 
 
-def _cpp_bool(flag: bool) -> str:
-    return "true" if flag else "false"
-
-
 def _subwarp_expr(s: Schedule, dtype: str) -> str:
     return f"spmm_subwarp<{dtype}, {s.lanes}, {s.vec}, {s.unroll}>"
 
@@ -115,8 +111,8 @@ def _split_expr(light_warp: bool):
     """The split kernel's name expression; `light_warp`: light rows get a warp of edge slots
     (splitwarp) rather than a group of lanes each (split)."""
     def expression(s: Schedule, dtype: str) -> str:
-        return (f"spmm_split<{dtype}, {s.lanes}, {s.vec}, {s.unroll}, {_cpp_bool(light_warp)}, "
-                f"{_cpp_bool(s.reduce == 'twophase')}>")
+        return (f"spmm_split<{dtype}, {s.lanes}, {s.vec}, {s.unroll}, {str(light_warp).lower()}, "
+                f"{str(s.reduce == 'twophase').lower()}>")
     return expression
 
 
@@ -192,13 +188,11 @@ DETERMINISTIC_SHAPES = ((1, 1), (4, 4), (32, 4))
 #   above 256 nonzeros is spread over 256-nonzero chunks (deterministic variants: 1024/1024).
 # - splitwarp: light rows by warps. reddit-like rows are mostly hundreds to a few thousand long
 #   (q99 3805), a warp each; only the ~1% above 2048 are chunked.
-# - short chunks at wide K: a light row is walked by one warp K / (G x V) times over, so rows of
-#   100-256 nonzeros set the time where K >= 64. On wiki-Vote and facebook_combined (hubs of
-#   450-1046 among rows of median 2-26) at K = 128 and 256 every unsplit and 256-chunk schedule
-#   ran 0.6-0.9x cuSPARSE's ALG2 (H100, the training suite's tunes at 9bc2857).
-SHORT_CHUNK_VARIANTS = ((((16, 4), (32, 4)), 64, 64, "atomic"), (((32, 4),), 32, 32, "atomic"))
+# - split, short chunks: at K >= 64 a warp walks a light row K / (G x V) times over, so rows of a
+#   hundred-odd nonzeros set the time on hub graphs (wiki-Vote, facebook_combined, ca-CondMat at
+#   K = 64-256 on an H100: 256-nonzero chunks 0.64-1.06x cuSPARSE's best, these 1.14-2.04x).
 SPLIT_VARIANTS = ((SPLIT_SHAPES, 256, 256, "atomic"), (DETERMINISTIC_SHAPES, 1024, 1024, "twophase"),
-                  *SHORT_CHUNK_VARIANTS)
+                  (((16, 4), (32, 4)), 64, 64, "atomic"), (((32, 4),), 32, 32, "atomic"))
 SPLITWARP_VARIANTS = ((SPLITWARP_SHAPES, 2048, 512, "atomic"),
                       (DETERMINISTIC_SHAPES, 2048, 1024, "twophase"))
 

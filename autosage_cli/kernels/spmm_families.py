@@ -190,7 +190,7 @@ DETERMINISTIC_SHAPES = ((1, 1), (4, 4), (32, 4))
 #   (q99 3805), a warp each; only the ~1% above 2048 are chunked.
 # - split, short chunks: at K >= 64 a warp walks a light row K / (G x V) times over, so rows of a
 #   hundred-odd nonzeros set the time on hub graphs (wiki-Vote, facebook_combined, ca-CondMat at
-#   K = 64-256 on an H100: 256-nonzero chunks 0.64-1.06x cuSPARSE's best, these 1.14-2.04x).
+#   K = 64-256 on an H100: 256-nonzero chunks 0.64-1.05x cuSPARSE's best, these 1.14-2.04x).
 SPLIT_VARIANTS = ((SPLIT_SHAPES, 256, 256, "atomic"), (DETERMINISTIC_SHAPES, 1024, 1024, "twophase"),
                   (((16, 4), (32, 4)), 64, 64, "atomic"), (((32, 4),), 32, 32, "atomic"))
 SPLITWARP_VARIANTS = ((SPLITWARP_SHAPES, 2048, 512, "atomic"),

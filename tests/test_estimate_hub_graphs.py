@@ -36,7 +36,7 @@ FASTEST = {
 
 @functools.lru_cache(maxsize=None)
 def _features(name: str):
-    return compute_features(load_graph(path=str(DATASETS / f"{name}.mtx.gz")))
+    return compute_features(load_graph(dataset=name, root=str(DATASETS)))
 
 
 @pytest.mark.parametrize("graph,k", sorted(FASTEST))

@@ -14,10 +14,11 @@ import pytest
 torch = pytest.importorskip("torch", reason="torch is not installed: the autosage_cli.torch tests need it")
 
 import autosage_cli.torch as at  # noqa: E402
-from autosage_cli.torch import kept_aggregation, ops, ops_epilogue  # noqa: E402
+from autosage_cli.torch import kept_aggregation  # noqa: E402
 from autosage_cli.torch.norm import gcn_graph, mean_graph  # noqa: E402
-from torch_helpers import bipartite_graph, random_edge_index  # noqa: E402
+from torch_helpers import bipartite_graph, kept_on, random_edge_index, record_spmms  # noqa: E402,F401
 
+pytestmark = pytest.mark.usefixtures("kept_on")
 N, N_DST = 37, 15
 F64 = torch.float64
 
@@ -30,19 +31,7 @@ def graph():
 @pytest.fixture
 def spmms(monkeypatch):
     """The SpMM kernels' calls, by name and width, as the layers run them."""
-    calls = []
-    for module, name in ((ops, "_spmm"), (ops, "_spmm_t"), (ops_epilogue, "_spmm_epilogue")):
-        real = getattr(module, name)
-        monkeypatch.setattr(module, name, lambda *a, _real=real, _name=name, **k:
-                            calls.append((_name, a[2].shape[1])) or _real(*a, **k))
-    return calls
-
-
-@pytest.fixture(autouse=True)
-def kept_on():
-    at.keep_aggregations(True)
-    yield
-    at.keep_aggregations(True)
+    return record_spmms(monkeypatch)
 
 
 def _features(rows: int, cols: int, seed: int) -> torch.Tensor:

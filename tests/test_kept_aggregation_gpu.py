@@ -10,13 +10,14 @@ import pytest
 torch = pytest.importorskip("torch", reason="torch is not installed: the autosage_cli.torch tests need it")
 
 import autosage_cli.torch as at  # noqa: E402
-from autosage_cli.torch import kept_aggregation, ops, ops_epilogue  # noqa: E402
+from autosage_cli.torch import kept_aggregation  # noqa: E402
 from autosage_cli.torch.norm import mean_graph  # noqa: E402
 from autosage_cli.torch.training import build  # noqa: E402
-from torch_helpers import random_edge_index, rel_err  # noqa: E402
+from torch_helpers import kept_on, random_edge_index, record_spmms, rel_err  # noqa: E402,F401
 
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
-                                                  reason="torch sees no CUDA device (CPU-only torch build?)")]
+pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("kept_on"),
+              pytest.mark.skipif(not torch.cuda.is_available(),
+                                 reason="torch sees no CUDA device (CPU-only torch build?)")]
 N, IN, CLASSES = 3000, 96, 7
 TOL = {torch.float32: 1e-4, torch.bfloat16: 3e-2}    # A (x W) against (A x) W, rounded apart
 
@@ -25,13 +26,6 @@ TOL = {torch.float32: 1e-4, torch.bfloat16: 3e-2}    # A (x W) against (A x) W, 
 def graph(tmp_path_factory):
     edges = random_edge_index(N, seed=5, avg_degree=8, hubs=3, hub_degree=900).cuda()
     return at.Graph.from_edge_index(edges, N, cache=str(tmp_path_factory.mktemp("kept") / "decisions.json"))
-
-
-@pytest.fixture(autouse=True)
-def kept_on():
-    at.keep_aggregations(True)
-    yield
-    at.keep_aggregations(True)
 
 
 def _features(seed: int, dtype=torch.float32) -> torch.Tensor:
@@ -57,11 +51,9 @@ def test_repeated_calls_on_kept_features_equal_aggregating_ones(graph, monkeypat
     at.keep_aggregations(True)
     for _ in range(2):                   # noted, then kept
         _call(net, x, graph)
-    widths = []
-    for module, name in ((ops, "_spmm"), (ops, "_spmm_t"), (ops_epilogue, "_spmm_epilogue")):
-        real = getattr(module, name)
-        monkeypatch.setattr(module, name, lambda *a, _real=real, **k: widths.append(a[2].shape[1]) or _real(*a, **k))
+    calls = record_spmms(monkeypatch)
     got = _call(net, x, graph)
+    widths = [width for _, width in calls]
     assert IN not in widths                                      # the first layer ran none
     assert len(widths) == 2 * len(net.layers) - 2, widths       # the later layers' own, each way
     assert rel_err(got[0], want[0]) < TOL[dtype]

@@ -166,3 +166,26 @@ def kinds_cache(tmp_path):
     kinds.TABLE.clear()
     yield str(tmp_path / "decisions.json")
     kinds.TABLE.clear()
+
+
+def record_spmms(monkeypatch) -> list:
+    """The SpMM kernels' calls from here on, as (kernel, width) in call order: the forward's
+    (`_spmm`, `_spmm_epilogue`) and the backward's (`_spmm_t`), as the layers run them."""
+    from autosage_cli.torch import ops, ops_epilogue
+
+    calls = []
+    for module, name in ((ops, "_spmm"), (ops, "_spmm_t"), (ops_epilogue, "_spmm_epilogue")):
+        real = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda *a, _real=real, _name=name, **k:
+                            calls.append((_name, a[2].shape[1])) or _real(*a, **k))
+    return calls
+
+
+@pytest.fixture
+def kept_on():
+    """Import it with autouse: kept aggregations on around each test (a test may turn them off)."""
+    import autosage_cli.torch as at
+
+    at.keep_aggregations(True)
+    yield
+    at.keep_aggregations(True)

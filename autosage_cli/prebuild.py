@@ -35,6 +35,8 @@ MANIFEST = "manifest.json"
 DEFAULT_ARCHS = ("90",)          # sm_90: H100/H200, the GPUs the kernels are tuned for
 NVCC_TIMEOUT_S = 900             # one module; the largest takes about 20 s on 2 cores
 _ENTRY = re.compile(r"Compiling entry function '([^']+)' for")
+_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_REGISTERS = re.compile(r"Used (\d+) registers")
 _QUALIFIER = re.compile(r"\b[A-Za-z_]\w*::")
 # EDG-style demanglers (cu++filt) spell integral template arguments as casts, (int)8 or (bool)1,
 # and literals may carry suffixes (8u, 8ll); the GNU ones print 8 and true.
@@ -172,6 +174,21 @@ def demangler() -> Callable[[list[str]], dict[str, str]] | None:
     return run
 
 
+def parse_ptxas(text: str) -> dict[str, tuple[int, int, int, int]]:
+    """ptxas -v's report per kernel: mangled name -> (registers, spill store bytes, spill load
+    bytes, stack frame bytes)."""
+    reports, mangled, frame = {}, None, None
+    for line in text.splitlines():
+        if m := _ENTRY.search(line):
+            mangled, frame = m.group(1), None
+        elif (m := _FRAME.search(line)) and mangled:
+            frame = tuple(int(x) for x in m.groups())
+        elif (m := _REGISTERS.search(line)) and mangled and frame:
+            reports[mangled] = (int(m.group(1)), frame[1], frame[2], frame[0])
+            mangled = None
+    return reports
+
+
 def tools() -> tuple[str, Callable] | None:
     """(nvcc, a demangler), or None when nvcc or any demangler is missing."""
     nvcc, demangle = shutil.which("nvcc"), demangler()
@@ -196,8 +213,12 @@ def build_module(module: dict, cuda_dir: Path, hash_: str, arch: str, dest: Path
     if proc.returncode != 0:
         raise RuntimeError(f"nvcc failed on {module['name']}: {proc.stderr.strip()[-400:]}")
     names = match_names(module["expressions"], demangle(_ENTRY.findall(proc.stderr)))
+    # ptxas' registers and spills per kernel, by expression: the no-spill check of every kernel
+    # file (tests) reads the install's own report of the cubins it made instead of compiling again
+    reports = parse_ptxas(proc.stderr)
     return {"file": module["file"], "options": list(module["options"]), "cubin": cubin.name, "names": names,
-            "unmatched": [e for e in module["expressions"] if e not in names]}
+            "unmatched": [e for e in module["expressions"] if e not in names],
+            "ptxas": {e: reports[m] for e, m in names.items() if m in reports}}
 
 
 def build(cuda_dir: Path, dest: Path, archs=DEFAULT_ARCHS, jobs: int | None = None, log=print) -> dict | None:

@@ -10,7 +10,7 @@ import pytest
 from autosage_cli.backends.native_attention import attention_scale, split_segments
 from autosage_cli.kernels import attention_space as space
 from autosage_cli.kernels import schedule as schedule_mod
-from autosage_cli.kernels.compile import nvcc_check
+import ptxas_helpers
 
 SCHEDULES = space.SCHEDULES
 FUSED = [s for s in SCHEDULES if s.family in ("fused", "fused_split")]
@@ -97,7 +97,7 @@ def test_launch_covers_all_groups():
 # ------------------------------------------------------------------ compile reports (nvcc, sm_90)
 
 def _check_reports(source: str, exprs: list[str]) -> None:
-    reports = nvcc_check(source, exprs)
+    reports = ptxas_helpers.reports(source, exprs)
     assert len(reports) == len(exprs), [r.name_expression for r in reports]
     bad = [r for r in reports if r.spill_stores or r.spill_loads or r.stack_frame or r.registers > 255]
     assert not bad, bad

@@ -23,6 +23,7 @@ from autosage_cli.kernels import compile as kcompile, epilogues, schedule as sch
 from autosage_cli.ops import epilogue as epilogue_ops
 from autosage_cli.scheduler import tune as tune_mod
 
+import ptxas_helpers
 from scheduler_fakes import DEVICE, SOFTWARE, FakeMeasurer, features_of
 
 CUDA_HEADER = (kcompile.CUDA_DIR / "spmm_epilogue.cuh").read_text()
@@ -394,7 +395,7 @@ def _reports() -> dict:
     def check(item):
         key, exprs = item
         try:
-            return key, kcompile.nvcc_check(key[0], sorted(exprs))
+            return key, ptxas_helpers.reports(key[0], exprs)
         except Exception as exc:
             return key, exc
     with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:

@@ -24,6 +24,7 @@ from autosage_cli.kernels import compile as kcompile
 from autosage_cli.kernels import schedule as sched
 from autosage_cli.kernels import epilogues, util
 from autosage_cli.dtypes import DTYPES, vector_bytes_fit
+from ptxas_helpers import reports
 
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
 
@@ -85,11 +86,12 @@ FILES = expressions_by_file()
 
 @functools.lru_cache(maxsize=1)
 def all_reports() -> dict[str, object]:
-    """nvcc report per file (or the exception it raised), all files compiled concurrently."""
+    """ptxas' report per file (or the exception nvcc raised): the install's where it built the
+    instantiation (tests/ptxas_helpers.py), else nvcc's, the files compiled concurrently."""
     def check(item):
         name, exprs = item
         try:
-            return name, kcompile.nvcc_check(name, sorted(exprs))
+            return name, reports(name, exprs)
         except Exception as exc:  # reported per file by the test below
             return name, exc
 

@@ -104,10 +104,11 @@ def test_without_nvcc_nothing_is_built(tmp_path, monkeypatch):
     assert not (tmp_path / "out").exists() and "compile on first use" in messages[0]
 
 
-def _fake_manifest(directory: Path, options: list[str], hash_: str | None = None, arch: str = "90") -> None:
+def _fake_manifest(directory: Path, options: list[str], hash_: str | None = None, arch: str = "90",
+                   ptxas=(16, 0, 0, 0)) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     module = {"file": "util.cu", "options": options, "cubin": "util.core.sm_90.cubin",
-              "names": {"autosage_fill_u32": "autosage_fill_u32"}}
+              "names": {"autosage_fill_u32": "autosage_fill_u32"}, "ptxas": {"autosage_fill_u32": list(ptxas)}}
     manifest = {"version": 1, "sources_hash": hash_ or sources_hash(), "archs": {arch: {"util/core": module}}}
     (directory / prebuild.MANIFEST).write_text(json.dumps(manifest))
 
@@ -153,6 +154,50 @@ def test_every_listed_expression_is_built_and_named(built):
         assert entry["options"] == m["options"] and (directory / entry["cubin"]).stat().st_size > 0
         assert sorted(entry["names"]) == sorted(m["expressions"]) and not entry["unmatched"], m["name"]
         assert len(set(entry["names"].values())) == len(m["expressions"])   # one kernel each
+        # ptxas' report of each kernel: registers, spill stores, spill loads, stack frame
+        assert sorted(entry["ptxas"]) == sorted(m["expressions"]), m["name"]
+        assert all(len(r) == 4 and 0 < r[0] <= 255 and min(r) >= 0 for r in entry["ptxas"].values())
+
+
+PTXAS_V = """ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function '_Z4sumsPKf' for 'sm_90'
+ptxas info    : Function properties for _Z4sumsPKf
+    24 bytes stack frame, 8 bytes spill stores, 12 bytes spill loads
+ptxas info    : Used 64 registers, used 0 barriers, 360 bytes cmem[0]
+ptxas info    : Compiling entry function 'autosage_fill_u32' for 'sm_90'
+ptxas info    : Function properties for autosage_fill_u32
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 10 registers, used 0 barriers, 372 bytes cmem[0]
+"""
+
+
+def test_ptxas_reports_are_read_per_kernel():
+    assert prebuild.parse_ptxas(PTXAS_V) == {"_Z4sumsPKf": (64, 8, 12, 24), "autosage_fill_u32": (10, 0, 0, 0)}
+
+
+def test_the_spill_checks_read_a_current_builds_report_and_compile_only_the_rest(tmp_path, monkeypatch):
+    import ptxas_helpers
+
+    options = kcompile.module_options(["autosage_fill_u32"])
+    _fake_manifest(tmp_path, options, ptxas=(20, 4, 4, 8))
+    monkeypatch.setattr(cubins, "PREBUILT_DIR", tmp_path)
+    monkeypatch.setattr(cubins.ptxas_reports, "__defaults__", (tmp_path,))
+    compiled = []
+    monkeypatch.setattr(kcompile, "nvcc_check", lambda f, exprs: compiled.append((f, exprs)) or
+                        [kcompile.KernelReport(e, 1, 0, 0, 0) for e in exprs])
+    got = ptxas_helpers.reports("util.cu", ["autosage_fill_u32", "autosage_fill_u16"])
+    # the recorded report (spills included, so a check would fail on them), nvcc for the other
+    assert got[0] == kcompile.KernelReport("autosage_fill_u32", 20, 4, 4, 8)
+    assert compiled == [("util.cu", ["autosage_fill_u16"])]
+    # a stale build, or one made with other options, is not read: everything compiles
+    _fake_manifest(tmp_path, options, hash_="0" * 24)
+    compiled.clear()
+    ptxas_helpers.reports("util.cu", ["autosage_fill_u32"])
+    assert compiled == [("util.cu", ["autosage_fill_u32"])]
+    _fake_manifest(tmp_path, options + ["-DAUTOSAGE_2BYTE_TYPES=1"])
+    compiled.clear()
+    ptxas_helpers.reports("util.cu", ["autosage_fill_u32"])
+    assert compiled == [("util.cu", ["autosage_fill_u32"])]
 
 
 @needs_nvcc

@@ -11,7 +11,6 @@ independent modules in parallel.
 """
 from __future__ import annotations
 
-import re
 import subprocess
 import tempfile
 import threading
@@ -312,11 +311,6 @@ class KernelReport:
     stack_frame: int
 
 
-_PTXAS_FUNC = re.compile(r"Compiling entry function '([^']+)' for")
-_PTXAS_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
-_PTXAS_REGS = re.compile(r"Used (\d+) registers")
-
-
 def _nvcc(filename: str, name_expressions: list[str], arch: str, output: str, *flags: str):
     """Run nvcc on `filename` with every name expression instantiated (by taking its address, which
     is what NVRTC's name expressions do) and the module's runtime options; returns (stderr, the
@@ -339,22 +333,9 @@ def nvcc_check(filename: str, name_expressions: list[str], arch: str = ARCH) -> 
     """Compile `filename` with nvcc for `arch`, instantiating every name expression, and return
     ptxas' per-kernel report. Raises RuntimeError with the compiler output on any error."""
     stderr, _ = _nvcc(filename, name_expressions, arch, "cubin", "-Xptxas", "-v")
-    return _parse_ptxas(stderr, name_expressions)
+    return [KernelReport(mangled, *report) for mangled, report in prebuild.parse_ptxas(stderr).items()]
 
 
 def nvcc_ptx(filename: str, name_expressions: list[str], arch: str = ARCH) -> str:
     """The PTX nvcc makes of `filename` with every name expression instantiated (one .entry each)."""
     return _nvcc(filename, name_expressions, arch, "ptx")[1]
-
-
-def _parse_ptxas(text: str, name_expressions: list[str]) -> list[KernelReport]:
-    reports, mangled, frame = [], None, None
-    for line in text.splitlines():
-        if m := _PTXAS_FUNC.search(line):
-            mangled, frame = m.group(1), None
-        elif (m := _PTXAS_FRAME.search(line)) and mangled:
-            frame = tuple(int(x) for x in m.groups())
-        elif (m := _PTXAS_REGS.search(line)) and mangled and frame:
-            reports.append(KernelReport(mangled, int(m.group(1)), frame[1], frame[2], frame[0]))
-            mangled = None
-    return reports

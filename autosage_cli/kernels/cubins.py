@@ -31,6 +31,18 @@ def is_current(manifest: dict) -> bool:
     return manifest.get("sources_hash") == sources_hash()
 
 
+def ptxas_reports(arch: str, directory: Path = PREBUILT_DIR) -> dict:
+    """(file, expression) -> (options, (registers, spill store bytes, spill load bytes, stack frame
+    bytes)): ptxas' report of each kernel in the current cubins for `arch` ("90"), as the build
+    recorded it; {} where there are none or they were built from other sources."""
+    manifest = read_manifest(directory)
+    if manifest is None or not is_current(manifest):
+        return {}
+    return {(m["file"], expr): (m["options"], tuple(report))
+            for m in manifest.get("archs", {}).get(arch, {}).values()
+            for expr, report in m.get("ptxas", {}).items()}
+
+
 def enabled() -> bool:
     return os.environ.get("AUTOSAGE_PREBUILT", "1") != "0"
 

@@ -271,8 +271,8 @@ HALF_SUBWARP_LANES = (2, 4, 8, 16, 32)
 # registers), which leaves room under the 64-register cap for more edges in flight: split G = 8
 # keeps 8 (64 registers, no spill; G = 16 spills at 8 and keeps 4), splitwarp G = 16 and warprow
 # G = 8 keep 4, splitwarp G = 8 keeps 2 (fewer registers). On the H200 (bf16, reddit-/products-like,
-# K = 64, 128, bf87f24) each kept U was its shape's fastest or within 4% of it, but split G = 16's
-# (U = 8 up to 6% faster, spilling). 64-nonzero chunks: float32's short-chunk split, for hub graphs.
+# K = 64, 128, bf87f24) each kept U was its shape's fastest or within 4% of it (split G = 16 at U = 8:
+# up to 6% faster, but it spills). 64/64 chunks: float32's short-chunk split's (SPLIT_VARIANTS).
 HALF_SPLIT_SHAPES = {"split": ((4, 256, 256, "atomic", 2), (16, 256, 256, "atomic", 4),
                                (8, 256, 256, "atomic", 8), (8, 64, 64, "atomic", 8), (16, 64, 64, "atomic", 4)),
                      "splitwarp": ((32, 2048, 512, "atomic", 4), (32, 2048, 1024, "twophase", 4),

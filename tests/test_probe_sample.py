@@ -470,19 +470,19 @@ def test_a_vendor_within_the_cold_ratio_is_screened_as_usual():
     assert by["cusparse-alg1"].reason.startswith("screened out: 2.22x")
 
 
-class FirstLaunchNoisy(FakeMeasurer):
-    """The first timed batch of the plans named in `noisy` reads `factor` times their real time (a
-    few-microsecond kernel's one launch, as seen on the H200), every later batch their real time."""
+class FirstLaunchReads(FakeMeasurer):
+    """The first timed batch of each plan named in `first` reads that time (a few-microsecond
+    kernel's one launch, as seen on the H200), every later batch its real time."""
 
-    def __init__(self, noisy, factor, **kw):
+    def __init__(self, first: dict, **kw):
         super().__init__(**kw)
-        self.noisy, self.factor, self.seen = set(noisy), factor, set()
+        self.first, self.seen = dict(first), set()
 
     def time(self, plan, inputs, out, repeat, warmup, max_ms=None):
         stats = super().time(plan, inputs, out, repeat, warmup, max_ms)
-        if plan.name in self.noisy and plan.name not in self.seen:
+        if plan.name in self.first and plan.name not in self.seen:
             self.seen.add(plan.name)
-            stats.median_ms = stats.p20_ms = stats.p80_ms = plan.ms * self.factor
+            stats.median_ms = stats.p20_ms = stats.p80_ms = self.first[plan.name]
         return stats
 
 
@@ -494,7 +494,7 @@ def test_a_microsecond_plan_is_looked_at_again_before_the_screen_drops_it(scale,
     cands = spmm_schedules(3)
     names = [s.name for s, _ in cands]
     # real times 5, 6, 9 (us when scale=0.001); the fastest reads 4x on its one screening launch
-    m = FirstLaunchNoisy({names[0]}, 4.0, vendor_ms={"cusparse-alg1": 10 * scale},
+    m = FirstLaunchReads({names[0]: 4 * 5 * scale}, vendor_ms={"cusparse-alg1": 10 * scale},
                          native_ms=dict(zip(names, (5 * scale, 6 * scale, 9 * scale))))
     result = run_probe(m, cands, budget_ms=1000.0)
     by = {r.name: r for r in result.natives}
@@ -511,3 +511,22 @@ def test_a_microsecond_plan_is_looked_at_again_before_the_screen_drops_it(scale,
         # millisecond kernels: one launch is a measurement; the screen drops the noisy plan as before
         assert by[names[0]].repeats == 1 and by[names[0]].reason.startswith("screened out: 3.33x")
         assert decide(result.natives, result.vendors).schedule == names[1]
+
+
+def test_a_plan_the_looks_put_beyond_the_screen_gets_its_own_look():
+    """A look can lower the lead: a plan within SCREEN_RATIO of the old lead on its one launch, beyond
+    it of the new one, is looked at too, not screened out on that one launch."""
+    from autosage_cli.scheduler.decisions.select import decide
+
+    cands = spmm_schedules(3)
+    names = [s.name for s, _ in cands]
+    # real 5, 6 and 5.5 us; A reads 8 (1.33x B's 6: looked at, 5), C reads 7.5 (1.25x of 6, but
+    # 1.5x of A's 5 once A is looked at): C's real 5.5 must survive the screen
+    m = FirstLaunchReads({names[0]: 0.008, names[2]: 0.0075}, vendor_ms={"cusparse-alg1": 0.010},
+                         native_ms=dict(zip(names, (0.005, 0.006, 0.0055))))
+    result = run_probe(m, cands, budget_ms=1000.0)
+    by = {r.name: r for r in result.natives}
+    assert by[names[2]].ms == pytest.approx(0.0055) and not by[names[2]].reason
+    assert by[names[2]].repeats > 1 + probe.MIN_REPEATS        # looked at, then timed as a survivor
+    assert by[names[0]].ms == pytest.approx(0.005) and decide(result.natives, result.vendors).schedule == names[0]
+

@@ -181,7 +181,7 @@ def test_the_spill_checks_read_a_current_builds_report_and_compile_only_the_rest
     options = kcompile.module_options(["autosage_fill_u32"])
     _fake_manifest(tmp_path, options, ptxas=(20, 4, 4, 8))
     monkeypatch.setattr(cubins, "PREBUILT_DIR", tmp_path)
-    monkeypatch.setattr(cubins.ptxas_reports, "__defaults__", (tmp_path,))
+    ptxas_helpers.recorded.cache_clear()     # each manifest below is read afresh
     compiled = []
     monkeypatch.setattr(kcompile, "nvcc_check", lambda f, exprs: compiled.append((f, exprs)) or
                         [kcompile.KernelReport(e, 1, 0, 0, 0) for e in exprs])
@@ -191,10 +191,12 @@ def test_the_spill_checks_read_a_current_builds_report_and_compile_only_the_rest
     assert compiled == [("util.cu", ["autosage_fill_u16"])]
     # a stale build, or one made with other options, is not read: everything compiles
     _fake_manifest(tmp_path, options, hash_="0" * 24)
+    ptxas_helpers.recorded.cache_clear()
     compiled.clear()
     ptxas_helpers.reports("util.cu", ["autosage_fill_u32"])
     assert compiled == [("util.cu", ["autosage_fill_u32"])]
     _fake_manifest(tmp_path, options + ["-DAUTOSAGE_2BYTE_TYPES=1"])
+    ptxas_helpers.recorded.cache_clear()
     compiled.clear()
     ptxas_helpers.reports("util.cu", ["autosage_fill_u32"])
     assert compiled == [("util.cu", ["autosage_fill_u32"])]
